@@ -1,0 +1,188 @@
+//! The resource types xcsp manages, and what each one's schema says about change and secrecy.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Which provider owns a resource type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// Values xcsp makes itself (generated pre-shared keys); no cloud call.
+    Local,
+    Aws,
+    Azure,
+    Kubernetes,
+}
+
+impl ProviderKind {
+    pub fn title(self) -> &'static str {
+        match self {
+            ProviderKind::Local => "xcsp",
+            ProviderKind::Aws => "AWS",
+            ProviderKind::Azure => "Azure",
+            ProviderKind::Kubernetes => "Kubernetes",
+        }
+    }
+}
+
+macro_rules! resource_types {
+    ($($variant:ident => $name:literal, $provider:ident;)*) => {
+        /// Every kind of resource xcsp can plan. The name is the first part of an address.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum ResourceType { $($variant,)* }
+
+        impl ResourceType {
+            pub const ALL: &'static [ResourceType] = &[$(ResourceType::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(ResourceType::$variant => $name,)* }
+            }
+
+            pub fn provider(self) -> ProviderKind {
+                match self { $(ResourceType::$variant => ProviderKind::$provider,)* }
+            }
+        }
+
+        impl FromStr for ResourceType {
+            type Err = UnknownResourceType;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s { $($name => Ok(ResourceType::$variant),)* _ => Err(UnknownResourceType(s.to_string())) }
+            }
+        }
+    };
+}
+
+resource_types! {
+    PresharedKey => "xcsp_preshared_key", Local;
+    AwsVpnGateway => "aws_vpn_gateway", Aws;
+    AwsVpnGatewayAttachment => "aws_vpn_gateway_attachment", Aws;
+    AwsRoutePropagation => "aws_vpn_gateway_route_propagation", Aws;
+    AwsCustomerGateway => "aws_customer_gateway", Aws;
+    AwsVpnConnection => "aws_vpn_connection", Aws;
+    AwsVpnConnectionRoute => "aws_vpn_connection_route", Aws;
+    AwsSecurityGroupIngress => "aws_security_group_ingress", Aws;
+    AzureResourceGroup => "azure_resource_group", Azure;
+    AzureVirtualNetwork => "azure_virtual_network", Azure;
+    AzureSubnet => "azure_subnet", Azure;
+    AzureNetworkSecurityGroup => "azure_network_security_group", Azure;
+    AzurePublicIp => "azure_public_ip", Azure;
+    AzureVpnGateway => "azure_virtual_network_gateway", Azure;
+    AzureLocalNetworkGateway => "azure_local_network_gateway", Azure;
+    AzureVpnConnection => "azure_virtual_network_gateway_connection", Azure;
+    AzureUserAssignedIdentity => "azure_user_assigned_identity", Azure;
+    AzureFederatedCredential => "azure_federated_identity_credential", Azure;
+    AzureRoleAssignment => "azure_role_assignment", Azure;
+    K8sAzureClusterIdentity => "k8s_azure_cluster_identity", Kubernetes;
+    K8sAzureCluster => "k8s_azure_cluster", Kubernetes;
+    K8sCluster => "k8s_cluster", Kubernetes;
+    K8sAzureMachineTemplate => "k8s_azure_machine_template", Kubernetes;
+    K8sMachineSet => "k8s_machine_set", Kubernetes;
+    K8sMachineHealthCheck => "k8s_machine_health_check", Kubernetes;
+}
+
+/// The error for a name that is no resource type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown resource type `{0}`")]
+pub struct UnknownResourceType(pub String);
+
+impl fmt::Display for ResourceType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ResourceType {
+    /// Attributes that cannot change in place, each with the reason a replacement is needed.
+    pub fn forces_replacement(self, attribute: &str) -> Option<&'static str> {
+        use ResourceType::*;
+        let table: &[(&str, &str)] = match self {
+            PresharedKey => &[("length", "a generated key is never re-derived")],
+            AwsVpnGateway => &[("amazon_side_asn", "a VPN gateway's Amazon-side ASN is fixed at creation")],
+            AwsVpnGatewayAttachment => {
+                &[("vpc_id", "a VPN gateway attaches to one VPC; moving it detaches and re-attaches")]
+            }
+            AwsCustomerGateway => &[
+                ("ip_address", "customer gateways are immutable in EC2"),
+                ("bgp_asn", "customer gateways are immutable in EC2"),
+            ],
+            AwsVpnConnection => &[
+                (
+                    "customer_gateway",
+                    "EC2 can move a connection only between gateways of the same kind; xcsp replaces it",
+                ),
+                ("static_routes_only", "the routing mode of a VPN connection is fixed at creation"),
+            ],
+            AwsVpnConnectionRoute => &[("destination_cidr", "a static VPN route has no update call")],
+            AzureResourceGroup => &[("location", "a resource group's location is fixed at creation")],
+            AzureVirtualNetwork | AzureNetworkSecurityGroup | AzureLocalNetworkGateway | AzureUserAssignedIdentity => {
+                &[("location", "Azure resources cannot move between regions")]
+            }
+            AzureSubnet => &[("virtual_network", "a subnet belongs to one virtual network")],
+            AzurePublicIp => &[
+                ("sku", "a public IP's SKU cannot change while it is in use"),
+                ("zones", "a public IP's zones are fixed at creation"),
+                ("location", "Azure resources cannot move between regions"),
+            ],
+            AzureVpnGateway => &[
+                ("public_ips", "the gateway's IP configurations are fixed at creation"),
+                ("vpn_type", "a gateway's VPN type is fixed at creation"),
+                ("location", "Azure resources cannot move between regions"),
+            ],
+            AzureVpnConnection => &[
+                ("local_network_gateway", "a connection's endpoints are fixed at creation"),
+                ("virtual_network_gateway", "a connection's endpoints are fixed at creation"),
+            ],
+            AzureFederatedCredential => &[("identity", "a federated credential belongs to one identity")],
+            AzureRoleAssignment => &[
+                ("scope", "role assignments are immutable"),
+                ("role", "role assignments are immutable"),
+                ("principal", "role assignments are immutable"),
+            ],
+            K8sAzureClusterIdentity
+            | K8sAzureCluster
+            | K8sCluster
+            | K8sAzureMachineTemplate
+            | K8sMachineSet
+            | K8sMachineHealthCheck => &[
+                ("namespace", "a Kubernetes object's namespace is part of its identity"),
+                ("name", "a Kubernetes object's name is part of its identity"),
+            ],
+            AwsRoutePropagation | AwsSecurityGroupIngress => &[],
+        };
+        table.iter().find(|(a, _)| *a == attribute).map(|(_, why)| *why)
+    }
+}
+
+impl Serialize for ResourceType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ResourceType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for t in ResourceType::ALL {
+            assert_eq!(t.as_str().parse::<ResourceType>().unwrap(), *t);
+        }
+    }
+
+    #[test]
+    fn replacement_reasons_are_per_attribute() {
+        assert!(ResourceType::AwsCustomerGateway.forces_replacement("ip_address").is_some());
+        assert!(ResourceType::AwsCustomerGateway.forces_replacement("tags").is_none());
+        assert!(ResourceType::AwsRoutePropagation.forces_replacement("route_table_ids").is_none());
+    }
+}

@@ -1,0 +1,331 @@
+//! The Entra ID token endpoint (`/{tenant}/oauth2/v2.0/token`: client secret or client assertion)
+//! and bearer-token checks for ARM calls.
+
+use super::error::ArmError;
+use super::kinds;
+use super::store::Store;
+use crate::world::SimConfig;
+use axum::http::StatusCode;
+use base64::Engine;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// What an issued token stands for.
+#[derive(Debug, Clone)]
+pub struct TokenInfo {
+    pub tenant: String,
+    pub client_id: String,
+    pub audience: String,
+    pub expires: Instant,
+}
+
+/// One token request, as recorded for `/_sim/tokens`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenRecord {
+    pub tenant: String,
+    pub client_id: String,
+    /// `client_secret` or `client_assertion`.
+    pub grant: String,
+    pub scope: String,
+    pub audience: String,
+    /// Claims of the client assertion (iss, sub, aud), if one was presented.
+    pub assertion: Option<Value>,
+    /// True if a token was issued.
+    pub issued: bool,
+}
+
+/// Issued tokens and the request log.
+#[derive(Debug, Default)]
+pub struct Tokens {
+    pub issued: HashMap<String, TokenInfo>,
+    pub log: Vec<TokenRecord>,
+}
+
+/// An error in Entra's shape.
+pub struct AadError {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+fn aad(status: StatusCode, error: &str, code: u32, description: &str) -> AadError {
+    AadError {
+        status,
+        body: json!({
+            "error": error,
+            "error_description": format!("AADSTS{code}: {description}\r\nTrace ID: {}\r\nCorrelation ID: {}\r\nTimestamp: {}",
+                uuid::Uuid::new_v4(), uuid::Uuid::new_v4(), crate::arm::now_rfc3339()),
+            "error_codes": [code],
+            "timestamp": crate::arm::now_rfc3339(),
+            "trace_id": uuid::Uuid::new_v4().to_string(),
+            "correlation_id": uuid::Uuid::new_v4().to_string(),
+        }),
+    }
+}
+
+/// `scope=https://management.azure.com/.default` -> `https://management.azure.com`.
+pub fn audience_of(scope: &str) -> String {
+    let first = scope.split_whitespace().next().unwrap_or_default();
+    first.trim_end_matches("/.default").trim_end_matches(".default").trim_end_matches('/').to_string()
+}
+
+fn decode_jwt_claims(jwt: &str) -> Option<Value> {
+    let payload = jwt.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Handles a token request.
+pub fn token(
+    tokens: &mut Tokens,
+    store: &Store,
+    config: &SimConfig,
+    tenant: &str,
+    form: &HashMap<String, String>,
+    now: Instant,
+) -> Result<Value, AadError> {
+    let get = |k: &str| form.get(k).map(String::as_str).unwrap_or_default();
+    let client_id = get("client_id").to_string();
+    let scope = get("scope").to_string();
+    let mut record = TokenRecord {
+        tenant: tenant.to_string(),
+        client_id: client_id.clone(),
+        grant: String::new(),
+        scope: scope.clone(),
+        audience: audience_of(&scope),
+        assertion: None,
+        issued: false,
+    };
+    let result = check_grant(&mut record, store, config, form, now);
+    record.issued = result.is_ok();
+    tokens.log.push(record.clone());
+    result?;
+    let token = format!("xcsp-sim.{}", uuid::Uuid::new_v4().simple());
+    let lifetime = config.token_lifetime_secs;
+    tokens.issued.insert(
+        token.clone(),
+        TokenInfo {
+            tenant: tenant.to_string(),
+            client_id,
+            audience: record.audience.clone(),
+            expires: now + Duration::from_secs(lifetime),
+        },
+    );
+    Ok(json!({
+        "token_type": "Bearer",
+        "expires_in": lifetime,
+        "ext_expires_in": lifetime,
+        "access_token": token,
+    }))
+}
+
+fn check_grant(
+    record: &mut TokenRecord,
+    store: &Store,
+    config: &SimConfig,
+    form: &HashMap<String, String>,
+    now: Instant,
+) -> Result<(), AadError> {
+    let get = |k: &str| form.get(k).map(String::as_str).unwrap_or_default();
+    if get("grant_type") != "client_credentials" {
+        return Err(aad(
+            StatusCode::BAD_REQUEST,
+            "unsupported_grant_type",
+            70003,
+            "The app requested an unsupported grant type (xcsp-sim supports client_credentials).",
+        ));
+    }
+    if record.client_id.is_empty() {
+        return Err(aad(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            900144,
+            "The request body must contain the following parameter: 'client_id'.",
+        ));
+    }
+    if record.scope.is_empty() {
+        return Err(aad(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            900144,
+            "The request body must contain the following parameter: 'scope'.",
+        ));
+    }
+    if !record.scope.split_whitespace().all(|s| s.ends_with("/.default")) {
+        return Err(aad(
+            StatusCode::BAD_REQUEST,
+            "invalid_scope",
+            1002012,
+            &format!(
+                "The provided value for scope {} is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier (application ID URI).",
+                record.scope
+            ),
+        ));
+    }
+    if form.contains_key("client_secret") {
+        record.grant = "client_secret".into();
+        let secret = get("client_secret");
+        if secret.is_empty() {
+            return Err(aad(StatusCode::UNAUTHORIZED, "invalid_client", 7000215, "Invalid client secret provided."));
+        }
+        if !config.client_secrets.is_empty() {
+            match config.client_secrets.get(&record.client_id) {
+                None => {
+                    return Err(aad(
+                        StatusCode::BAD_REQUEST,
+                        "unauthorized_client",
+                        700016,
+                        &format!(
+                            "Application with identifier '{}' was not found in the directory '{}'.",
+                            record.client_id, record.tenant
+                        ),
+                    ));
+                }
+                Some(s) if s != secret => {
+                    return Err(aad(
+                        StatusCode::UNAUTHORIZED,
+                        "invalid_client",
+                        7000215,
+                        "Invalid client secret provided. Ensure the secret being sent in the request is the client secret value, not the client secret ID.",
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        return Ok(());
+    }
+    if form.contains_key("client_assertion") {
+        record.grant = "client_assertion".into();
+        if get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
+            return Err(aad(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                50027,
+                "Invalid client_assertion_type: expected urn:ietf:params:oauth:client-assertion-type:jwt-bearer.",
+            ));
+        }
+        let Some(claims) = decode_jwt_claims(get("client_assertion")) else {
+            return Err(aad(StatusCode::BAD_REQUEST, "invalid_client", 50027, "JWT token is invalid or malformed."));
+        };
+        record.assertion = Some(claims.clone());
+        if let Some(exp) = claims["exp"].as_i64() {
+            if exp < time::OffsetDateTime::now_utc().unix_timestamp() {
+                return Err(aad(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_client",
+                    700024,
+                    "Client assertion is not within its valid time range.",
+                ));
+            }
+        }
+        // A user-assigned identity accepts only assertions matching one of its federated credentials.
+        let _ = now;
+        if let Some(identity) = store
+            .of_kind(&kinds::IDENTITY)
+            .find(|r| r.body["properties"]["clientId"].as_str() == Some(record.client_id.as_str()))
+        {
+            let iss = claims["iss"].as_str().unwrap_or_default();
+            let sub = claims["sub"].as_str().unwrap_or_default();
+            let auds: Vec<&str> = match &claims["aud"] {
+                Value::String(s) => vec![s.as_str()],
+                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                _ => vec![],
+            };
+            let matched = store.children(&identity.id, &kinds::FEDERATED_CREDENTIAL).iter().any(|fic| {
+                let p = &fic.body["properties"];
+                p["issuer"].as_str() == Some(iss)
+                    && p["subject"].as_str() == Some(sub)
+                    && p["audiences"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|a| a.as_str().is_some_and(|a| auds.contains(&a)))
+            });
+            if !matched {
+                return Err(aad(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request",
+                    70021,
+                    &format!(
+                        "No matching federated identity record found for presented assertion. Assertion Issuer: '{iss}'. Assertion Subject: '{sub}'. Assertion Audience: '{}'.",
+                        auds.join(",")
+                    ),
+                ));
+            }
+        }
+        return Ok(());
+    }
+    Err(aad(
+        StatusCode::UNAUTHORIZED,
+        "invalid_client",
+        7000218,
+        "The request body must contain the following parameter: 'client_assertion' or 'client_secret'.",
+    ))
+}
+
+/// Checks the `Authorization` header of an ARM call.
+pub fn bearer(tokens: &Tokens, config: &SimConfig, header: Option<&str>, now: Instant) -> Result<TokenInfo, ArmError> {
+    let Some(h) = header else {
+        return Err(ArmError::new(
+            StatusCode::UNAUTHORIZED,
+            "AuthenticationFailed",
+            "Authentication failed. The 'Authorization' header is missing.",
+        ));
+    };
+    let Some(token) = h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")) else {
+        return Err(ArmError::new(
+            StatusCode::UNAUTHORIZED,
+            "AuthenticationFailed",
+            "Authentication failed. The 'Authorization' header is provided in an invalid format.",
+        ));
+    };
+    let Some(info) = tokens.issued.get(token.trim()) else {
+        return Err(ArmError::new(
+            StatusCode::UNAUTHORIZED,
+            "InvalidAuthenticationToken",
+            "The access token is invalid.",
+        ));
+    };
+    if info.expires <= now {
+        return Err(ArmError::new(
+            StatusCode::UNAUTHORIZED,
+            "ExpiredAuthenticationToken",
+            "The access token expiry UTC time is earlier than current UTC time.",
+        ));
+    }
+    if let Some(expected) = &config.expected_audience {
+        if audience_of(expected) != info.audience {
+            return Err(ArmError::new(
+                StatusCode::UNAUTHORIZED,
+                "InvalidAuthenticationTokenAudience",
+                format!(
+                    "The access token has been obtained for wrong audience or resource '{}'. It should exactly match with one of the allowed audiences '{}'.",
+                    info.audience, expected
+                ),
+            ));
+        }
+    }
+    Ok(info.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn audience_is_the_scope_without_default_suffix() {
+        assert_eq!(
+            audience_of("https://management.usgovcloudapi.net/.default"),
+            "https://management.usgovcloudapi.net"
+        );
+        assert_eq!(audience_of("https://management.azure.com//.default"), "https://management.azure.com");
+    }
+
+    #[test]
+    fn jwt_claims_decode() {
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"iss":"https://i","sub":"s"}"#);
+        let c = decode_jwt_claims(&format!("e30.{payload}.sig")).unwrap();
+        assert_eq!(c["iss"], "https://i");
+    }
+}

@@ -1,0 +1,315 @@
+//! Microsoft.Authorization: role assignments (with the principal replication lag) and the
+//! built-in role definitions xcsp looks up.
+
+use super::error::ArmError;
+use super::kinds;
+use super::path::Target;
+use super::store::{ResKind, Resource, Store};
+use super::{Ctx, Reply, check_api_version, parse_filter};
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// Built-in roles: (name, GUID, description, actions).
+pub const BUILT_IN_ROLES: &[(&str, &str, &str, &[&str])] = &[
+    (
+        "Owner",
+        "8e3af657-a8ff-443c-a75c-2fe8c4bcb635",
+        "Grants full access to manage all resources, including the ability to assign roles in Azure RBAC.",
+        &["*"],
+    ),
+    (
+        "Contributor",
+        "b24988ac-6180-42a0-ab88-20f7382dd24c",
+        "Grants full access to manage all resources, but does not allow you to assign roles in Azure RBAC.",
+        &["*"],
+    ),
+    (
+        "Reader",
+        "acdd72a7-3385-48ef-bd42-f606fba81ae7",
+        "View all resources, but does not allow you to make any changes.",
+        &["*/read"],
+    ),
+    (
+        "User Access Administrator",
+        "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9",
+        "Lets you manage user access to Azure resources.",
+        &["*/read", "Microsoft.Authorization/*"],
+    ),
+    (
+        "Network Contributor",
+        "4d97b98b-1d4f-4787-a291-c67834d212e7",
+        "Lets you manage networks, but not access to them.",
+        &["Microsoft.Network/*", "Microsoft.Resources/subscriptions/resourceGroups/read"],
+    ),
+    (
+        "Managed Identity Operator",
+        "f1a07417-d97a-45cb-824c-7a7467783830",
+        "Read and Assign User Assigned Identity",
+        &[
+            "Microsoft.ManagedIdentity/userAssignedIdentities/*/read",
+            "Microsoft.ManagedIdentity/userAssignedIdentities/*/assign/action",
+        ],
+    ),
+];
+
+fn role_definition(scope: &str, role: &(&str, &str, &str, &[&str])) -> Value {
+    let (name, guid, description, actions) = role;
+    let not_actions: Vec<&str> = match *name {
+        "Contributor" => vec![
+            "Microsoft.Authorization/*/Delete",
+            "Microsoft.Authorization/*/Write",
+            "Microsoft.Authorization/elevateAccess/Action",
+        ],
+        _ => vec![],
+    };
+    json!({
+        "id": format!("{}/providers/Microsoft.Authorization/roleDefinitions/{guid}", scope.trim_end_matches('/')),
+        "name": guid,
+        "type": "Microsoft.Authorization/roleDefinitions",
+        "properties": {
+            "roleName": name,
+            "type": "BuiltInRole",
+            "description": description,
+            "assignableScopes": ["/"],
+            "permissions": [{"actions": actions, "notActions": not_actions, "dataActions": [], "notDataActions": []}],
+            "createdOn": "2015-02-02T21:55:09.8806423Z",
+            "updatedOn": "2021-11-11T20:13:47.8628684Z",
+            "createdBy": null,
+            "updatedBy": null,
+        }
+    })
+}
+
+fn find_role(id_or_guid: &str) -> Option<&'static (&'static str, &'static str, &'static str, &'static [&'static str])> {
+    let guid = id_or_guid.rsplit('/').next().unwrap_or_default();
+    BUILT_IN_ROLES.iter().find(|r| r.1.eq_ignore_ascii_case(guid))
+}
+
+/// Entry point.
+pub fn handle(store: &mut Store, ctx: &Ctx, target: &Target) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kinds::AUTHORIZATION_API, "roleAssignments")?;
+    let m = ctx.method;
+    match target {
+        Target::RoleDefinition { scope, id } if m == Method::GET => match find_role(id) {
+            Some(r) => Ok(Reply::json(StatusCode::OK, role_definition(scope, r))),
+            None => Err(ArmError::new(
+                StatusCode::NOT_FOUND,
+                "RoleDefinitionDoesNotExist",
+                format!("The specified role definition with ID '{id}' does not exist."),
+            )),
+        },
+        Target::RoleDefinitions { scope } if m == Method::GET => {
+            let filter = parse_filter(ctx.query.get("$filter").map(String::as_str).unwrap_or_default())?;
+            let name = filter.iter().find(|(k, _)| k == "rolename").map(|(_, v)| v.clone());
+            let value: Vec<Value> = BUILT_IN_ROLES
+                .iter()
+                .filter(|r| name.as_ref().is_none_or(|n| n.eq_ignore_ascii_case(r.0)))
+                .map(|r| role_definition(scope, r))
+                .collect();
+            Ok(Reply::json(StatusCode::OK, json!({ "value": value })))
+        }
+        Target::RoleAssignment { scope, name } => match *m {
+            Method::GET => get(store, scope, name),
+            Method::PUT => put(store, ctx, scope, name),
+            Method::DELETE => delete(store, scope, name),
+            _ => Err(ArmError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "Method not allowed.")),
+        },
+        Target::RoleAssignments { scope } if m == Method::GET => list(store, ctx, scope),
+        _ => Err(ArmError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", "Method not allowed.")),
+    }
+}
+
+fn assignment_id(scope: &str, name: &str) -> String {
+    format!("{}/providers/Microsoft.Authorization/roleAssignments/{name}", scope.trim_end_matches('/'))
+}
+
+fn not_found(name: &str) -> ArmError {
+    ArmError::new(
+        StatusCode::NOT_FOUND,
+        "RoleAssignmentNotFound",
+        format!("The role assignment '{name}' is not found."),
+    )
+}
+
+fn get(store: &Store, scope: &str, name: &str) -> Result<Reply, ArmError> {
+    match store.get(&assignment_id(scope, name)) {
+        Some(r) => Ok(Reply::json(StatusCode::OK, r.body.clone())),
+        None => Err(not_found(name)),
+    }
+}
+
+/// Checks that a scope exists: `/subscriptions/{s}`, a resource group, or a resource in one.
+fn check_scope(store: &Store, scope: &str) -> Result<(), ArmError> {
+    let segs: Vec<&str> = scope.split('/').filter(|s| !s.is_empty()).collect();
+    match segs.as_slice() {
+        [s, _] if s.eq_ignore_ascii_case("subscriptions") => Ok(()),
+        [s, sub, r, rg, rest @ ..]
+            if s.eq_ignore_ascii_case("subscriptions") && r.eq_ignore_ascii_case("resourceGroups") =>
+        {
+            if store.get(&format!("/subscriptions/{sub}/resourcegroups/{rg}")).is_none() {
+                return Err(ArmError::rg_not_found(rg));
+            }
+            if !rest.is_empty() && store.get(scope).is_none() {
+                return Err(ArmError::new(
+                    StatusCode::NOT_FOUND,
+                    "ResourceNotFound",
+                    format!("The scope '{scope}' does not exist."),
+                ));
+            }
+            Ok(())
+        }
+        _ => Err(ArmError::bad_request(
+            "InvalidScope",
+            format!(
+                "The scope '{scope}' is not valid (xcsp-sim emulates subscription, resource group and resource scopes)."
+            ),
+        )),
+    }
+}
+
+fn put(store: &mut Store, ctx: &Ctx, scope: &str, name: &str) -> Result<Reply, ArmError> {
+    if uuid::Uuid::parse_str(name).is_err() {
+        return Err(ArmError::bad_request(
+            "InvalidRoleAssignmentId",
+            format!("The role assignment ID '{name}' is not valid. The role assignment ID must be a GUID."),
+        ));
+    }
+    let body = ctx.json()?;
+    super::validate::role_assignment(&body)?;
+    check_scope(store, scope)?;
+    let props = &body["properties"];
+    let role_id = props["roleDefinitionId"].as_str().unwrap_or_default();
+    let principal = props["principalId"].as_str().unwrap_or_default();
+    let Some(role) = find_role(role_id) else {
+        return Err(ArmError::bad_request(
+            "RoleDefinitionDoesNotExist",
+            format!(
+                "The specified role definition with ID '{}' does not exist.",
+                role_id.rsplit('/').next().unwrap_or_default()
+            ),
+        ));
+    };
+    if uuid::Uuid::parse_str(principal).is_err() {
+        return Err(ArmError::bad_request(
+            "InvalidPrincipalId",
+            format!(
+                "A valid principal ID must be provided for role assignment. The principal ID '{principal}' is not valid."
+            ),
+        ));
+    }
+    // Replication lag: a just-created identity is not yet visible to the authorization service.
+    let lag = ctx.config.principal_lag();
+    let bypass = ctx.config.principal_type_bypasses_lag && props["principalType"].as_str().is_some();
+    let young = store
+        .of_kind(&kinds::IDENTITY)
+        .find(|r| r.body["properties"]["principalId"].as_str().is_some_and(|p| p.eq_ignore_ascii_case(principal)))
+        .is_some_and(|r| ctx.now.saturating_duration_since(r.created_at) < lag);
+    if young && !bypass {
+        let tenant = super::rules::tenant_guid(&ctx.caller.tenant);
+        return Err(ArmError::bad_request(
+            "PrincipalNotFound",
+            format!(
+                "Principal {} does not exist in the directory {tenant}. Check that you have the correct principal ID. If you are creating this principal and then immediately assigning a role, this error might be related to a replication delay. In this case, set the role assignment principalType property to a value, such as ServicePrincipal, User, or Group.  See https://aka.ms/docs-principaltype",
+                principal.replace('-', "")
+            ),
+        ));
+    }
+    let sub = scope.split('/').filter(|s| !s.is_empty()).nth(1).unwrap_or_default().to_string();
+    let role_def_id = format!("/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/{}", role.1);
+    let id = assignment_id(scope, name);
+    // The same principal, role and scope under another name.
+    if let Some(other) = store.resources.values().find(|r| {
+        matches!(r.kind, ResKind::RoleAssignment)
+            && !r.id.eq_ignore_ascii_case(&id)
+            && r.body["properties"]["principalId"].as_str().is_some_and(|p| p.eq_ignore_ascii_case(principal))
+            && r.body["properties"]["roleDefinitionId"].as_str().is_some_and(|d| d.eq_ignore_ascii_case(&role_def_id))
+            && r.body["properties"]["scope"]
+                .as_str()
+                .is_some_and(|s| s.eq_ignore_ascii_case(scope.trim_end_matches('/')))
+    }) {
+        return Err(ArmError::conflict(
+            "RoleAssignmentExists",
+            format!("The role assignment already exists. The ID of the existing role assignment is {}.", other.name),
+        ));
+    }
+    if let Some(existing) = store.get(&id) {
+        let p = &existing.body["properties"];
+        let same = p["principalId"].as_str().is_some_and(|x| x.eq_ignore_ascii_case(principal))
+            && p["roleDefinitionId"].as_str().is_some_and(|x| x.eq_ignore_ascii_case(&role_def_id));
+        if !same {
+            return Err(ArmError::bad_request(
+                "RoleAssignmentUpdateNotPermitted",
+                "Tenant ID, application ID, principal ID, and scope are not allowed to be updated.",
+            ));
+        }
+        return Ok(Reply::json(StatusCode::CREATED, existing.body.clone()));
+    }
+    let now = super::now_rfc3339();
+    let out = json!({
+        "id": id, "name": name, "type": "Microsoft.Authorization/roleAssignments",
+        "properties": {
+            "roleDefinitionId": role_def_id,
+            "principalId": principal,
+            "principalType": props["principalType"].as_str().unwrap_or("ServicePrincipal"),
+            "scope": scope.trim_end_matches('/'),
+            "description": props["description"].clone(),
+            "condition": props["condition"].clone(),
+            "conditionVersion": props["conditionVersion"].clone(),
+            "createdOn": now, "updatedOn": now,
+            "createdBy": ctx.caller.client_id, "updatedBy": ctx.caller.client_id,
+            "delegatedManagedIdentityResourceId": null,
+        }
+    });
+    let mut out = out;
+    if let Some(p) = out["properties"].as_object_mut() {
+        p.retain(|_, v| !v.is_null());
+    }
+    let seq = store.next_seq();
+    store.insert(Resource {
+        id,
+        kind: ResKind::RoleAssignment,
+        name: name.to_string(),
+        body: out.clone(),
+        created_at: ctx.now,
+        seq,
+        op: None,
+        secret: None,
+    });
+    Ok(Reply::json(StatusCode::CREATED, out))
+}
+
+fn delete(store: &mut Store, scope: &str, name: &str) -> Result<Reply, ArmError> {
+    let id = assignment_id(scope, name);
+    match store.get(&id).cloned() {
+        Some(r) => {
+            store.remove_tree(&id);
+            Ok(Reply::json(StatusCode::OK, r.body))
+        }
+        None => Ok(Reply::empty(StatusCode::NO_CONTENT)),
+    }
+}
+
+fn list(store: &Store, ctx: &Ctx, scope: &str) -> Result<Reply, ArmError> {
+    let filter = parse_filter(ctx.query.get("$filter").map(String::as_str).unwrap_or_default())?;
+    let at_scope = filter.iter().any(|(k, _)| k == "atscope()");
+    let principal = filter.iter().find(|(k, _)| k == "principalid").map(|(_, v)| v.to_ascii_lowercase());
+    let scope_l = scope.trim_end_matches('/').to_ascii_lowercase();
+    let value: Vec<Value> = store
+        .resources
+        .values()
+        .filter(|r| matches!(r.kind, ResKind::RoleAssignment))
+        .filter(|r| {
+            let s = r.body["properties"]["scope"].as_str().unwrap_or_default().to_ascii_lowercase();
+            let above_or_at = scope_l == s || scope_l.starts_with(&format!("{s}/"));
+            let below = s.starts_with(&format!("{scope_l}/"));
+            above_or_at || (!at_scope && below)
+        })
+        .filter(|r| {
+            principal
+                .as_ref()
+                .is_none_or(|p| r.body["properties"]["principalId"].as_str().is_some_and(|x| x.eq_ignore_ascii_case(p)))
+        })
+        .map(|r| r.body.clone())
+        .collect();
+    Ok(Reply::json(StatusCode::OK, json!({ "value": value })))
+}

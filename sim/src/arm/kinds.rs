@@ -1,0 +1,211 @@
+//! The table of emulated resource types: path shape, api-versions, LRO behaviour and durations.
+
+/// How PATCH behaves for a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Patch {
+    /// The spec has no PATCH.
+    None,
+    /// `UpdateTags`: only `tags` may change; synchronous.
+    Tags,
+    /// `UpdateTags` as a long-running operation (gateways, connections).
+    TagsLro,
+    /// A merge of the body (user-assigned identities).
+    Merge,
+}
+
+/// One emulated resource type.
+#[derive(Debug)]
+pub struct Kind {
+    /// `Microsoft.Network/virtualNetworks` or `Microsoft.Network/virtualNetworks/subnets`.
+    pub arm_type: &'static str,
+    /// Provider namespace, e.g. `Microsoft.Network`.
+    pub namespace: &'static str,
+    /// Path segment of the type (the last one for children), e.g. `subnets`.
+    pub segment: &'static str,
+    /// For a child type: the parent's `arm_type`.
+    pub parent: Option<&'static str>,
+    /// For a child type listed inside its parent's `properties`, the property name.
+    pub embed_as: Option<&'static str>,
+    /// Tracked resources carry `location` and `tags`.
+    pub tracked: bool,
+    pub api_versions: &'static [&'static str],
+    /// PUT is a long-running operation (Azure-AsyncOperation).
+    pub lro_put: bool,
+    /// DELETE answers 202 and is polled.
+    pub lro_delete: bool,
+    pub patch: Patch,
+    /// Realistic create/update duration range, seconds.
+    pub put_secs: (f64, f64),
+    /// Realistic delete duration range, seconds.
+    pub delete_secs: (f64, f64),
+    /// Has `properties.provisioningState`.
+    pub provisioning_state: bool,
+    /// Has `etag`.
+    pub etag: bool,
+}
+
+pub const NETWORK_API: &[&str] = &["2024-03-01"];
+pub const MSI_API: &[&str] = &["2023-01-31"];
+pub const AUTHORIZATION_API: &[&str] = &["2022-04-01"];
+/// azure_mgmt_resources 0.21 sends 2021-04-01 (tag package-resources-2021-04); the reference spec is 2024-03-01.
+pub const RESOURCES_API: &[&str] = &["2021-04-01", "2024-03-01"];
+
+const fn net(
+    arm_type: &'static str,
+    segment: &'static str,
+    parent: Option<&'static str>,
+    embed_as: Option<&'static str>,
+    patch: Patch,
+    put_secs: (f64, f64),
+    delete_secs: (f64, f64),
+) -> Kind {
+    Kind {
+        arm_type,
+        namespace: "Microsoft.Network",
+        segment,
+        parent,
+        embed_as,
+        tracked: parent.is_none(),
+        api_versions: NETWORK_API,
+        lro_put: true,
+        lro_delete: true,
+        patch,
+        put_secs,
+        delete_secs,
+        provisioning_state: true,
+        etag: true,
+    }
+}
+
+pub static VNET: Kind =
+    net("Microsoft.Network/virtualNetworks", "virtualNetworks", None, None, Patch::Tags, (5.0, 10.0), (5.0, 15.0));
+pub static SUBNET: Kind = net(
+    "Microsoft.Network/virtualNetworks/subnets",
+    "subnets",
+    Some("Microsoft.Network/virtualNetworks"),
+    Some("subnets"),
+    Patch::None,
+    (3.0, 6.0),
+    (3.0, 6.0),
+);
+pub static NSG: Kind = net(
+    "Microsoft.Network/networkSecurityGroups",
+    "networkSecurityGroups",
+    None,
+    None,
+    Patch::Tags,
+    (3.0, 6.0),
+    (3.0, 10.0),
+);
+pub static SECURITY_RULE: Kind = net(
+    "Microsoft.Network/networkSecurityGroups/securityRules",
+    "securityRules",
+    Some("Microsoft.Network/networkSecurityGroups"),
+    Some("securityRules"),
+    Patch::None,
+    (3.0, 6.0),
+    (3.0, 6.0),
+);
+pub static PUBLIC_IP: Kind =
+    net("Microsoft.Network/publicIPAddresses", "publicIPAddresses", None, None, Patch::Tags, (2.0, 4.0), (5.0, 10.0));
+pub static VNG: Kind = net(
+    "Microsoft.Network/virtualNetworkGateways",
+    "virtualNetworkGateways",
+    None,
+    None,
+    Patch::TagsLro,
+    (1800.0, 2700.0),
+    (600.0, 1200.0),
+);
+pub static LNG: Kind = net(
+    "Microsoft.Network/localNetworkGateways",
+    "localNetworkGateways",
+    None,
+    None,
+    Patch::Tags,
+    (10.0, 20.0),
+    (10.0, 20.0),
+);
+pub static CONNECTION: Kind =
+    net("Microsoft.Network/connections", "connections", None, None, Patch::TagsLro, (60.0, 120.0), (30.0, 60.0));
+pub static ROUTE_TABLE: Kind =
+    net("Microsoft.Network/routeTables", "routeTables", None, None, Patch::Tags, (2.0, 5.0), (2.0, 5.0));
+pub static ROUTE: Kind = net(
+    "Microsoft.Network/routeTables/routes",
+    "routes",
+    Some("Microsoft.Network/routeTables"),
+    Some("routes"),
+    Patch::None,
+    (2.0, 5.0),
+    (2.0, 5.0),
+);
+pub static IDENTITY: Kind = Kind {
+    arm_type: "Microsoft.ManagedIdentity/userAssignedIdentities",
+    namespace: "Microsoft.ManagedIdentity",
+    segment: "userAssignedIdentities",
+    parent: None,
+    embed_as: None,
+    tracked: true,
+    api_versions: MSI_API,
+    lro_put: false,
+    lro_delete: false,
+    patch: Patch::Merge,
+    put_secs: (0.0, 0.0),
+    delete_secs: (0.0, 0.0),
+    provisioning_state: false,
+    etag: false,
+};
+pub static FEDERATED_CREDENTIAL: Kind = Kind {
+    arm_type: "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials",
+    namespace: "Microsoft.ManagedIdentity",
+    segment: "federatedIdentityCredentials",
+    parent: Some("Microsoft.ManagedIdentity/userAssignedIdentities"),
+    embed_as: None,
+    tracked: false,
+    api_versions: MSI_API,
+    lro_put: false,
+    lro_delete: false,
+    patch: Patch::None,
+    put_secs: (0.0, 0.0),
+    delete_secs: (0.0, 0.0),
+    provisioning_state: false,
+    etag: false,
+};
+
+/// Every type addressed as `/subscriptions/{s}/resourceGroups/{rg}/providers/{ns}/{type}/{name}[/{child}/{name}]`.
+pub static KINDS: &[&Kind] = &[
+    &VNET,
+    &SUBNET,
+    &NSG,
+    &SECURITY_RULE,
+    &PUBLIC_IP,
+    &VNG,
+    &LNG,
+    &CONNECTION,
+    &ROUTE_TABLE,
+    &ROUTE,
+    &IDENTITY,
+    &FEDERATED_CREDENTIAL,
+];
+
+/// Finds a top-level type by namespace and segment (case-insensitive).
+pub fn top_level(namespace: &str, segment: &str) -> Option<&'static Kind> {
+    KINDS.iter().copied().find(|k| {
+        k.parent.is_none() && k.namespace.eq_ignore_ascii_case(namespace) && k.segment.eq_ignore_ascii_case(segment)
+    })
+}
+
+/// Finds a child type of `parent` by segment (case-insensitive).
+pub fn child(parent: &Kind, segment: &str) -> Option<&'static Kind> {
+    KINDS.iter().copied().find(|k| k.parent == Some(parent.arm_type) && k.segment.eq_ignore_ascii_case(segment))
+}
+
+/// The child types of `parent` that are embedded in its `properties`.
+pub fn embedded_children(parent: &Kind) -> impl Iterator<Item = &'static Kind> + '_ {
+    KINDS.iter().copied().filter(move |k| k.parent == Some(parent.arm_type) && k.embed_as.is_some())
+}
+
+/// Finds a type by its full ARM type name (case-insensitive).
+pub fn by_type(arm_type: &str) -> Option<&'static Kind> {
+    KINDS.iter().copied().find(|k| k.arm_type.eq_ignore_ascii_case(arm_type))
+}

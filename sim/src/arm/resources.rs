@@ -1,0 +1,827 @@
+//! Generic ARM resource handling: resource groups and typed resources (GET, PUT, PATCH, DELETE,
+//! lists with tag filters), long-running operations and their status endpoints.
+
+use super::kinds::{self, Kind, Patch};
+use super::path::{self, Target};
+use super::store::{self, OpAction, OpStatus, Operation, ResKind, Resource, Store};
+use super::{Ctx, Reply, check_api_version, error::ArmError, matches_tag_filter, parse_filter, rules, validate};
+use axum::http::{Method, StatusCode};
+use serde_json::{Map, Value, json};
+
+/// Entry point for resource-group and typed-resource targets.
+pub fn handle(store: &mut Store, ctx: &Ctx, target: &Target) -> Result<Reply, ArmError> {
+    let m = ctx.method;
+    match target {
+        Target::ResourceGroups { sub } if m == Method::GET => rg_list(store, ctx, sub),
+        Target::ResourceGroup { sub, rg } => match *m {
+            Method::GET | Method::HEAD => rg_get(store, ctx, sub, rg),
+            Method::PUT => rg_put(store, ctx, sub, rg),
+            Method::PATCH => rg_patch(store, ctx, sub, rg),
+            Method::DELETE => rg_delete(store, ctx, sub, rg),
+            _ => Err(not_allowed(m)),
+        },
+        Target::GenericList { sub, rg } if m == Method::GET => generic_list(store, ctx, sub, rg.as_deref()),
+        Target::List { sub, rg, kind } if m == Method::GET => list(store, ctx, sub, rg.as_deref(), kind),
+        Target::Resource { sub, rg, kind, names } => match *m {
+            Method::GET => get(store, ctx, sub, rg, kind, names),
+            Method::PUT => put(store, ctx, sub, rg, kind, names),
+            Method::PATCH => patch(store, ctx, sub, rg, kind, names),
+            Method::DELETE => delete(store, ctx, sub, rg, kind, names),
+            _ => Err(not_allowed(m)),
+        },
+        Target::Children { sub, rg, kind, parent } if m == Method::GET => children(store, ctx, sub, rg, kind, parent),
+        Target::SharedKey { sub, rg, connection } => match *m {
+            Method::GET => shared_key_get(store, ctx, sub, rg, connection),
+            Method::PUT => shared_key_put(store, ctx, sub, rg, connection),
+            _ => Err(not_allowed(m)),
+        },
+        Target::GatewayConnections { sub, rg, gateway } if m == Method::GET => {
+            gateway_connections(store, ctx, sub, rg, gateway)
+        }
+        _ => Err(not_allowed(m)),
+    }
+}
+
+fn not_allowed(m: &Method) -> ArmError {
+    ArmError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "MethodNotAllowed",
+        format!("The method '{m}' is not supported for this path by xcsp-sim."),
+    )
+}
+
+/// Lower-case resource group key.
+fn rg_key(sub: &str, rg: &str) -> String {
+    path::rg_id(sub, rg).to_ascii_lowercase()
+}
+
+/// The resource group (404 `ResourceGroupNotFound` if absent).
+fn require_rg<'s>(store: &'s Store, sub: &str, rg: &str) -> Result<&'s Resource, ArmError> {
+    store.get(&rg_key(sub, rg)).ok_or_else(|| ArmError::rg_not_found(rg))
+}
+
+/// The resource group, refusing writes while it is being deleted.
+fn require_rg_writable<'s>(store: &'s Store, sub: &str, rg: &str) -> Result<&'s Resource, ArmError> {
+    let r = require_rg(store, sub, rg)?;
+    if r.op.is_some() {
+        return Err(ArmError::conflict(
+            "ResourceGroupBeingDeleted",
+            format!("The resource group '{}' is in deprovisioning state and cannot perform this operation.", r.name),
+        ));
+    }
+    Ok(r)
+}
+
+fn normalize_location(l: &str) -> String {
+    l.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_ascii_lowercase()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resource groups
+
+fn rg_get(store: &Store, ctx: &Ctx, sub: &str, rg: &str) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kinds::RESOURCES_API, "resourceGroups")?;
+    let r = require_rg(store, sub, rg)?;
+    if *ctx.method == Method::HEAD {
+        return Ok(Reply::empty(StatusCode::NO_CONTENT));
+    }
+    Ok(Reply::json(StatusCode::OK, r.body.clone()))
+}
+
+fn rg_list(store: &Store, ctx: &Ctx, sub: &str) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kinds::RESOURCES_API, "resourceGroups")?;
+    let filter = parse_filter(ctx.query.get("$filter").map(String::as_str).unwrap_or_default())?;
+    let prefix = format!("/subscriptions/{}/resourcegroups/", sub.to_ascii_lowercase());
+    let value: Vec<Value> = store
+        .resources
+        .iter()
+        .filter(|(k, r)| {
+            matches!(r.kind, ResKind::ResourceGroup) && k.starts_with(&prefix) && matches_tag_filter(&r.body, &filter)
+        })
+        .map(|(_, r)| r.body.clone())
+        .collect();
+    Ok(Reply::json(StatusCode::OK, json!({ "value": value })))
+}
+
+fn rg_put(store: &mut Store, ctx: &Ctx, sub: &str, rg: &str) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kinds::RESOURCES_API, "resourceGroups")?;
+    let body = ctx.json()?;
+    validate::resource_group(&body, false)?;
+    rules::check_name(rg, 1, 90, "resource group")?;
+    let location = normalize_location(body["location"].as_str().unwrap_or_default());
+    let key = rg_key(sub, rg);
+    if let Some(existing) = store.get(&key) {
+        if existing.op.is_some() {
+            return Err(ArmError::conflict(
+                "ResourceGroupBeingDeleted",
+                format!(
+                    "The resource group '{}' is in deprovisioning state and cannot perform this operation.",
+                    existing.name
+                ),
+            ));
+        }
+        let had = existing.body["location"].as_str().unwrap_or_default().to_string();
+        if had != location {
+            return Err(ArmError::conflict(
+                "InvalidResourceGroupLocation",
+                format!(
+                    "Invalid resource group location '{location}'. The Resource group already exists in location '{had}'."
+                ),
+            ));
+        }
+    }
+    let created = store.get(&key).is_none();
+    let (id, name, seq) = match store.get(&key) {
+        Some(e) => (e.id.clone(), e.name.clone(), e.seq),
+        None => (path::rg_id(sub, rg), rg.to_string(), store.next_seq()),
+    };
+    let mut out = json!({
+        "id": id, "name": name, "type": "Microsoft.Resources/resourceGroups", "location": location,
+        "properties": {"provisioningState": "Succeeded"},
+    });
+    if let Some(t) = body.get("tags").filter(|t| !t.is_null()) {
+        out["tags"] = t.clone();
+    }
+    if let Some(m) = body.get("managedBy").filter(|t| !t.is_null()) {
+        out["managedBy"] = m.clone();
+    }
+    store.insert(Resource {
+        id,
+        kind: ResKind::ResourceGroup,
+        name,
+        body: out.clone(),
+        created_at: ctx.now,
+        seq,
+        op: None,
+        secret: None,
+    });
+    Ok(Reply::json(if created { StatusCode::CREATED } else { StatusCode::OK }, out))
+}
+
+fn rg_patch(store: &mut Store, ctx: &Ctx, sub: &str, rg: &str) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kinds::RESOURCES_API, "resourceGroups")?;
+    let body = ctx.json()?;
+    validate::resource_group(&body, true)?;
+    require_rg_writable(store, sub, rg)?;
+    let r = store.get_mut(&rg_key(sub, rg)).expect("checked");
+    if let Some(t) = body.get("tags").filter(|t| !t.is_null()) {
+        r.body["tags"] = t.clone();
+    }
+    if let Some(m) = body.get("managedBy").filter(|t| !t.is_null()) {
+        r.body["managedBy"] = m.clone();
+    }
+    Ok(Reply::json(StatusCode::OK, r.body.clone()))
+}
+
+fn rg_delete(store: &mut Store, ctx: &Ctx, sub: &str, rg: &str) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kinds::RESOURCES_API, "resourceGroups")?;
+    let r = require_rg(store, sub, rg)?;
+    let key = rg_key(sub, rg);
+    if let Some(op) = r.op.clone().and_then(|o| store.ops.get(&o).cloned()) {
+        return Ok(op_reply(ctx, &op, StatusCode::ACCEPTED, true));
+    }
+    // The longest delete among the contained resources sets the pace.
+    let (lo, hi) = store
+        .descendants(&key)
+        .filter_map(|(_, r)| match r.kind {
+            ResKind::Typed(k) => Some(k.delete_secs),
+            _ => None,
+        })
+        .fold((20.0, 60.0), |(a, b), (c, d)| (f64::max(a, c), f64::max(b, d)));
+    let keys: Vec<String> = store.descendants(&key).map(|(k, _)| k.clone()).collect();
+    for k in keys {
+        if let Some(r) = store.resources.get_mut(&k) {
+            store::set_provisioning_state(r, "Deleting");
+        }
+    }
+    let op = start_op(
+        store,
+        ctx,
+        sub,
+        &key,
+        OpAction::Delete,
+        "Microsoft.Resources",
+        "",
+        (lo, hi),
+        Vec::new(),
+        "resourceGroups",
+    );
+    Ok(op_reply(ctx, &op, StatusCode::ACCEPTED, true))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Long-running operations
+
+/// Creates an operation on `key`, marks the resource, and finishes it at once if its duration is 0.
+#[allow(clippy::too_many_arguments)]
+pub fn start_op(
+    store: &mut Store,
+    ctx: &Ctx,
+    sub: &str,
+    key: &str,
+    action: OpAction,
+    namespace: &str,
+    location: &str,
+    secs: (f64, f64),
+    gateways: Vec<String>,
+    arm_type: &str,
+) -> Operation {
+    let duration = ctx.world.lro_duration(secs.0, secs.1);
+    let fail = ctx.world.with_config(|c| {
+        let idx = c.faults.fail_lros.iter().position(|f| {
+            f.count > 0
+                && (f.resource_type.is_empty()
+                    || arm_type.to_ascii_lowercase().contains(&f.resource_type.to_ascii_lowercase()))
+        })?;
+        let f = &mut c.faults.fail_lros[idx];
+        f.count -= 1;
+        let out = (f.code.clone(), f.message.clone());
+        if f.count == 0 {
+            c.faults.fail_lros.remove(idx);
+        }
+        Some(out)
+    });
+    let id = uuid::Uuid::new_v4().to_string();
+    let (async_path, location_path) = if namespace == "Microsoft.Resources" {
+        let p = format!("/subscriptions/{sub}/operationresults/{id}");
+        (p.clone(), p)
+    } else {
+        let loc = if location.is_empty() { "global" } else { location };
+        (
+            format!("/subscriptions/{sub}/providers/{namespace}/locations/{loc}/operations/{id}"),
+            format!("/subscriptions/{sub}/providers/{namespace}/locations/{loc}/operationResults/{id}"),
+        )
+    };
+    let op = Operation {
+        id: id.clone(),
+        target: key.to_ascii_lowercase(),
+        action,
+        started: time::OffsetDateTime::now_utc(),
+        completes_at: ctx.now + duration,
+        status: OpStatus::InProgress,
+        fail,
+        gateways,
+        async_path,
+        location_path,
+    };
+    store.ops.insert(id.clone(), op.clone());
+    if let Some(r) = store.get_mut(key) {
+        r.op = Some(id.clone());
+        store::set_provisioning_state(r, if action == OpAction::Delete { "Deleting" } else { "Updating" });
+    }
+    if duration.is_zero() {
+        store.settle(ctx.now);
+    }
+    store.ops.get(&id).cloned().unwrap_or(op)
+}
+
+fn op_url(ctx: &Ctx, path: &str) -> String {
+    let v = if ctx.api_version().is_empty() { "2024-03-01" } else { ctx.api_version() };
+    format!("{}{path}?api-version={v}", ctx.base)
+}
+
+fn retry_headers(ctx: &Ctx, op: &Operation, reply: Reply) -> Reply {
+    let remaining = op.completes_at.saturating_duration_since(ctx.now);
+    let realistic = ctx.config.latency.profile == crate::world::Profile::Realistic;
+    let every = super::poll_interval(remaining, realistic);
+    reply
+        .header("Retry-After", every.as_secs_f64().ceil().max(if realistic { 1.0 } else { 0.0 }).to_string())
+        .header("retry-after-ms", every.as_millis().to_string())
+}
+
+/// Headers of an LRO's first response.
+fn op_reply(ctx: &Ctx, op: &Operation, status: StatusCode, with_location: bool) -> Reply {
+    let mut reply = Reply::empty(status).header("Azure-AsyncOperation", op_url(ctx, &op.async_path));
+    if with_location {
+        reply = reply.header("Location", op_url(ctx, &op.location_path));
+    }
+    retry_headers(ctx, op, reply)
+}
+
+/// `GET` on an operation's status (Azure-AsyncOperation) or result (Location) endpoint.
+pub fn operation(store: &Store, ctx: &Ctx, id: &str, location_style: bool) -> Result<Reply, ArmError> {
+    let Some(op) = store.ops.get(id) else {
+        return Err(ArmError::new(
+            StatusCode::NOT_FOUND,
+            "OperationNotFound",
+            format!("The operation '{id}' was not found."),
+        ));
+    };
+    if !location_style {
+        let mut body = json!({
+            "id": op_url(ctx, &op.async_path), "name": op.id, "status": op.status.as_str(),
+            "startTime": op.started.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+        });
+        if let OpStatus::Failed { code, message } = &op.status {
+            body["error"] = json!({"code": code, "message": message});
+        }
+        let reply = Reply::json(StatusCode::OK, body);
+        return Ok(if op.status == OpStatus::InProgress { retry_headers(ctx, op, reply) } else { reply });
+    }
+    match &op.status {
+        OpStatus::InProgress => Ok(retry_headers(
+            ctx,
+            op,
+            Reply::empty(StatusCode::ACCEPTED).header("Location", op_url(ctx, &op.location_path)),
+        )),
+        OpStatus::Succeeded if op.action == OpAction::Delete => {
+            Ok(Reply::empty(if op.location_path.contains("/operationresults/") {
+                StatusCode::OK
+            } else {
+                StatusCode::NO_CONTENT
+            }))
+        }
+        OpStatus::Succeeded => Ok(Reply::json(StatusCode::OK, store.render(&op.target))),
+        OpStatus::Failed { code, message } => Err(ArmError::bad_request(code, message.clone())),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typed resources
+
+struct Addr {
+    id: String,
+    key: String,
+    rg_name: String,
+}
+
+fn address(store: &Store, sub: &str, rg: &str, kind: &'static Kind, names: &[String]) -> Result<Addr, ArmError> {
+    let rg_res = require_rg(store, sub, rg)?;
+    let rg_name = rg_res.name.clone();
+    let id = path::resource_id(sub, &rg_name, kind, names);
+    let key = id.to_ascii_lowercase();
+    let id = store.get(&key).map(|r| r.id.clone()).unwrap_or(id);
+    Ok(Addr { id, key, rg_name })
+}
+
+fn parent_key(sub: &str, rg: &str, kind: &'static Kind, names: &[String]) -> Option<(String, &'static Kind)> {
+    let pk = kinds::by_type(kind.parent?)?;
+    Some((path::resource_id(sub, rg, pk, &names[..names.len() - 1]).to_ascii_lowercase(), pk))
+}
+
+fn require_parent(store: &Store, sub: &str, rg: &str, kind: &'static Kind, names: &[String]) -> Result<(), ArmError> {
+    if let Some((pk, _)) = parent_key(sub, rg, kind, names) {
+        if store.get(&pk).is_none() {
+            return Err(ArmError::parent_not_found(&names[names.len() - 2]));
+        }
+    }
+    Ok(())
+}
+
+fn get(
+    store: &Store,
+    ctx: &Ctx,
+    sub: &str,
+    rg: &str,
+    kind: &'static Kind,
+    names: &[String],
+) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kind.api_versions, kind.arm_type)?;
+    let a = address(store, sub, rg, kind, names)?;
+    require_parent(store, sub, &a.rg_name, kind, names)?;
+    if store.get(&a.key).is_none() {
+        return Err(ArmError::not_found(kind.arm_type, &names.join("/"), &a.rg_name));
+    }
+    Ok(Reply::json(StatusCode::OK, store.render(&a.key)))
+}
+
+/// Builds the stored body of a typed resource from a request body.
+fn compose(
+    kind: &'static Kind,
+    id: &str,
+    name: &str,
+    body: &Value,
+    existing: Option<&Resource>,
+    location: &str,
+) -> Value {
+    let mut props: Map<String, Value> = body["properties"].as_object().cloned().unwrap_or_default();
+    props.remove("provisioningState");
+    props.remove("resourceGuid");
+    for ck in kinds::embedded_children(kind) {
+        props.remove(ck.embed_as.expect("embedded"));
+    }
+    let mut out = Map::new();
+    out.insert("name".into(), json!(name));
+    out.insert("id".into(), json!(id));
+    if kind.etag {
+        out.insert("etag".into(), json!(store::new_etag()));
+    }
+    out.insert("type".into(), json!(kind.arm_type));
+    if kind.tracked {
+        out.insert("location".into(), json!(location));
+        if let Some(t) = body.get("tags").filter(|t| !t.is_null()) {
+            out.insert("tags".into(), t.clone());
+        }
+    }
+    if let Some(o) = body.as_object() {
+        for (k, v) in o {
+            if !["id", "name", "type", "etag", "properties", "location", "tags"].contains(&k.as_str()) && !v.is_null() {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    if kind.provisioning_state {
+        props.insert("provisioningState".into(), json!("Succeeded"));
+    }
+    if kind.namespace == "Microsoft.Network" && kind.parent.is_none() {
+        let guid = existing
+            .and_then(|e| e.body["properties"]["resourceGuid"].as_str().map(str::to_string))
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        props.insert("resourceGuid".into(), json!(guid));
+    }
+    out.insert("properties".into(), Value::Object(props));
+    Value::Object(out)
+}
+
+fn put(
+    store: &mut Store,
+    ctx: &Ctx,
+    sub: &str,
+    rg: &str,
+    kind: &'static Kind,
+    names: &[String],
+) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kind.api_versions, kind.arm_type)?;
+    require_rg_writable(store, sub, rg)?;
+    let a = address(store, sub, rg, kind, names)?;
+    require_parent(store, sub, &a.rg_name, kind, names)?;
+    let name = names.last().expect("a name").clone();
+    rules::check_name(&name, 1, 80, kind.segment)?;
+    let body = ctx.json()?;
+    validate::put_body(kind, &body)?;
+    let existing = store.get(&a.key).cloned();
+    if existing
+        .as_ref()
+        .is_some_and(|e| e.op.as_ref().and_then(|o| store.ops.get(o)).is_some_and(|o| o.action == OpAction::Delete))
+    {
+        return Err(ArmError::conflict(
+            "CanceledAndSupersededDueToAnotherOperation",
+            format!("Resource '{}' is being deleted.", a.id),
+        ));
+    }
+    let location = if kind.tracked {
+        match body["location"].as_str() {
+            Some(l) => normalize_location(l),
+            None => {
+                return Err(ArmError::bad_request(
+                    "LocationRequired",
+                    "The location property is required for this definition.",
+                ));
+            }
+        }
+    } else {
+        String::new()
+    };
+    if let Some(e) = &existing {
+        let had = e.body["location"].as_str().unwrap_or_default();
+        if kind.tracked && had != location {
+            return Err(ArmError::conflict(
+                "InvalidResourceLocation",
+                format!(
+                    "The resource '{name}' already exists in location '{had}' in resource group '{}'. A resource with the same name cannot be created in location '{location}'. Please select a new resource name.",
+                    a.rg_name
+                ),
+            ));
+        }
+    }
+    rules::check_put(store, ctx, kind, &a.id, &body, existing.as_ref(), &location)?;
+    let gateways = rules::gateways_of(store, kind, &a.id, &body);
+    for gw in &gateways {
+        busy(store, ctx, gw, &a.id)?;
+    }
+    let mut stored = compose(kind, &a.id, &name, &body, existing.as_ref(), &location);
+    rules::complete(store, ctx, kind, &a.id, &body, &mut stored, existing.as_ref());
+    let created = existing.is_none();
+    let seq = existing.as_ref().map(|e| e.seq).unwrap_or_else(|| store.next_seq());
+    let secret = rules::secret_of(kind, &body).or_else(|| existing.as_ref().and_then(|e| e.secret.clone()));
+    store.insert(Resource {
+        id: a.id.clone(),
+        kind: ResKind::Typed(kind),
+        name,
+        body: stored,
+        created_at: existing.as_ref().map(|e| e.created_at).unwrap_or(ctx.now),
+        seq,
+        op: None,
+        secret,
+    });
+    // Embedded children: the PUT replaces the whole set.
+    for ck in kinds::embedded_children(kind) {
+        let items: Vec<Value> =
+            body["properties"][ck.embed_as.expect("embedded")].as_array().cloned().unwrap_or_default();
+        let wanted: Vec<String> =
+            items.iter().filter_map(|i| i["name"].as_str().map(str::to_ascii_lowercase)).collect();
+        let gone: Vec<String> = store
+            .children(&a.key, ck)
+            .iter()
+            .filter(|c| !wanted.contains(&c.name.to_ascii_lowercase()))
+            .map(|c| c.id.clone())
+            .collect();
+        for g in gone {
+            store.remove_tree(&g);
+        }
+        for item in items {
+            let cname = item["name"].as_str().unwrap_or_default().to_string();
+            let cid = format!("{}/{}/{}", a.id, ck.segment, cname);
+            let prev = store.get(&cid).cloned();
+            let cid = prev.as_ref().map(|p| p.id.clone()).unwrap_or(cid);
+            let cbody = compose(ck, &cid, &cname, &item, prev.as_ref(), "");
+            let cseq = store.next_seq();
+            store.insert(Resource {
+                id: cid,
+                kind: ResKind::Typed(ck),
+                name: cname,
+                body: cbody,
+                created_at: prev.as_ref().map(|p| p.created_at).unwrap_or(ctx.now),
+                seq: cseq,
+                op: None,
+                secret: None,
+            });
+        }
+    }
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    if kind.lro_put {
+        let keys: Vec<String> = store.descendants(&a.key).map(|(k, _)| k.clone()).collect();
+        for k in keys {
+            if let Some(r) = store.resources.get_mut(&k) {
+                store::set_provisioning_state(r, "Updating");
+            }
+        }
+        let op = start_op(
+            store,
+            ctx,
+            sub,
+            &a.key,
+            OpAction::Put,
+            kind.namespace,
+            &location_of(store, &a.key),
+            kind.put_secs,
+            gateways,
+            kind.arm_type,
+        );
+        let mut reply = op_reply(ctx, &op, status, false);
+        reply.body = Some(store.render(&a.key));
+        return Ok(reply);
+    }
+    Ok(Reply::json(status, store.render(&a.key)))
+}
+
+/// The location of a resource or, for a child, of its top-level ancestor.
+fn location_of(store: &Store, key: &str) -> String {
+    let mut k = key.to_ascii_lowercase();
+    loop {
+        if let Some(l) = store.get(&k).and_then(|r| r.body["location"].as_str()) {
+            return l.to_string();
+        }
+        match k.rfind('/') {
+            Some(i) if k[..i].contains("/providers/") => {
+                k.truncate(i);
+                if let Some(j) = k.rfind('/') {
+                    k.truncate(j);
+                }
+            }
+            _ => return String::new(),
+        }
+    }
+}
+
+/// 409 `AnotherOperationInProgress` if the gateway `gw` is held by an operation.
+fn busy(store: &Store, ctx: &Ctx, gw: &str, id: &str) -> Result<(), ArmError> {
+    if let Some(op) = store.gateway_busy(gw) {
+        return Err(ArmError::conflict(
+            "AnotherOperationInProgress",
+            format!(
+                "Operation on resource '{id}' failed: another operation on this or dependent resource is in progress. To retrieve status of the operation use uri: {}.",
+                op_url(ctx, &op.async_path)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn patch(
+    store: &mut Store,
+    ctx: &Ctx,
+    sub: &str,
+    rg: &str,
+    kind: &'static Kind,
+    names: &[String],
+) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kind.api_versions, kind.arm_type)?;
+    if kind.patch == Patch::None {
+        return Err(not_allowed(ctx.method));
+    }
+    require_rg_writable(store, sub, rg)?;
+    let a = address(store, sub, rg, kind, names)?;
+    let body = ctx.json()?;
+    validate::tags_body(&body)?;
+    let Some(existing) = store.get(&a.key).cloned() else {
+        return Err(ArmError::not_found(kind.arm_type, &names.join("/"), &a.rg_name));
+    };
+    let gateways =
+        if kind.patch == Patch::TagsLro { rules::gateways_of(store, kind, &a.id, &existing.body) } else { Vec::new() };
+    for gw in &gateways {
+        busy(store, ctx, gw, &a.id)?;
+    }
+    let r = store.get_mut(&a.key).expect("exists");
+    if let Some(t) = body.get("tags") {
+        if t.is_null() {
+            r.body.as_object_mut().expect("object").remove("tags");
+        } else {
+            r.body["tags"] = t.clone();
+        }
+    }
+    if kind.patch == Patch::Merge {
+        if let Some(p) = body.get("properties").filter(|p| p.is_object()) {
+            crate::world::merge_patch(&mut r.body["properties"], p);
+        }
+    }
+    if kind.etag {
+        r.body["etag"] = json!(store::new_etag());
+    }
+    if kind.patch == Patch::TagsLro {
+        let op = start_op(
+            store,
+            ctx,
+            sub,
+            &a.key,
+            OpAction::Put,
+            kind.namespace,
+            &location_of(store, &a.key),
+            (30.0, 60.0),
+            gateways,
+            kind.arm_type,
+        );
+        let mut reply = op_reply(ctx, &op, StatusCode::OK, false);
+        reply.body = Some(store.render(&a.key));
+        return Ok(reply);
+    }
+    Ok(Reply::json(StatusCode::OK, store.render(&a.key)))
+}
+
+fn delete(
+    store: &mut Store,
+    ctx: &Ctx,
+    sub: &str,
+    rg: &str,
+    kind: &'static Kind,
+    names: &[String],
+) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kind.api_versions, kind.arm_type)?;
+    let a = address(store, sub, rg, kind, names)?;
+    require_parent(store, sub, &a.rg_name, kind, names)?;
+    let Some(existing) = store.get(&a.key).cloned() else {
+        return Ok(Reply::empty(StatusCode::NO_CONTENT));
+    };
+    if let Some(op) = existing.op.as_ref().and_then(|o| store.ops.get(o)).filter(|o| o.action == OpAction::Delete) {
+        return Ok(op_reply(ctx, op, StatusCode::ACCEPTED, true));
+    }
+    rules::check_delete(store, kind, &existing)?;
+    let gateways = rules::gateways_of(store, kind, &a.id, &existing.body);
+    for gw in &gateways {
+        busy(store, ctx, gw, &a.id)?;
+    }
+    if kind.lro_delete {
+        let loc = location_of(store, &a.key);
+        let op = start_op(
+            store,
+            ctx,
+            sub,
+            &a.key,
+            OpAction::Delete,
+            kind.namespace,
+            &loc,
+            kind.delete_secs,
+            gateways,
+            kind.arm_type,
+        );
+        return Ok(op_reply(ctx, &op, StatusCode::ACCEPTED, true));
+    }
+    store.remove_tree(&a.key);
+    Ok(Reply::empty(StatusCode::OK))
+}
+
+fn list(store: &Store, ctx: &Ctx, sub: &str, rg: Option<&str>, kind: &'static Kind) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kind.api_versions, kind.arm_type)?;
+    let prefix = match rg {
+        Some(rg) => format!("{}/", require_rg(store, sub, rg)?.id.to_ascii_lowercase()),
+        None => format!("/subscriptions/{}/", sub.to_ascii_lowercase()),
+    };
+    let filter = parse_filter(ctx.query.get("$filter").map(String::as_str).unwrap_or_default())?;
+    let value: Vec<Value> = store
+        .of_kind(kind)
+        .filter(|r| r.id.to_ascii_lowercase().starts_with(&prefix) && matches_tag_filter(&r.body, &filter))
+        .map(|r| store.render(&r.id))
+        .collect();
+    Ok(Reply::json(StatusCode::OK, json!({ "value": value })))
+}
+
+fn children(
+    store: &Store,
+    ctx: &Ctx,
+    sub: &str,
+    rg: &str,
+    kind: &'static Kind,
+    parent: &str,
+) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kind.api_versions, kind.arm_type)?;
+    let pk = kinds::by_type(kind.parent.expect("child kind")).expect("parent kind");
+    let a = address(store, sub, rg, pk, &[parent.to_string()])?;
+    if store.get(&a.key).is_none() {
+        return Err(ArmError::not_found(pk.arm_type, parent, &a.rg_name));
+    }
+    let value: Vec<Value> = store.children(&a.key, kind).iter().map(|c| store.render(&c.id)).collect();
+    Ok(Reply::json(StatusCode::OK, json!({ "value": value })))
+}
+
+fn gateway_connections(store: &Store, ctx: &Ctx, sub: &str, rg: &str, gateway: &str) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kinds::NETWORK_API, "virtualNetworkGateways")?;
+    let a = address(store, sub, rg, &kinds::VNG, &[gateway.to_string()])?;
+    if store.get(&a.key).is_none() {
+        return Err(ArmError::not_found(kinds::VNG.arm_type, gateway, &a.rg_name));
+    }
+    let value: Vec<Value> = store
+        .of_kind(&kinds::CONNECTION)
+        .filter(|c| {
+            c.body["properties"]["virtualNetworkGateway1"]["id"]
+                .as_str()
+                .is_some_and(|i| i.eq_ignore_ascii_case(&a.key))
+        })
+        .map(|c| store.render(&c.id))
+        .collect();
+    Ok(Reply::json(StatusCode::OK, json!({ "value": value })))
+}
+
+fn shared_key_get(store: &Store, ctx: &Ctx, sub: &str, rg: &str, connection: &str) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kinds::NETWORK_API, "connections/sharedkey")?;
+    let a = address(store, sub, rg, &kinds::CONNECTION, &[connection.to_string()])?;
+    let Some(c) = store.get(&a.key) else {
+        return Err(ArmError::not_found(kinds::CONNECTION.arm_type, connection, &a.rg_name));
+    };
+    Ok(Reply::json(
+        StatusCode::OK,
+        json!({"id": format!("{}/sharedkey", c.id), "value": c.secret.clone().unwrap_or_default()}),
+    ))
+}
+
+fn shared_key_put(store: &mut Store, ctx: &Ctx, sub: &str, rg: &str, connection: &str) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kinds::NETWORK_API, "connections/sharedkey")?;
+    require_rg_writable(store, sub, rg)?;
+    let a = address(store, sub, rg, &kinds::CONNECTION, &[connection.to_string()])?;
+    let body = ctx.json()?;
+    validate::shared_key(&body)?;
+    let value = body["value"].as_str().unwrap_or_default().to_string();
+    rules::check_shared_key(&value)?;
+    let Some(c) = store.get(&a.key).cloned() else {
+        return Err(ArmError::not_found(kinds::CONNECTION.arm_type, connection, &a.rg_name));
+    };
+    let gateways = rules::gateways_of(store, &kinds::CONNECTION, &a.id, &c.body);
+    for gw in &gateways {
+        busy(store, ctx, gw, &a.id)?;
+    }
+    store.get_mut(&a.key).expect("exists").secret = Some(value.clone());
+    let loc = location_of(store, &a.key);
+    let op = start_op(
+        store,
+        ctx,
+        sub,
+        &a.key,
+        OpAction::Put,
+        "Microsoft.Network",
+        &loc,
+        (30.0, 60.0),
+        gateways,
+        "Microsoft.Network/connections/sharedkey",
+    );
+    let mut reply = op_reply(ctx, &op, StatusCode::OK, false);
+    reply.body = Some(json!({"id": format!("{}/sharedkey", c.id), "value": value}));
+    Ok(reply)
+}
+
+fn generic_list(store: &Store, ctx: &Ctx, sub: &str, rg: Option<&str>) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kinds::RESOURCES_API, "resources")?;
+    let prefix = match rg {
+        Some(rg) => format!("{}/", require_rg(store, sub, rg)?.id.to_ascii_lowercase()),
+        None => format!("/subscriptions/{}/", sub.to_ascii_lowercase()),
+    };
+    let filter = parse_filter(ctx.query.get("$filter").map(String::as_str).unwrap_or_default())?;
+    let value: Vec<Value> = store
+        .resources
+        .iter()
+        .filter(|(k, r)| {
+            matches!(r.kind, ResKind::Typed(kind) if kind.parent.is_none())
+                && k.starts_with(&prefix)
+                && matches_tag_filter(&r.body, &filter)
+        })
+        .map(|(_, r)| {
+            let mut v = json!({"id": r.id, "name": r.name, "type": r.kind.arm_type(), "location": r.body["location"]});
+            if let Some(t) = r.body.get("tags") {
+                v["tags"] = t.clone();
+            }
+            if let Some(s) = r.body.get("sku") {
+                v["sku"] = s.clone();
+            }
+            v
+        })
+        .collect();
+    Ok(Reply::json(StatusCode::OK, json!({ "value": value })))
+}

@@ -1,0 +1,321 @@
+//! The in-memory ARM store: resources keyed by lower-cased id, long-running operations, and the
+//! settling of operations whose time has come (done lazily on every request, no background task).
+
+use super::kinds::{self, Kind};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+use time::OffsetDateTime;
+
+/// What a stored entry is.
+#[derive(Debug, Clone, Copy)]
+pub enum ResKind {
+    ResourceGroup,
+    Typed(&'static Kind),
+    RoleAssignment,
+}
+
+impl ResKind {
+    pub fn arm_type(&self) -> &'static str {
+        match self {
+            ResKind::ResourceGroup => "Microsoft.Resources/resourceGroups",
+            ResKind::Typed(k) => k.arm_type,
+            ResKind::RoleAssignment => "Microsoft.Authorization/roleAssignments",
+        }
+    }
+}
+
+/// One stored resource.
+#[derive(Debug, Clone)]
+pub struct Resource {
+    /// The id with the casing of its creation.
+    pub id: String,
+    pub kind: ResKind,
+    pub name: String,
+    /// The body as GET returns it, except embedded children and computed back-references.
+    pub body: Value,
+    pub created_at: Instant,
+    pub seq: u64,
+    /// The operation in flight on this resource, if any.
+    pub op: Option<String>,
+    /// Write-only secret (a connection's shared key).
+    pub secret: Option<String>,
+}
+
+/// What an operation does when it finishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpAction {
+    Put,
+    Delete,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpStatus {
+    InProgress,
+    Succeeded,
+    Failed { code: String, message: String },
+}
+
+impl OpStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            OpStatus::InProgress => "InProgress",
+            OpStatus::Succeeded => "Succeeded",
+            OpStatus::Failed { .. } => "Failed",
+        }
+    }
+}
+
+/// A long-running operation.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub id: String,
+    /// Lower-cased key of the target resource.
+    pub target: String,
+    pub action: OpAction,
+    pub started: OffsetDateTime,
+    pub completes_at: Instant,
+    pub status: OpStatus,
+    /// If set, the operation ends `Failed` with this code and message.
+    pub fail: Option<(String, String)>,
+    /// Lower-cased keys of virtual network gateways this operation holds (one write at a time).
+    pub gateways: Vec<String>,
+    /// Path of the status endpoint (without scheme/host).
+    pub async_path: String,
+    /// Path of the Location endpoint.
+    pub location_path: String,
+}
+
+/// The store.
+#[derive(Debug, Default)]
+pub struct Store {
+    pub resources: BTreeMap<String, Resource>,
+    pub ops: HashMap<String, Operation>,
+    seq: u64,
+    ip_counter: u32,
+}
+
+impl Store {
+    pub fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// A fresh public address from a documentation-looking but routable-shaped range.
+    pub fn next_public_ip(&mut self) -> String {
+        self.ip_counter += 1;
+        let n = self.ip_counter;
+        format!("20.{}.{}.{}", 40 + (n >> 16) % 200, (n >> 8) & 0xff, (n & 0xff).max(1))
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Resource> {
+        self.resources.get(&id.to_ascii_lowercase())
+    }
+
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut Resource> {
+        self.resources.get_mut(&id.to_ascii_lowercase())
+    }
+
+    pub fn insert(&mut self, r: Resource) {
+        self.resources.insert(r.id.to_ascii_lowercase(), r);
+    }
+
+    /// Removes a resource and everything under it (children, or a resource group's content).
+    pub fn remove_tree(&mut self, key: &str) -> Vec<Resource> {
+        let key = key.to_ascii_lowercase();
+        let prefix = format!("{key}/");
+        let doomed: Vec<String> = self
+            .resources
+            .range(key.clone()..)
+            .take_while(|(k, _)| **k == key || k.starts_with(&prefix))
+            .map(|(k, _)| k.clone())
+            .collect();
+        doomed.into_iter().filter_map(|k| self.resources.remove(&k)).collect()
+    }
+
+    /// Resources strictly under `key`.
+    pub fn descendants(&self, key: &str) -> impl Iterator<Item = (&String, &Resource)> {
+        let prefix = format!("{}/", key.to_ascii_lowercase());
+        self.resources.range(prefix.clone()..).take_while(move |(k, _)| k.starts_with(&prefix))
+    }
+
+    /// Direct children of `parent_key` of the given kind, in creation order.
+    pub fn children(&self, parent_key: &str, kind: &'static Kind) -> Vec<&Resource> {
+        let prefix = format!("{}/{}/", parent_key.to_ascii_lowercase(), kind.segment.to_ascii_lowercase());
+        let mut v: Vec<&Resource> = self
+            .resources
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter(|(k, _)| !k[prefix.len()..].contains('/'))
+            .map(|(_, r)| r)
+            .collect();
+        v.sort_by_key(|r| r.seq);
+        v
+    }
+
+    pub fn of_kind(&self, kind: &'static Kind) -> impl Iterator<Item = &Resource> {
+        self.resources.values().filter(move |r| matches!(r.kind, ResKind::Typed(k) if std::ptr::eq(k, kind)))
+    }
+
+    /// Finishes every operation whose completion time has passed, in completion order.
+    pub fn settle(&mut self, now: Instant) {
+        let mut due: Vec<(Instant, String)> = self
+            .ops
+            .values()
+            .filter(|o| o.status == OpStatus::InProgress && o.completes_at <= now)
+            .map(|o| (o.completes_at, o.id.clone()))
+            .collect();
+        due.sort();
+        for (_, id) in due {
+            self.finish(&id);
+        }
+    }
+
+    fn finish(&mut self, op_id: &str) {
+        let Some(op) = self.ops.get(op_id).cloned() else { return };
+        let status = match &op.fail {
+            Some((code, message)) => OpStatus::Failed { code: code.clone(), message: message.clone() },
+            None => OpStatus::Succeeded,
+        };
+        let owns = self.resources.get(&op.target).is_some_and(|r| r.op.as_deref() == Some(op_id));
+        if owns {
+            match (op.action, &status) {
+                (OpAction::Delete, OpStatus::Succeeded) => {
+                    self.remove_tree(&op.target);
+                }
+                (_, st) => {
+                    let state = if *st == OpStatus::Succeeded { "Succeeded" } else { "Failed" };
+                    let keys: Vec<String> = std::iter::once(op.target.clone())
+                        .chain(self.descendants(&op.target).map(|(k, _)| k.clone()))
+                        .collect();
+                    for k in keys {
+                        if let Some(r) = self.resources.get_mut(&k) {
+                            if k == op.target || r.op.is_none() {
+                                set_provisioning_state(r, state);
+                            }
+                            if k == op.target {
+                                r.op = None;
+                            }
+                        }
+                    }
+                    if op.action == OpAction::Put && *st == OpStatus::Succeeded {
+                        self.on_put_succeeded(&op.target);
+                    }
+                }
+            }
+        }
+        if let Some(o) = self.ops.get_mut(op_id) {
+            o.status = status;
+        }
+    }
+
+    /// Effects of a finished create: a gateway's dynamic public IPs get their address.
+    fn on_put_succeeded(&mut self, key: &str) {
+        let Some(r) = self.resources.get(key) else { return };
+        if !matches!(r.kind, ResKind::Typed(k) if std::ptr::eq(k, &kinds::VNG)) {
+            return;
+        }
+        let pips: Vec<String> = r.body["properties"]["ipConfigurations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["properties"]["publicIPAddress"]["id"].as_str().map(str::to_ascii_lowercase))
+            .collect();
+        for p in pips {
+            let needs = self.resources.get(&p).is_some_and(|r| r.body["properties"].get("ipAddress").is_none());
+            if needs {
+                let ip = self.next_public_ip();
+                if let Some(r) = self.resources.get_mut(&p) {
+                    r.body["properties"]["ipAddress"] = json!(ip);
+                }
+            }
+        }
+    }
+
+    /// In-flight operations holding the gateway `gw_key`.
+    pub fn gateway_busy(&self, gw_key: &str) -> Option<&Operation> {
+        self.ops.values().find(|o| o.status == OpStatus::InProgress && o.gateways.iter().any(|g| g == gw_key))
+    }
+
+    /// VNG ip configurations: (ipconfig id, subnet key, public ip key) for every gateway.
+    pub fn gateway_ip_configs(&self) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for r in self.of_kind(&kinds::VNG) {
+            for c in r.body["properties"]["ipConfigurations"].as_array().into_iter().flatten() {
+                let id = c["id"].as_str().unwrap_or_default().to_string();
+                let subnet = c["properties"]["subnet"]["id"].as_str().unwrap_or_default().to_ascii_lowercase();
+                let pip = c["properties"]["publicIPAddress"]["id"].as_str().unwrap_or_default().to_ascii_lowercase();
+                out.push((id, subnet, pip));
+            }
+        }
+        out
+    }
+
+    /// Subnets referencing `target_key` through `properties.<field>.id`.
+    pub fn subnets_referencing(&self, field: &str, target_key: &str) -> Vec<String> {
+        self.of_kind(&kinds::SUBNET)
+            .filter(|s| s.body["properties"][field]["id"].as_str().is_some_and(|i| i.eq_ignore_ascii_case(target_key)))
+            .map(|s| s.id.clone())
+            .collect()
+    }
+
+    /// The body as GET returns it: embedded children and computed back-references added.
+    pub fn render(&self, key: &str) -> Value {
+        let key = key.to_ascii_lowercase();
+        let Some(r) = self.resources.get(&key) else { return Value::Null };
+        let mut body = r.body.clone();
+        let ResKind::Typed(kind) = r.kind else { return body };
+        for ck in kinds::embedded_children(kind) {
+            let items: Vec<Value> = self.children(&key, ck).iter().map(|c| self.render(&c.id)).collect();
+            body["properties"][ck.embed_as.expect("embedded")] = Value::Array(items);
+        }
+        if std::ptr::eq(kind, &kinds::SUBNET) {
+            let cfgs: Vec<Value> = self
+                .gateway_ip_configs()
+                .into_iter()
+                .filter(|(_, s, _)| *s == key)
+                .map(|(id, _, _)| json!({"id": id}))
+                .collect();
+            if !cfgs.is_empty() {
+                body["properties"]["ipConfigurations"] = Value::Array(cfgs);
+            }
+        } else if std::ptr::eq(kind, &kinds::VNG) {
+            let cfgs = body["properties"]["ipConfigurations"].clone();
+            let peers = body["properties"]["bgpSettings"]["bgpPeeringAddresses"].as_array_mut();
+            for (i, peer) in peers.into_iter().flatten().enumerate() {
+                let pip = cfgs[i]["properties"]["publicIPAddress"]["id"].as_str().and_then(|p| self.get(p));
+                let ips: Vec<Value> =
+                    pip.and_then(|p| p.body["properties"].get("ipAddress").cloned()).into_iter().collect();
+                peer["tunnelIpAddresses"] = Value::Array(ips);
+            }
+        } else if std::ptr::eq(kind, &kinds::PUBLIC_IP) {
+            if let Some((id, _, _)) = self.gateway_ip_configs().into_iter().find(|(_, _, p)| *p == key) {
+                body["properties"]["ipConfiguration"] = json!({"id": id});
+            }
+        } else if std::ptr::eq(kind, &kinds::NSG) || std::ptr::eq(kind, &kinds::ROUTE_TABLE) {
+            let field = if std::ptr::eq(kind, &kinds::NSG) { "networkSecurityGroup" } else { "routeTable" };
+            let subnets: Vec<Value> =
+                self.subnets_referencing(field, &key).into_iter().map(|id| json!({"id": id})).collect();
+            if !subnets.is_empty() {
+                body["properties"]["subnets"] = Value::Array(subnets);
+            }
+        }
+        body
+    }
+}
+
+pub fn set_provisioning_state(r: &mut Resource, state: &str) {
+    if let ResKind::Typed(k) = r.kind {
+        if !k.provisioning_state {
+            return;
+        }
+    }
+    if let Some(p) = r.body.get_mut("properties").and_then(Value::as_object_mut) {
+        p.insert("provisioningState".into(), json!(state));
+    }
+}
+
+/// A weak etag as the network provider writes them.
+pub fn new_etag() -> String {
+    format!("W/\"{}\"", uuid::Uuid::new_v4())
+}

@@ -1,0 +1,255 @@
+//! The HTTP front: one axum router serving the admin API under `/_sim/` and everything else as
+//! ARM (token endpoint included); request ids, counters, faults and throttling happen here.
+
+use crate::admin;
+use crate::arm::{self, Arm, Ctx, Reply, auth, error::ArmError, path};
+use crate::world::{SimConfig, World};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The whole simulated world: shared settings plus the emulated clouds.
+#[derive(Debug)]
+pub struct Sim {
+    pub world: World,
+    pub arm: Arm,
+    /// The configuration to return to on `/_sim/reset`.
+    pub initial: SimConfig,
+}
+
+impl Sim {
+    pub fn new(config: SimConfig) -> Sim {
+        Sim { world: World::new(config.clone()), arm: Arm::default(), initial: config }
+    }
+
+    /// Forgets all resources, tokens, counters; restores the initial configuration.
+    pub fn reset(&self) {
+        self.world.reset(self.initial.clone());
+        self.arm.reset();
+    }
+}
+
+/// Builds the router for a sim.
+pub fn router(sim: Arc<Sim>) -> Router {
+    Router::new().nest("/_sim", admin::router()).fallback(entry).with_state(sim)
+}
+
+fn json_response(status: StatusCode, body: Option<serde_json::Value>, headers: &[(String, String)]) -> Response {
+    let mut resp = match body {
+        Some(b) => (status, [(axum::http::header::CONTENT_TYPE, "application/json; charset=utf-8")], b.to_string())
+            .into_response(),
+        None => status.into_response(),
+    };
+    for (k, v) in headers {
+        if let (Ok(k), Ok(v)) = (HeaderName::try_from(k.as_str()), HeaderValue::try_from(v.as_str())) {
+            resp.headers_mut().append(k, v);
+        }
+    }
+    resp
+}
+
+fn error_response(world: &World, e: ArmError) -> Response {
+    world.count(|c| *c.errors.entry(e.code.clone()).or_default() += 1);
+    json_response(e.status, Some(e.body()), &e.headers)
+}
+
+/// A response whose body fails: the client sees the connection drop mid-response.
+fn dropped(world: &World) -> Response {
+    world.count(|c| c.dropped_connections += 1);
+    let stream = futures_util::stream::once(async {
+        Err::<Bytes, std::io::Error>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "xcsp-sim: injected dropped connection",
+        ))
+    });
+    let mut resp = Response::new(Body::from_stream(stream));
+    resp.headers_mut().insert(axum::http::header::CONTENT_LENGTH, HeaderValue::from_static("64"));
+    resp
+}
+
+async fn entry(State(sim): State<Arc<Sim>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let target = path::parse(uri.path());
+    let name = arm::operation_name(&method, &target);
+    sim.world.count(|c| *c.requests.entry(name).or_default() += 1);
+    let mut resp = match &target {
+        path::Target::Token { tenant } => token(&sim, &method, tenant, &body),
+        _ => serve_arm(&sim, method, &uri, &headers, &body, target).await,
+    };
+    let status = resp.status().as_u16();
+    sim.world.count(|c| *c.statuses.entry(status).or_default() += 1);
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::try_from(request_id.as_str()) {
+        h.insert("x-ms-request-id", v.clone());
+        h.insert("x-ms-correlation-request-id", v);
+    }
+    resp
+}
+
+fn token(sim: &Sim, method: &Method, tenant: &str, body: &[u8]) -> Response {
+    if *method != Method::POST {
+        return json_response(StatusCode::METHOD_NOT_ALLOWED, None, &[]);
+    }
+    let form: HashMap<String, String> = serde_urlencoded::from_bytes(body).unwrap_or_default();
+    let config = sim.world.config();
+    let now = sim.world.clock.now();
+    let result = {
+        let store = sim.arm.store.lock().expect("store lock");
+        let mut tokens = sim.arm.tokens.lock().expect("tokens lock");
+        auth::token(&mut tokens, &store, &config, tenant, &form, now)
+    };
+    match result {
+        Ok(v) => json_response(StatusCode::OK, Some(v), &[]),
+        Err(e) => json_response(e.status, Some(e.body), &[]),
+    }
+}
+
+async fn serve_arm(
+    sim: &Arc<Sim>,
+    method: Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+    target: path::Target,
+) -> Response {
+    let config = sim.world.config();
+    let now = sim.world.clock.now();
+    let caller = {
+        let tokens = sim.arm.tokens.lock().expect("tokens lock");
+        auth::bearer(&tokens, &config, arm::authorization(headers), now)
+    };
+    let caller = match caller {
+        Ok(c) => c,
+        Err(e) => return error_response(&sim.world, e),
+    };
+    if sim.world.chance(config.faults.error_rate) {
+        sim.world.count(|c| c.injected_errors += 1);
+        let status = StatusCode::from_u16(config.faults.error_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let code = if status == StatusCode::SERVICE_UNAVAILABLE { "ServiceUnavailable" } else { "InternalServerError" };
+        return error_response(
+            &sim.world,
+            ArmError::new(
+                status,
+                code,
+                "Encountered internal server error (injected by xcsp-sim). Diagnostic information: timestamp ''.",
+            ),
+        );
+    }
+    let drop = sim.world.chance(config.faults.drop_rate);
+    if drop && !config.faults.drop_after_apply {
+        return dropped(&sim.world);
+    }
+    let mut extra: Vec<(String, String)> = Vec::new();
+    if let Some(sub) = arm::subscription_of(&target) {
+        match sim.arm.throttle(&config, &sub, &caller.client_id, &method, now) {
+            Ok(Some((class, remaining))) => {
+                extra.push((format!("x-ms-ratelimit-remaining-subscription-{}", class.name()), remaining.to_string()))
+            }
+            Ok(None) => {}
+            Err(e) => return error_response(&sim.world, e),
+        }
+    }
+    if config.latency.request_latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(config.latency.request_latency_ms)).await;
+    }
+    let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+    let query: HashMap<String, String> =
+        serde_urlencoded::from_str(uri.query().unwrap_or_default()).unwrap_or_default();
+    let ctx =
+        Ctx { method: &method, base: format!("http://{host}"), query, caller, now, world: &sim.world, config, body };
+    let result = sim.arm.dispatch(&target, &ctx);
+    if drop {
+        return dropped(&sim.world);
+    }
+    match result {
+        Ok(Reply { status, body, mut headers }) => {
+            headers.extend(extra);
+            json_response(status, body, &headers)
+        }
+        Err(mut e) => {
+            e.headers.extend(extra);
+            error_response(&sim.world, e)
+        }
+    }
+}
+
+/// A sim serving on a loopback port, on a thread of its own (usable from sync and async code).
+pub struct SimServer {
+    /// `http://127.0.0.1:PORT` (no trailing slash).
+    pub base_url: String,
+    pub addr: SocketAddr,
+    pub sim: Arc<Sim>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Errors starting a sim.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot bind 127.0.0.1:{port}: {source}")]
+    Bind { port: u16, source: std::io::Error },
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+impl SimServer {
+    /// Starts a sim on `127.0.0.1:port` (0 = a free port) in a background thread.
+    pub fn start(config: SimConfig, port: u16) -> Result<SimServer, StartError> {
+        let listener =
+            std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|source| StartError::Bind { port, source })?;
+        listener.set_nonblocking(true).map_err(|source| StartError::Bind { port, source })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind { port, source })?;
+        let sim = Arc::new(Sim::new(config));
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("xcsp-sim")
+            .enable_all()
+            .build()
+            .map_err(StartError::Runtime)?;
+        let app = router(sim.clone());
+        let thread = std::thread::Builder::new()
+            .name("xcsp-sim".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(async {
+                            let _ = rx.await;
+                        })
+                        .await;
+                });
+            })
+            .map_err(StartError::Runtime)?;
+        Ok(SimServer { base_url: format!("http://{addr}"), addr, sim, shutdown: Some(tx), thread: Some(thread) })
+    }
+
+    /// Stops serving and waits for the server thread.
+    pub fn stop(mut self) {
+        self.shutdown_now();
+    }
+
+    fn shutdown_now(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        // Do not join here: a drop inside an async test must not block on open client connections.
+    }
+}

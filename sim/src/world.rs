@@ -1,0 +1,356 @@
+//! The shared "sim world": configuration (latency profile, faults, throttling), clock and counters
+//! that every emulated cloud API (ARM today; AWS and Kubernetes later) consults.
+
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long long-running operations take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Every long-running operation is finished when its first response is sent.
+    Instant,
+    /// Realistic durations multiplied by `time_scale` (default 1/600: a 45 min gateway takes 4.5 s).
+    #[default]
+    Fast,
+    /// Durations as ARM takes them (virtual network gateway 30-45 min).
+    Realistic,
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "instant" => Ok(Profile::Instant),
+            "fast" => Ok(Profile::Fast),
+            "realistic" => Ok(Profile::Realistic),
+            other => Err(format!("unknown latency profile '{other}' (instant, fast, realistic)")),
+        }
+    }
+}
+
+/// Latency settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Latency {
+    pub profile: Profile,
+    /// Multiplier applied to realistic durations in the `fast` profile.
+    pub time_scale: f64,
+    /// Extra delay added to every request, in milliseconds (0 unless set).
+    pub request_latency_ms: u64,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency { profile: Profile::Fast, time_scale: 1.0 / 600.0, request_latency_ms: 0 }
+    }
+}
+
+/// An instruction to make the next `count` long-running operations on a resource type end `Failed`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LroFailure {
+    /// Case-insensitive substring of the resource type, e.g. `virtualNetworkGateways`; empty matches all.
+    pub resource_type: String,
+    pub count: u32,
+    pub code: String,
+    pub message: String,
+}
+
+impl Default for LroFailure {
+    fn default() -> Self {
+        LroFailure {
+            resource_type: String::new(),
+            count: 1,
+            code: "InternalServerError".into(),
+            message: "An error occurred while provisioning the resource (injected by xcsp-sim).".into(),
+        }
+    }
+}
+
+/// Injected faults.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Faults {
+    /// Fraction (0..1) of ARM requests answered with `error_status` before being applied.
+    pub error_rate: f64,
+    pub error_status: u16,
+    /// Fraction (0..1) of ARM requests whose connection is dropped without a complete response.
+    pub drop_rate: f64,
+    /// If true (default) a dropped request was applied first (the response is lost, not the request).
+    pub drop_after_apply: bool,
+    /// Pending LRO failures, consumed in order.
+    pub fail_lros: Vec<LroFailure>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults { error_rate: 0.0, error_status: 500, drop_rate: 0.0, drop_after_apply: true, fail_lros: Vec::new() }
+    }
+}
+
+/// One token bucket's parameters.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct BucketConfig {
+    pub capacity: u32,
+    pub refill_per_sec: f64,
+}
+
+/// ARM throttling: per subscription and principal, reads/writes/deletes (DOMAIN.md rates).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Throttle {
+    pub enabled: bool,
+    pub reads: BucketConfig,
+    pub writes: BucketConfig,
+    pub deletes: BucketConfig,
+}
+
+impl Default for Throttle {
+    fn default() -> Self {
+        Throttle {
+            enabled: true,
+            reads: BucketConfig { capacity: 250, refill_per_sec: 25.0 },
+            writes: BucketConfig { capacity: 200, refill_per_sec: 10.0 },
+            deletes: BucketConfig { capacity: 200, refill_per_sec: 10.0 },
+        }
+    }
+}
+
+/// Everything an admin can change at run time (`GET`/`PATCH /_sim/config`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SimConfig {
+    pub latency: Latency,
+    pub faults: Faults,
+    pub throttle: Throttle,
+    /// Window after a user-assigned identity's creation during which role assignments naming its
+    /// principal fail with `PrincipalNotFound`. `None`: 20 s realistic, 1 s fast, 0 instant.
+    pub principal_replication_lag_ms: Option<u64>,
+    /// If true, a role assignment that sets `principalType` skips the replication lag (the
+    /// behaviour Microsoft documents as a mitigation). Off by default: callers must retry.
+    pub principal_type_bypasses_lag: bool,
+    /// If set, bearer tokens whose audience differs are refused with 401.
+    pub expected_audience: Option<String>,
+    /// Refuse new non-AZ VpnGw1-5 gateways (blocked by Azure since 2025-01-01).
+    pub block_non_az_vpn_skus: bool,
+    /// Lifetime of issued tokens, seconds.
+    pub token_lifetime_secs: u64,
+    /// client_id -> client_secret; empty accepts any non-empty secret.
+    pub client_secrets: BTreeMap<String, String>,
+    /// Seed for the fault-injection random generator (applied on reset and config change).
+    pub seed: Option<u64>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            latency: Latency::default(),
+            faults: Faults::default(),
+            throttle: Throttle::default(),
+            principal_replication_lag_ms: None,
+            principal_type_bypasses_lag: false,
+            expected_audience: None,
+            block_non_az_vpn_skus: true,
+            token_lifetime_secs: 3599,
+            client_secrets: BTreeMap::new(),
+            seed: None,
+        }
+    }
+}
+
+impl SimConfig {
+    /// Scale applied to realistic durations.
+    pub fn duration_scale(&self) -> f64 {
+        match self.latency.profile {
+            Profile::Instant => 0.0,
+            Profile::Fast => self.latency.time_scale.max(0.0),
+            Profile::Realistic => 1.0,
+        }
+    }
+
+    /// The effective principal replication lag.
+    pub fn principal_lag(&self) -> Duration {
+        let ms = self.principal_replication_lag_ms.unwrap_or(match self.latency.profile {
+            Profile::Instant => 0,
+            Profile::Fast => 1000,
+            Profile::Realistic => 20_000,
+        });
+        Duration::from_millis(ms)
+    }
+}
+
+/// Errors of the world's admin operations.
+#[derive(Debug, thiserror::Error)]
+pub enum WorldError {
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+}
+
+/// Request and error counters, readable through `/_sim/counters`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counters {
+    /// Requests per operation, e.g. `PUT Microsoft.Network/virtualNetworkGateways`.
+    pub requests: BTreeMap<String, u64>,
+    /// Error responses per ARM error code, e.g. `AnotherOperationInProgress`.
+    pub errors: BTreeMap<String, u64>,
+    /// Responses per HTTP status.
+    pub statuses: BTreeMap<u16, u64>,
+    pub dropped_connections: u64,
+    pub injected_errors: u64,
+}
+
+/// The world clock: real monotonic time plus an offset that admins can advance.
+#[derive(Debug)]
+pub struct Clock {
+    offset: Mutex<Duration>,
+}
+
+impl Clock {
+    pub fn now(&self) -> Instant {
+        Instant::now() + *self.offset.lock().expect("clock lock")
+    }
+    pub fn advance(&self, by: Duration) {
+        *self.offset.lock().expect("clock lock") += by;
+    }
+}
+
+/// The shared world.
+#[derive(Debug)]
+pub struct World {
+    config: Mutex<SimConfig>,
+    counters: Mutex<Counters>,
+    rng: Mutex<StdRng>,
+    pub clock: Clock,
+}
+
+impl World {
+    pub fn new(config: SimConfig) -> World {
+        let rng = make_rng(config.seed);
+        World {
+            config: Mutex::new(config),
+            counters: Mutex::new(Counters::default()),
+            rng: Mutex::new(rng),
+            clock: Clock { offset: Mutex::new(Duration::ZERO) },
+        }
+    }
+
+    pub fn config(&self) -> SimConfig {
+        self.config.lock().expect("config lock").clone()
+    }
+
+    /// Runs `f` on the live configuration (used to consume one-shot faults).
+    pub fn with_config<R>(&self, f: impl FnOnce(&mut SimConfig) -> R) -> R {
+        f(&mut self.config.lock().expect("config lock"))
+    }
+
+    pub fn set_config(&self, config: SimConfig) {
+        *self.rng.lock().expect("rng lock") = make_rng(config.seed);
+        *self.config.lock().expect("config lock") = config;
+    }
+
+    /// Applies a JSON merge patch (RFC 7396) to the configuration.
+    pub fn patch_config(&self, patch: &serde_json::Value) -> Result<SimConfig, WorldError> {
+        let mut current = serde_json::to_value(self.config()).expect("config serializes");
+        merge_patch(&mut current, patch);
+        let next: SimConfig = serde_json::from_value(current).map_err(|e| WorldError::InvalidConfig(e.to_string()))?;
+        self.set_config(next.clone());
+        Ok(next)
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.counters.lock().expect("counters lock").clone()
+    }
+
+    pub fn reset_counters(&self) {
+        *self.counters.lock().expect("counters lock") = Counters::default();
+    }
+
+    pub fn count(&self, f: impl FnOnce(&mut Counters)) {
+        f(&mut self.counters.lock().expect("counters lock"));
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&self, p: f64) -> bool {
+        p > 0.0 && self.rng.lock().expect("rng lock").random::<f64>() < p
+    }
+
+    /// A uniformly random duration between `lo` and `hi` seconds, scaled by the latency profile.
+    pub fn lro_duration(&self, lo: f64, hi: f64) -> Duration {
+        let scale = self.config().duration_scale();
+        if scale == 0.0 {
+            return Duration::ZERO;
+        }
+        let secs = if hi > lo { self.rng.lock().expect("rng lock").random_range(lo..hi) } else { lo };
+        Duration::from_secs_f64(secs * scale)
+    }
+
+    /// Resets configuration, counters and clock to their initial values.
+    pub fn reset(&self, config: SimConfig) {
+        self.set_config(config);
+        self.reset_counters();
+        *self.clock.offset.lock().expect("clock lock") = Duration::ZERO;
+    }
+}
+
+fn make_rng(seed: Option<u64>) -> StdRng {
+    match seed {
+        Some(s) => StdRng::seed_from_u64(s),
+        None => StdRng::from_os_rng(),
+    }
+}
+
+/// RFC 7396 JSON merge patch.
+pub fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    use serde_json::Value;
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Default::default());
+            }
+            let t = target.as_object_mut().expect("object");
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_profile_scales_a_gateway_to_seconds() {
+        let w = World::new(SimConfig::default());
+        let d = w.lro_duration(1800.0, 2700.0);
+        assert!(d >= Duration::from_secs(3) && d <= Duration::from_secs_f64(4.5), "{d:?}");
+        w.patch_config(&serde_json::json!({"latency": {"profile": "instant"}})).unwrap();
+        assert_eq!(w.lro_duration(1800.0, 2700.0), Duration::ZERO);
+        w.patch_config(&serde_json::json!({"latency": {"profile": "realistic"}})).unwrap();
+        assert!(w.lro_duration(1800.0, 2700.0) >= Duration::from_secs(1800));
+    }
+
+    #[test]
+    fn config_patch_rejects_bad_values_and_keeps_the_old_config() {
+        let w = World::new(SimConfig::default());
+        assert!(w.patch_config(&serde_json::json!({"latency": {"profile": "sluggish"}})).is_err());
+        assert_eq!(w.config().latency.profile, Profile::Fast);
+    }
+
+    #[test]
+    fn clock_advances() {
+        let w = World::new(SimConfig::default());
+        let a = w.clock.now();
+        w.clock.advance(Duration::from_secs(3600));
+        assert!(w.clock.now() - a >= Duration::from_secs(3600));
+    }
+}

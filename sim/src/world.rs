@@ -143,6 +143,8 @@ pub struct SimConfig {
     pub client_secrets: BTreeMap<String, String>,
     /// Seed for the fault-injection random generator (applied on reset and config change).
     pub seed: Option<u64>,
+    /// Custom role definitions (GUID -> role name) accepted besides the built-in roles.
+    pub custom_roles: BTreeMap<String, String>,
 }
 
 impl Default for SimConfig {
@@ -158,6 +160,7 @@ impl Default for SimConfig {
             token_lifetime_secs: 3599,
             client_secrets: BTreeMap::new(),
             seed: None,
+            custom_roles: BTreeMap::new(),
         }
     }
 }

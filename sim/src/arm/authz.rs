@@ -80,9 +80,28 @@ fn role_definition(scope: &str, role: &(&str, &str, &str, &[&str])) -> Value {
     })
 }
 
-fn find_role(id_or_guid: &str) -> Option<&'static (&'static str, &'static str, &'static str, &'static [&'static str])> {
+type Role = (&'static str, &'static str, &'static str, &'static [&'static str]);
+
+fn find_role(id_or_guid: &str) -> Option<&'static Role> {
     let guid = id_or_guid.rsplit('/').next().unwrap_or_default();
     BUILT_IN_ROLES.iter().find(|r| r.1.eq_ignore_ascii_case(guid))
+}
+
+/// A built-in role, or a custom role registered in the configuration: (guid, definition body).
+fn lookup_role(ctx: &Ctx, scope: &str, id_or_guid: &str) -> Option<(String, Value)> {
+    let guid = id_or_guid.rsplit('/').next().unwrap_or_default();
+    if let Some(r) = find_role(guid) {
+        return Some((r.1.to_string(), role_definition(scope, r)));
+    }
+    let (g, name) = ctx.config.custom_roles.iter().find(|(g, _)| g.eq_ignore_ascii_case(guid))?;
+    let mut body = role_definition(scope, &("", "", "", &[]));
+    body["id"] =
+        json!(format!("{}/providers/Microsoft.Authorization/roleDefinitions/{g}", scope.trim_end_matches('/')));
+    body["name"] = json!(g);
+    body["properties"]["roleName"] = json!(name);
+    body["properties"]["type"] = json!("CustomRole");
+    body["properties"]["description"] = json!("Custom role registered with xcsp-sim.");
+    Some((g.clone(), body))
 }
 
 /// Entry point.
@@ -90,8 +109,8 @@ pub fn handle(store: &mut Store, ctx: &Ctx, target: &Target) -> Result<Reply, Ar
     check_api_version(ctx, kinds::AUTHORIZATION_API, "roleAssignments")?;
     let m = ctx.method;
     match target {
-        Target::RoleDefinition { scope, id } if m == Method::GET => match find_role(id) {
-            Some(r) => Ok(Reply::json(StatusCode::OK, role_definition(scope, r))),
+        Target::RoleDefinition { scope, id } if m == Method::GET => match lookup_role(ctx, scope, id) {
+            Some((_, body)) => Ok(Reply::json(StatusCode::OK, body)),
             None => Err(ArmError::new(
                 StatusCode::NOT_FOUND,
                 "RoleDefinitionDoesNotExist",
@@ -180,7 +199,7 @@ fn put(store: &mut Store, ctx: &Ctx, scope: &str, name: &str) -> Result<Reply, A
     let props = &body["properties"];
     let role_id = props["roleDefinitionId"].as_str().unwrap_or_default();
     let principal = props["principalId"].as_str().unwrap_or_default();
-    let Some(role) = find_role(role_id) else {
+    let Some((role_guid, _)) = lookup_role(ctx, scope, role_id) else {
         return Err(ArmError::bad_request(
             "RoleDefinitionDoesNotExist",
             format!(
@@ -215,7 +234,7 @@ fn put(store: &mut Store, ctx: &Ctx, scope: &str, name: &str) -> Result<Reply, A
         ));
     }
     let sub = scope.split('/').filter(|s| !s.is_empty()).nth(1).unwrap_or_default().to_string();
-    let role_def_id = format!("/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/{}", role.1);
+    let role_def_id = format!("/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/{role_guid}");
     let id = assignment_id(scope, name);
     // The same principal, role and scope under another name.
     if let Some(other) = store.resources.values().find(|r| {

@@ -430,7 +430,21 @@ fn compose(
         props.insert("resourceGuid".into(), json!(guid));
     }
     out.insert("properties".into(), Value::Object(props));
-    Value::Object(out)
+    let mut out = Value::Object(out);
+    strip_nulls(&mut out);
+    out
+}
+
+/// ARM treats `null` in a request as absent; it is not stored.
+fn strip_nulls(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.retain(|_, x| !x.is_null());
+            o.values_mut().for_each(strip_nulls);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
 }
 
 fn put(

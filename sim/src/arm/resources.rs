@@ -760,7 +760,16 @@ fn gateway_connections(store: &Store, ctx: &Ctx, sub: &str, rg: &str, gateway: &
                 .as_str()
                 .is_some_and(|i| i.eq_ignore_ascii_case(&a.key))
         })
-        .map(|c| store.render(&c.id))
+        .map(|c| {
+            // VirtualNetworkGatewayConnectionListEntity: gateway references are plain `{id}`.
+            let mut v = store.render(&c.id);
+            for f in ["virtualNetworkGateway1", "virtualNetworkGateway2", "localNetworkGateway2"] {
+                if let Some(id) = v["properties"][f]["id"].as_str().map(String::from) {
+                    v["properties"][f] = json!({ "id": id });
+                }
+            }
+            v
+        })
         .collect();
     Ok(Reply::json(StatusCode::OK, json!({ "value": value })))
 }

@@ -292,7 +292,11 @@ impl Store {
             if let Some((id, _, _)) = self.gateway_ip_configs().into_iter().find(|(_, _, p)| *p == key) {
                 body["properties"]["ipConfiguration"] = json!({"id": id});
             }
-        } else if std::ptr::eq(kind, &kinds::NSG) || std::ptr::eq(kind, &kinds::ROUTE_TABLE) {
+        }
+        if std::ptr::eq(kind, &kinds::NSG) {
+            body["properties"]["defaultSecurityRules"] = default_security_rules(&r.id);
+        }
+        if std::ptr::eq(kind, &kinds::NSG) || std::ptr::eq(kind, &kinds::ROUTE_TABLE) {
             let field = if std::ptr::eq(kind, &kinds::NSG) { "networkSecurityGroup" } else { "routeTable" };
             let subnets: Vec<Value> =
                 self.subnets_referencing(field, &key).into_iter().map(|id| json!({"id": id})).collect();
@@ -302,6 +306,67 @@ impl Store {
         }
         body
     }
+}
+
+/// The six rules every NSG carries.
+fn default_security_rules(nsg_id: &str) -> Value {
+    let rules = [
+        (
+            "AllowVnetInBound",
+            "Allow inbound traffic from all VMs in VNET",
+            "VirtualNetwork",
+            "VirtualNetwork",
+            "Allow",
+            65000,
+            "Inbound",
+        ),
+        (
+            "AllowAzureLoadBalancerInBound",
+            "Allow inbound traffic from azure load balancer",
+            "AzureLoadBalancer",
+            "*",
+            "Allow",
+            65001,
+            "Inbound",
+        ),
+        ("DenyAllInBound", "Deny all inbound traffic", "*", "*", "Deny", 65500, "Inbound"),
+        (
+            "AllowVnetOutBound",
+            "Allow outbound traffic from all VMs to all VMs in VNET",
+            "VirtualNetwork",
+            "VirtualNetwork",
+            "Allow",
+            65000,
+            "Outbound",
+        ),
+        (
+            "AllowInternetOutBound",
+            "Allow outbound traffic from all VMs to Internet",
+            "*",
+            "Internet",
+            "Allow",
+            65001,
+            "Outbound",
+        ),
+        ("DenyAllOutBound", "Deny all outbound traffic", "*", "*", "Deny", 65500, "Outbound"),
+    ];
+    Value::Array(
+        rules
+            .iter()
+            .map(|(name, desc, src, dst, access, prio, dir)| {
+                json!({
+                    "name": name,
+                    "id": format!("{nsg_id}/defaultSecurityRules/{name}"),
+                    "type": "Microsoft.Network/networkSecurityGroups/defaultSecurityRules",
+                    "properties": {
+                        "description": desc, "protocol": "*", "sourcePortRange": "*", "destinationPortRange": "*",
+                        "sourceAddressPrefix": src, "destinationAddressPrefix": dst, "access": access,
+                        "priority": prio, "direction": dir, "provisioningState": "Succeeded",
+                    }
+                })
+            })
+            .collect(),
+    )
 }
 
 pub fn set_provisioning_state(r: &mut Resource, state: &str) {

@@ -327,8 +327,7 @@ async fn throttling_answers_429_with_retry_after_per_subscription() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn role_assignments_meet_principal_not_found_during_replication_lag() {
-    let mut c = SimConfig::default();
-    c.principal_replication_lag_ms = Some(20_000);
+    let mut c = SimConfig { principal_replication_lag_ms: Some(20_000), ..Default::default() };
     c.throttle.enabled = false;
     let h = Harness::new(c).await;
     h.put(&format!("{}{RG_API}", rg_path("rg")), location("eastus")).await;
@@ -419,8 +418,7 @@ async fn faults_5xx_dropped_connections_and_failed_lros() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_record_the_audience_and_a_wrong_one_is_refused() {
-    let mut c = SimConfig::default();
-    c.expected_audience = Some("https://management.usgovcloudapi.net".into());
+    let c = SimConfig { expected_audience: Some("https://management.usgovcloudapi.net".into()), ..Default::default() };
     let h = Harness::new(c).await; // logs in for the public cloud
     let r = h.get(&format!("{}{RG_API}", rg_path("rg"))).await;
     assert_eq!((r.status, r.code().as_str()), (401, "InvalidAuthenticationTokenAudience"));
@@ -485,4 +483,47 @@ async fn admin_api_changes_resources_out_of_band_and_counts_requests() {
     let bad = h.admin("PATCH", "/config", Some(json!({"latency": {"profile": "warp"}}))).await;
     assert_eq!(bad.status().as_u16(), 400);
     h.assert_conformant();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_thousands_of_requests_per_second_on_loopback() {
+    let h = std::sync::Arc::new(Harness::instant().await);
+    h.put(&format!("{}{RG_API}", rg_path("rg")), location("eastus")).await;
+    let vnet = format!("{}{}{NET_API}", h.base, net("rg", "virtualNetworks/v"));
+    h.put(&vnet, vnet_body("eastus")).await;
+    let token = {
+        let r = h
+            .http
+            .post(format!("{}/t/oauth2/v2.0/token", h.base))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("client_id", "bench"),
+                ("client_secret", "s"),
+                ("scope", "https://management.azure.com/.default"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        r.json::<Value>().await.unwrap()["access_token"].as_str().unwrap().to_string()
+    };
+    // Bounded: 4000 GETs from 8 tasks (raw, without the validator's cost), then stop.
+    let started = std::time::Instant::now();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (client, url, token) = (h.http.clone(), vnet.clone(), token.clone());
+            tokio::spawn(async move {
+                for _ in 0..500 {
+                    let r = client.get(&url).bearer_auth(&token).send().await.unwrap();
+                    assert_eq!(r.status().as_u16(), 200);
+                    r.bytes().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let rps = 4000.0 / started.elapsed().as_secs_f64();
+    eprintln!("xcsp-sim served {rps:.0} requests/s");
+    assert!(rps > 1000.0, "only {rps:.0} requests/s");
 }

@@ -237,7 +237,7 @@ impl Seeder<'_> {
                 Target::Resource { sub, rg, kind, names } => {
                     self.seed(&format!("/subscriptions/{sub}/resourceGroups/{rg}")).await;
                     if names.len() == 2 {
-                        let parent = id[..id.rfind('/').unwrap()].rsplitn(2, '/').nth(1).unwrap().to_string();
+                        let parent = id[..id.rfind('/').unwrap()].rsplit_once('/').unwrap().0.to_string();
                         self.seed(&parent).await;
                     }
                     let api = api_of(kind);

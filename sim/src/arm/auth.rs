@@ -209,15 +209,15 @@ fn check_grant(
             return Err(aad(StatusCode::BAD_REQUEST, "invalid_client", 50027, "JWT token is invalid or malformed."));
         };
         record.assertion = Some(claims.clone());
-        if let Some(exp) = claims["exp"].as_i64() {
-            if exp < time::OffsetDateTime::now_utc().unix_timestamp() {
-                return Err(aad(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_client",
-                    700024,
-                    "Client assertion is not within its valid time range.",
-                ));
-            }
+        if let Some(exp) = claims["exp"].as_i64()
+            && exp < time::OffsetDateTime::now_utc().unix_timestamp()
+        {
+            return Err(aad(
+                StatusCode::BAD_REQUEST,
+                "invalid_client",
+                700024,
+                "Client assertion is not within its valid time range.",
+            ));
         }
         // A user-assigned identity accepts only assertions matching one of its federated credentials.
         let _ = now;
@@ -294,17 +294,17 @@ pub fn bearer(tokens: &Tokens, config: &SimConfig, header: Option<&str>, now: In
             "The access token expiry UTC time is earlier than current UTC time.",
         ));
     }
-    if let Some(expected) = &config.expected_audience {
-        if audience_of(expected) != info.audience {
-            return Err(ArmError::new(
-                StatusCode::UNAUTHORIZED,
-                "InvalidAuthenticationTokenAudience",
-                format!(
-                    "The access token has been obtained for wrong audience or resource '{}'. It should exactly match with one of the allowed audiences '{}'.",
-                    info.audience, expected
-                ),
-            ));
-        }
+    if let Some(expected) = &config.expected_audience
+        && audience_of(expected) != info.audience
+    {
+        return Err(ArmError::new(
+            StatusCode::UNAUTHORIZED,
+            "InvalidAuthenticationTokenAudience",
+            format!(
+                "The access token has been obtained for wrong audience or resource '{}'. It should exactly match with one of the allowed audiences '{}'.",
+                info.audience, expected
+            ),
+        ));
     }
     Ok(info.clone())
 }

@@ -246,7 +246,7 @@ pub fn parse_filter(filter: &str) -> Result<Vec<(String, String)>, ArmError> {
             ));
         };
         let v = v.trim();
-        if !op.eq_ignore_ascii_case("eq") || !(v.starts_with('\'') && v.ends_with('\'') && v.len() >= 2) {
+        if !(op.eq_ignore_ascii_case("eq") && v.starts_with('\'') && v.ends_with('\'') && v.len() >= 2) {
             return Err(ArmError::bad_request(
                 "InvalidFilterInQueryString",
                 format!("Invalid $filter clause '{clause}'; only \"name eq 'value'\" is supported."),

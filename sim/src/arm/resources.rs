@@ -360,10 +360,10 @@ fn parent_key(sub: &str, rg: &str, kind: &'static Kind, names: &[String]) -> Opt
 }
 
 fn require_parent(store: &Store, sub: &str, rg: &str, kind: &'static Kind, names: &[String]) -> Result<(), ArmError> {
-    if let Some((pk, _)) = parent_key(sub, rg, kind, names) {
-        if store.get(&pk).is_none() {
-            return Err(ArmError::parent_not_found(&names[names.len() - 2]));
-        }
+    if let Some((pk, _)) = parent_key(sub, rg, kind, names)
+        && store.get(&pk).is_none()
+    {
+        return Err(ArmError::parent_not_found(&names[names.len() - 2]));
     }
     Ok(())
 }
@@ -644,10 +644,10 @@ fn patch(
             r.body["tags"] = t.clone();
         }
     }
-    if kind.patch == Patch::Merge {
-        if let Some(p) = body.get("properties").filter(|p| p.is_object()) {
-            crate::world::merge_patch(&mut r.body["properties"], p);
-        }
+    if kind.patch == Patch::Merge
+        && let Some(p) = body.get("properties").filter(|p| p.is_object())
+    {
+        crate::world::merge_patch(&mut r.body["properties"], p);
     }
     if kind.etag {
         r.body["etag"] = json!(store::new_etag());

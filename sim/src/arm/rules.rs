@@ -247,29 +247,29 @@ pub fn check_put(
                 "A local network gateway needs properties.gatewayIpAddress or properties.fqdn.",
             ));
         }
-        if let Some(ip) = props["gatewayIpAddress"].as_str() {
-            if ip.parse::<std::net::IpAddr>().is_err() {
-                return Err(ArmError::bad_request(
-                    "InvalidGatewayIpAddress",
-                    format!("Gateway IP address {ip} is not a valid IP address."),
-                ));
-            }
+        if let Some(ip) = props["gatewayIpAddress"].as_str()
+            && ip.parse::<std::net::IpAddr>().is_err()
+        {
+            return Err(ArmError::bad_request(
+                "InvalidGatewayIpAddress",
+                format!("Gateway IP address {ip} is not a valid IP address."),
+            ));
         }
         for p in prefixes_of(&props["localNetworkAddressSpace"], "", "addressPrefixes") {
             parse_prefix(&p, "the local network gateway")?;
         }
-        if let Some(asn) = props["bgpSettings"]["asn"].as_i64() {
-            if reserved_asn(asn, false) {
-                return Err(ArmError::bad_request(
-                    "InvalidAsn",
-                    format!("ASN {asn} is reserved by Azure or IANA and cannot be used for a local network gateway."),
-                ));
-            }
+        if let Some(asn) = props["bgpSettings"]["asn"].as_i64()
+            && reserved_asn(asn, false)
+        {
+            return Err(ArmError::bad_request(
+                "InvalidAsn",
+                format!("ASN {asn} is reserved by Azure or IANA and cannot be used for a local network gateway."),
+            ));
         }
-        if let Some(addr) = props["bgpSettings"]["bgpPeeringAddress"].as_str() {
-            if addr.starts_with("169.254.") {
-                check_apipa(addr, "the local network gateway's BGP peering address")?;
-            }
+        if let Some(addr) = props["bgpSettings"]["bgpPeeringAddress"].as_str()
+            && addr.starts_with("169.254.")
+        {
+            check_apipa(addr, "the local network gateway's BGP peering address")?;
         }
     } else if is(kind, &kinds::CONNECTION) {
         check_connection(store, id, body, location)?;
@@ -456,13 +456,13 @@ fn check_gateway(store: &Store, ctx: &Ctx, id: &str, body: &Value, location: &st
         }
     }
     let bgp = &props["bgpSettings"];
-    if let Some(asn) = bgp["asn"].as_i64() {
-        if reserved_asn(asn, true) {
-            return Err(ArmError::bad_request(
-                "InvalidAsn",
-                format!("ASN {asn} is reserved by Azure or IANA and cannot be used for a virtual network gateway."),
-            ));
-        }
+    if let Some(asn) = bgp["asn"].as_i64()
+        && reserved_asn(asn, true)
+    {
+        return Err(ArmError::bad_request(
+            "InvalidAsn",
+            format!("ASN {asn} is reserved by Azure or IANA and cannot be used for a virtual network gateway."),
+        ));
     }
     for (i, a) in bgp["bgpPeeringAddresses"].as_array().into_iter().flatten().enumerate() {
         for ip in a["customBgpIpAddresses"].as_array().into_iter().flatten().filter_map(Value::as_str) {

@@ -288,10 +288,10 @@ impl Store {
                     pip.and_then(|p| p.body["properties"].get("ipAddress").cloned()).into_iter().collect();
                 peer["tunnelIpAddresses"] = Value::Array(ips);
             }
-        } else if std::ptr::eq(kind, &kinds::PUBLIC_IP) {
-            if let Some((id, _, _)) = self.gateway_ip_configs().into_iter().find(|(_, _, p)| *p == key) {
-                body["properties"]["ipConfiguration"] = json!({"id": id});
-            }
+        } else if std::ptr::eq(kind, &kinds::PUBLIC_IP)
+            && let Some((id, _, _)) = self.gateway_ip_configs().into_iter().find(|(_, _, p)| *p == key)
+        {
+            body["properties"]["ipConfiguration"] = json!({"id": id});
         }
         if std::ptr::eq(kind, &kinds::NSG) {
             body["properties"]["defaultSecurityRules"] = default_security_rules(&r.id);
@@ -370,10 +370,10 @@ fn default_security_rules(nsg_id: &str) -> Value {
 }
 
 pub fn set_provisioning_state(r: &mut Resource, state: &str) {
-    if let ResKind::Typed(k) = r.kind {
-        if !k.provisioning_state {
-            return;
-        }
+    if let ResKind::Typed(k) = r.kind
+        && !k.provisioning_state
+    {
+        return;
     }
     if let Some(p) = r.body.get_mut("properties").and_then(Value::as_object_mut) {
         p.insert("provisioningState".into(), json!(state));

@@ -130,17 +130,17 @@ impl Harness {
         if headers.get("x-ms-request-id").is_none() {
             v.push(format!("{method} {path}: no x-ms-request-id"));
         }
-        if let Some(op) = &op {
-            if method != "HEAD" {
-                v.extend(
-                    self.specs
-                        .check_response(op, status, body.as_ref())
-                        .into_iter()
-                        .map(|e| format!("response {method} {path}: {e}")),
-                );
-                if body.is_some() {
-                    self.checked.lock().unwrap().1 += 1;
-                }
+        if let Some(op) = &op
+            && method != "HEAD"
+        {
+            v.extend(
+                self.specs
+                    .check_response(op, status, body.as_ref())
+                    .into_iter()
+                    .map(|e| format!("response {method} {path}: {e}")),
+            );
+            if body.is_some() {
+                self.checked.lock().unwrap().1 += 1;
             }
         }
         Resp { status, headers, body }

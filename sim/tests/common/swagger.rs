@@ -343,28 +343,22 @@ impl Specs {
                 None => errs.push(format!("{at}: expected a string, got {v}")),
                 Some(s) => {
                     let extensible = schema["x-ms-enum"]["modelAsString"] == true;
-                    if let Some(allowed) = schema["enum"].as_array() {
-                        if !extensible && !allowed.iter().any(|a| a.as_str().is_some_and(|a| a.eq_ignore_ascii_case(s)))
-                        {
-                            errs.push(format!("{at}: '{s}' is not one of {allowed:?}"));
-                        }
+                    if let Some(allowed) = schema["enum"].as_array()
+                        && !extensible
+                        && !allowed.iter().any(|a| a.as_str().is_some_and(|a| a.eq_ignore_ascii_case(s)))
+                    {
+                        errs.push(format!("{at}: '{s}' is not one of {allowed:?}"));
                     }
                 }
             },
-            Some("integer") => {
-                if !(v.is_i64() || v.is_u64()) {
-                    errs.push(format!("{at}: expected an integer, got {v}"));
-                }
+            Some("integer") if !(v.is_i64() || v.is_u64()) => {
+                errs.push(format!("{at}: expected an integer, got {v}"));
             }
-            Some("number") => {
-                if !v.is_number() {
-                    errs.push(format!("{at}: expected a number, got {v}"));
-                }
+            Some("number") if !v.is_number() => {
+                errs.push(format!("{at}: expected a number, got {v}"));
             }
-            Some("boolean") => {
-                if !v.is_boolean() {
-                    errs.push(format!("{at}: expected a boolean, got {v}"));
-                }
+            Some("boolean") if !v.is_boolean() => {
+                errs.push(format!("{at}: expected a boolean, got {v}"));
             }
             _ => {}
         }

@@ -97,7 +97,7 @@ pub fn token(
         assertion: None,
         issued: false,
     };
-    let result = check_grant(&mut record, store, config, form, now);
+    let result = check_grant(&mut record, store, config, form);
     record.issued = result.is_ok();
     tokens.log.push(record.clone());
     result?;
@@ -125,7 +125,6 @@ fn check_grant(
     store: &Store,
     config: &SimConfig,
     form: &HashMap<String, String>,
-    now: Instant,
 ) -> Result<(), AadError> {
     let get = |k: &str| form.get(k).map(String::as_str).unwrap_or_default();
     if get("grant_type") != "client_credentials" {
@@ -220,7 +219,6 @@ fn check_grant(
             ));
         }
         // A user-assigned identity accepts only assertions matching one of its federated credentials.
-        let _ = now;
         if let Some(identity) = store
             .of_kind(&kinds::IDENTITY)
             .find(|r| r.body["properties"]["clientId"].as_str() == Some(record.client_id.as_str()))

@@ -499,7 +499,7 @@ fn put(
         }
     }
     rules::check_put(store, ctx, kind, &a.id, &body, existing.as_ref(), &location)?;
-    let gateways = rules::gateways_of(store, kind, &a.id, &body);
+    let gateways = rules::gateways_of(kind, &a.id, &body);
     for gw in &gateways {
         busy(store, ctx, gw, &a.id)?;
     }
@@ -632,7 +632,7 @@ fn patch(
         return Err(ArmError::not_found(kind.arm_type, &names.join("/"), &a.rg_name));
     };
     let gateways =
-        if kind.patch == Patch::TagsLro { rules::gateways_of(store, kind, &a.id, &existing.body) } else { Vec::new() };
+        if kind.patch == Patch::TagsLro { rules::gateways_of(kind, &a.id, &existing.body) } else { Vec::new() };
     for gw in &gateways {
         busy(store, ctx, gw, &a.id)?;
     }
@@ -690,7 +690,7 @@ fn delete(
         return Ok(op_reply(ctx, op, StatusCode::ACCEPTED, true));
     }
     rules::check_delete(store, kind, &existing)?;
-    let gateways = rules::gateways_of(store, kind, &a.id, &existing.body);
+    let gateways = rules::gateways_of(kind, &a.id, &existing.body);
     for gw in &gateways {
         busy(store, ctx, gw, &a.id)?;
     }
@@ -797,7 +797,7 @@ fn shared_key_put(store: &mut Store, ctx: &Ctx, sub: &str, rg: &str, connection:
     let Some(c) = store.get(&a.key).cloned() else {
         return Err(ArmError::not_found(kinds::CONNECTION.arm_type, connection, &a.rg_name));
     };
-    let gateways = rules::gateways_of(store, &kinds::CONNECTION, &a.id, &c.body);
+    let gateways = rules::gateways_of(&kinds::CONNECTION, &a.id, &c.body);
     for gw in &gateways {
         busy(store, ctx, gw, &a.id)?;
     }

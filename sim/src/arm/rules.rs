@@ -547,8 +547,7 @@ pub fn check_shared_key(k: &str) -> Result<(), ArmError> {
 }
 
 /// Gateways (lower-case keys) a write to this resource holds.
-pub fn gateways_of(store: &Store, kind: &'static Kind, id: &str, body: &Value) -> Vec<String> {
-    let _ = store;
+pub fn gateways_of(kind: &'static Kind, id: &str, body: &Value) -> Vec<String> {
     if is(kind, &kinds::VNG) {
         return vec![id.to_ascii_lowercase()];
     }

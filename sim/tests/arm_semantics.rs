@@ -410,6 +410,10 @@ async fn faults_5xx_dropped_connections_and_failed_lros() {
     assert_eq!(v.json()["properties"]["provisioningState"], "Failed");
     let r = h.put(&format!("{}{NET_API}", net("rg", "virtualNetworks/v")), vnet_body("eastus")).await;
     assert_eq!(h.wait(&r).await, "Succeeded", "one failure was asked for");
+    h.config(json!({"latency": {"request_latency_ms": 250}})).await;
+    let t = std::time::Instant::now();
+    assert_eq!(h.get(&format!("{}{RG_API}", rg_path("rg"))).await.status, 200);
+    assert!(t.elapsed() >= Duration::from_millis(250), "request latency applies: {:?}", t.elapsed());
     let counters: Value = h.admin("GET", "/counters", None).await.json().await.unwrap();
     assert_eq!(counters["dropped_connections"], 1);
     assert_eq!(counters["injected_errors"], 1);

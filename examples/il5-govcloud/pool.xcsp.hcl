@@ -1,0 +1,99 @@
+# An IL5 GPU pool: OpenShift on AWS GovCloud (us-gov-west-1) gains Azure Government
+# (usgovvirginia) A100 workers over an IPsec/BGP link.
+
+stack = "il5-gpu"
+
+variable "subscription_id" {
+  type    = string
+  default = "11111111-2222-3333-4444-555555555555"
+}
+
+variable "tenant_id" {
+  type    = string
+  default = "66666666-7777-8888-9999-000000000000"
+}
+
+cluster {
+  infrastructure_name = "il5-gpu-x7k2p"
+  api_url             = "https://api.il5.example.mil:6443"
+  oidc_issuer_url     = "https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com"
+  machine_network     = "10.0.0.0/16"
+  cluster_network     = "10.128.0.0/14"
+  service_network     = "172.30.0.0/16"
+  overlay_mtu         = 1300
+}
+
+aws {
+  region = "us-gov-west-1"
+  asn    = 64512
+  # vpc_id, route_table_ids and security_group_ids are discovered from the
+  # cluster's kubernetes.io/cluster/<infrastructure_name> tags when left out.
+}
+
+azure {
+  cloud           = "usgovernment"
+  subscription_id = var.subscription_id
+  tenant_id       = var.tenant_id
+  location        = "usgovvirginia"
+  resource_group  = "il5-gpu-workers"
+}
+
+network "link" {
+  driver         = "ipsec"
+  vnet_cidr      = "10.200.0.0/16"
+  gateway_subnet = cidrsubnet("10.200.0.0/16", 11, 2047)
+  gateway_sku    = "VpnGw2AZ"
+  routing        = "bgp"
+  azure_asn      = 65010
+
+  ipsec_policy {
+    ike_version          = "ikev2"
+    encryption           = "gcm-aes256"
+    integrity            = "sha384"
+    dh_group             = 20
+    pfs_group            = 20
+    sa_lifetime_seconds  = 3600
+    ike_lifetime_seconds = 28800
+  }
+}
+
+workload_identity "capz" {
+  # issuer defaults to cluster.oidc_issuer_url; audience to the Azure Government value.
+  role = "Contributor"
+}
+
+worker_pool "gpu" {
+  network  = network.link
+  identity = workload_identity.capz
+  vm_size  = "Standard_ND96asr_v4"
+  replicas = 2
+  subnet_cidr = "10.200.1.0/24"
+  zones    = ["1", "2"]
+
+  image {
+    publisher = "azureopenshift"
+    offer     = "aro4"
+    sku       = "aro_419"
+    version   = "latest"
+  }
+
+  os_disk {
+    size_gb              = 512
+    storage_account_type = "Premium_LRS"
+  }
+
+  labels = {
+    "node-role.kubernetes.io/gpu" = ""
+    "nvidia.com/gpu.product"      = "A100-SXM4-40GB"
+  }
+  taints = [{ key = "nvidia.com/gpu", value = "true", effect = "NoSchedule" }]
+  machine_health_check = true
+}
+
+output "tunnels" {
+  value = network.link.tunnels
+}
+
+output "identity_client_id" {
+  value = workload_identity.capz.client_id
+}

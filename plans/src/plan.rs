@@ -1,0 +1,181 @@
+//! The plan: what apply would change, as data, and its Terraform-style rendering.
+//!
+//! Until the state backends land, the prior state is an empty set of recorded resources, so
+//! every resource of the graph is a create; the diff already handles updates, replacements
+//! and deletes against recorded attributes.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+use xcsp_core::provider::Attributes;
+use xcsp_core::{Address, ProviderKind, Value};
+
+use crate::graph::ResourceGraph;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Create,
+    Update,
+    Replace,
+    Delete,
+    NoOp,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub address: Address,
+    pub action: Action,
+    pub before: Option<Attributes>,
+    pub after: Option<Attributes>,
+    /// Attributes that force a replacement, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replace_because: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub stack: String,
+    pub spec_digest: String,
+    pub changes: Vec<Change>,
+}
+
+impl Plan {
+    pub fn has_changes(&self) -> bool {
+        self.changes.iter().any(|c| c.action != Action::NoOp)
+    }
+}
+
+/// Diffs the desired graph against recorded attributes (by address).
+pub fn diff(stack: &str, digest: &str, graph: &ResourceGraph, recorded: &BTreeMap<Address, Attributes>) -> Plan {
+    let mut changes = Vec::new();
+    for node in graph.in_order() {
+        let after = node.attributes.clone();
+        let change = match recorded.get(&node.address) {
+            None => Change {
+                address: node.address.clone(),
+                action: Action::Create,
+                before: None,
+                after: Some(after),
+                replace_because: vec![],
+            },
+            Some(before) => {
+                let mut replace = Vec::new();
+                let mut differs = false;
+                for (k, v) in &after {
+                    if before.get(k) != Some(v) && !v.has_unknown() {
+                        differs = true;
+                        if let Some(why) = node.address.rtype.forces_replacement(k) {
+                            replace.push((k.clone(), why.to_string()));
+                        }
+                    }
+                }
+                let action = if !replace.is_empty() {
+                    Action::Replace
+                } else if differs {
+                    Action::Update
+                } else {
+                    Action::NoOp
+                };
+                Change {
+                    address: node.address.clone(),
+                    action,
+                    before: Some(before.clone()),
+                    after: Some(after),
+                    replace_because: replace,
+                }
+            }
+        };
+        changes.push(change);
+    }
+    for (addr, before) in recorded {
+        if graph.get(addr).is_none() {
+            changes.push(Change {
+                address: addr.clone(),
+                action: Action::Delete,
+                before: Some(before.clone()),
+                after: None,
+                replace_because: vec![],
+            });
+        }
+    }
+    Plan { stack: stack.to_string(), spec_digest: digest.to_string(), changes }
+}
+
+fn symbol(a: Action) -> &'static str {
+    match a {
+        Action::Create => "+",
+        Action::Update => "~",
+        Action::Replace => "-/+",
+        Action::Delete => "-",
+        Action::NoOp => " ",
+    }
+}
+
+fn render_value(v: &Value, schema_sensitive: bool) -> String {
+    match v {
+        Value::Sensitive(_) => "(sensitive value)".into(),
+        _ if schema_sensitive => "(sensitive value)".into(),
+        Value::Unknown => "(known after apply)".into(),
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("{s:?}"),
+        Value::List(l) => format!("[{}]", l.iter().map(|x| render_value(x, false)).collect::<Vec<_>>().join(", ")),
+        Value::Map(m) => format!(
+            "{{ {} }}",
+            m.iter().map(|(k, x)| format!("{k} = {}", render_value(x, false))).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// Human output in Terraform's idiom, grouped by provider, with a summary line.
+pub fn render(plan: &Plan) -> String {
+    let mut out = String::new();
+    let mut groups: BTreeMap<ProviderKind, Vec<&Change>> = BTreeMap::new();
+    for c in plan.changes.iter().filter(|c| c.action != Action::NoOp) {
+        groups.entry(c.address.rtype.provider()).or_default().push(c);
+    }
+    if groups.is_empty() {
+        return "No changes. The clouds match the spec.\n".into();
+    }
+    for (provider, changes) in groups {
+        let _ = writeln!(
+            out,
+            "# {} ({} change{})",
+            provider.title(),
+            changes.len(),
+            if changes.len() == 1 { "" } else { "s" }
+        );
+        for c in changes {
+            let verb = match c.action {
+                Action::Create => "will be created",
+                Action::Update => "will be updated in place",
+                Action::Replace => "must be replaced",
+                Action::Delete => "will be destroyed",
+                Action::NoOp => "",
+            };
+            let _ = writeln!(out, "  {} {} {verb}", symbol(c.action), c.address);
+            for (attr, why) in &c.replace_because {
+                let _ = writeln!(out, "      # {attr} forces replacement: {why}");
+            }
+            if let Some(after) = &c.after {
+                for (k, v) in after {
+                    let _ = writeln!(out, "      {k} = {}", render_value(v, false));
+                }
+            }
+        }
+        out.push('\n');
+    }
+    let count = |a: Action| plan.changes.iter().filter(|c| c.action == a).count();
+    let _ = writeln!(
+        out,
+        "Plan: {} to add, {} to change, {} to replace, {} to destroy.",
+        count(Action::Create),
+        count(Action::Update),
+        count(Action::Replace),
+        count(Action::Delete)
+    );
+    out
+}

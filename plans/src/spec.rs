@@ -1,0 +1,212 @@
+//! The typed, spanned spec: what the user wrote, with defaults applied, before semantic checks.
+
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use ipnet::Ipv4Net;
+use xcsp_core::{SourceFile, Span, Value};
+
+/// A value with the span it came from (the block's head when a default was used).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sp<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+impl<T> Sp<T> {
+    pub fn new(value: T, span: Span) -> Self {
+        Sp { value, span }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AzureCloud {
+    Public,
+    UsGovernment,
+    Custom,
+}
+
+impl AzureCloud {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AzureCloud::Public => "public",
+            AzureCloud::UsGovernment => "usgovernment",
+            AzureCloud::Custom => "custom",
+        }
+    }
+
+    /// The federated credential audience Azure expects from a Kubernetes token in this cloud.
+    /// (DOMAIN.md: the Government value is UNVERIFIED for Kubernetes tokens; users can override it.)
+    pub fn default_audience(self) -> &'static str {
+        match self {
+            AzureCloud::UsGovernment => "api://AzureADTokenExchangeUSGov",
+            AzureCloud::Public | AzureCloud::Custom => "api://AzureADTokenExchange",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    Ipsec,
+    External,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routing {
+    Bgp,
+    Static,
+}
+
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub infrastructure_name: Sp<String>,
+    pub api_url: Sp<String>,
+    pub oidc_issuer_url: Sp<String>,
+    pub machine_network: Sp<Ipv4Net>,
+    pub cluster_network: Sp<Ipv4Net>,
+    pub service_network: Sp<Ipv4Net>,
+    pub overlay_mtu: Sp<i64>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Aws {
+    pub region: Sp<String>,
+    pub vpc_id: Option<Sp<String>>,
+    pub route_table_ids: Option<Sp<Vec<String>>>,
+    pub security_group_ids: Option<Sp<Vec<String>>>,
+    pub asn: Sp<i64>,
+    pub fips: bool,
+    pub span: Span,
+}
+
+impl Aws {
+    /// `aws-us-gov` for GovCloud regions, `aws` otherwise.
+    pub fn partition(&self) -> &'static str {
+        if self.region.value.starts_with("us-gov-") { "aws-us-gov" } else { "aws" }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    pub resource_manager: Sp<String>,
+    pub authority: Sp<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Azure {
+    pub cloud: Sp<AzureCloud>,
+    pub endpoints: Option<Endpoints>,
+    pub subscription_id: Sp<String>,
+    pub tenant_id: Sp<String>,
+    pub location: Sp<String>,
+    pub resource_group: Sp<String>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct IpsecPolicy {
+    pub ike_version: Sp<String>,
+    pub encryption: Sp<String>,
+    pub integrity: Sp<String>,
+    pub dh_group: Sp<i64>,
+    pub pfs_group: Sp<i64>,
+    pub ike_lifetime_seconds: Sp<i64>,
+    pub sa_lifetime_seconds: Sp<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Network {
+    pub name: Sp<String>,
+    pub driver: Sp<Driver>,
+    pub vnet_cidr: Sp<Ipv4Net>,
+    /// Required for the `ipsec` driver.
+    pub gateway_subnet: Option<Sp<Ipv4Net>>,
+    pub gateway_sku: Sp<String>,
+    pub routing: Sp<Routing>,
+    pub azure_asn: Sp<i64>,
+    pub vpc_id: Option<Sp<String>>,
+    /// Four /30 blocks, one per tunnel, when the user chose them.
+    pub tunnel_inside_cidrs: Option<Vec<Sp<Ipv4Net>>>,
+    /// Four keys, one per tunnel, when the user chose them (else xcsp generates them at apply).
+    pub preshared_keys: Option<Vec<Sp<Value>>>,
+    pub tunnel_mtu: Sp<i64>,
+    pub ipsec: IpsecPolicy,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub name: Sp<String>,
+    pub issuer: Sp<String>,
+    pub audience: Sp<String>,
+    pub namespace: Sp<String>,
+    pub service_account: Sp<String>,
+    pub role: Sp<String>,
+    pub span: Span,
+}
+
+impl Identity {
+    pub fn subject(&self) -> String {
+        format!("system:serviceaccount:{}:{}", self.namespace.value, self.service_account.value)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Image {
+    Marketplace { publisher: String, offer: String, sku: String, version: String },
+    Id(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Pool {
+    pub name: Sp<String>,
+    pub network: Sp<String>,
+    pub identity: Sp<String>,
+    pub vm_size: Sp<String>,
+    pub replicas: Sp<i64>,
+    pub subnet_cidr: Sp<Ipv4Net>,
+    pub image: Sp<Image>,
+    pub os_disk_size_gb: Sp<i64>,
+    pub os_disk_type: Sp<String>,
+    pub zones: Sp<Vec<String>>,
+    pub labels: Sp<IndexMap<String, Value>>,
+    pub taints: Sp<Vec<Taint>>,
+    pub accelerated_networking: bool,
+    pub machine_health_check: bool,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub name: String,
+    pub value: Value,
+    pub sensitive: bool,
+    pub description: Option<String>,
+}
+
+/// A decoded spec. Singleton blocks are optional here: a missing one is a problem already
+/// reported, and the checks that need it are skipped.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub stack: String,
+    pub files: Vec<Arc<SourceFile>>,
+    pub cluster: Option<Cluster>,
+    pub aws: Option<Aws>,
+    pub azure: Option<Azure>,
+    pub networks: Vec<Network>,
+    pub identities: Vec<Identity>,
+    pub pools: Vec<Pool>,
+    pub outputs: Vec<Output>,
+    /// Which block refers to which (`worker_pool.gpu` -> `network.link`), for graph edges.
+    pub references: Vec<(String, String)>,
+    /// sha256 of every source file and variable value: a saved plan is stale if it changes.
+    pub digest: String,
+}

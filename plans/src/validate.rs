@@ -1,0 +1,630 @@
+//! Semantic checks on a decoded spec, before any cloud call. Each rule is a function that adds
+//! problems; all of them run, so the user sees every mistake at once. DOMAIN.md cites the
+//! cloud documentation behind each limit.
+
+use ipnet::Ipv4Net;
+use xcsp_core::{Problem, Problems, Span};
+
+use crate::net::{overlapping_pairs, overlaps};
+use crate::spec::*;
+
+/// A spec that passed every check: all singleton blocks present, all rules satisfied.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub stack: String,
+    pub cluster: Cluster,
+    pub aws: Aws,
+    pub azure: Azure,
+    pub networks: Vec<Network>,
+    pub identities: Vec<Identity>,
+    pub pools: Vec<Pool>,
+    pub outputs: Vec<Output>,
+    pub references: Vec<(String, String)>,
+    pub digest: String,
+}
+
+/// Runs every rule. Returns the model if no rule found an error (warnings are allowed).
+pub fn validate(spec: Spec, problems: &mut Problems) -> Option<Model> {
+    check_cluster(&spec, problems);
+    check_address_space(&spec, problems);
+    check_asns(&spec, problems);
+    check_regions(&spec, problems);
+    for n in &spec.networks {
+        check_network(n, spec.cluster.as_ref(), problems);
+    }
+    check_shared_vpcs(&spec, problems);
+    for id in &spec.identities {
+        check_https(&id.issuer, "the OIDC issuer", problems);
+    }
+    for p in &spec.pools {
+        check_pool(p, problems);
+    }
+    if problems.has_errors() {
+        return None;
+    }
+    Some(Model {
+        stack: spec.stack,
+        cluster: spec.cluster?,
+        aws: spec.aws?,
+        azure: spec.azure?,
+        networks: spec.networks,
+        identities: spec.identities,
+        pools: spec.pools,
+        outputs: spec.outputs,
+        references: spec.references,
+        digest: spec.digest,
+    })
+}
+
+fn err(code: &'static str, message: impl Into<String>, span: &Span, label: &str) -> Problem {
+    Problem::error(code, message).label(span, label)
+}
+
+fn check_https(url: &Sp<String>, what: &str, problems: &mut Problems) {
+    let ok = url.value.strip_prefix("https://").is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'));
+    if !ok {
+        problems.push(
+            err("xcsp::url::https", format!("{what} must be an https:// URL"), &url.span, "")
+                .with_help("Azure fetches the issuer's discovery document over public HTTPS"),
+        );
+    } else if url.value.ends_with('/') && what.contains("issuer") {
+        problems.push(
+            Problem::warning("xcsp::url::trailing_slash", "the issuer ends with `/`")
+                .label(&url.span, "")
+                .with_help("the federated credential's issuer must equal the cluster's serviceAccountIssuer exactly (AADSTS70021 otherwise)"),
+        );
+    }
+}
+
+fn check_cluster(spec: &Spec, problems: &mut Problems) {
+    let Some(c) = &spec.cluster else { return };
+    let name = &c.infrastructure_name;
+    let valid = !name.value.is_empty()
+        && name.value.len() <= 63
+        && name.value.chars().all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-')
+        && !name.value.starts_with('-')
+        && !name.value.ends_with('-');
+    if !valid {
+        problems.push(
+            err("xcsp::cluster::infrastructure_name", "not a valid infrastructure name", &name.span, "")
+                .with_help("use the cluster's `oc get infrastructure cluster -o jsonpath='{.status.infrastructureName}'`: lowercase letters, digits and `-`"),
+        );
+    }
+    check_https(&c.api_url, "the API URL", problems);
+    check_https(&c.oidc_issuer_url, "the OIDC issuer", problems);
+    // An IPsec tunnel lowers the path MTU, and Geneve adds 100 bytes on top of the overlay MTU.
+    for n in spec.networks.iter().filter(|n| n.driver.value == Driver::Ipsec) {
+        let need = c.overlay_mtu.value + GENEVE_OVERHEAD;
+        if need > n.tunnel_mtu.value {
+            problems.push(
+                err(
+                    "xcsp::mtu::overlay",
+                    format!(
+                        "overlay MTU {} plus Geneve's {GENEVE_OVERHEAD} bytes does not fit the tunnel path MTU {} of network `{}`",
+                        c.overlay_mtu.value, n.tunnel_mtu.value, n.name.value
+                    ),
+                    &c.overlay_mtu.span,
+                    "cross-cloud pod traffic would be dropped silently",
+                )
+                .label(&n.tunnel_mtu.span, "tunnel path MTU")
+                .with_help(format!(
+                    "migrate the cluster network MTU to at most {} before adding cross-cloud workers",
+                    n.tunnel_mtu.value - GENEVE_OVERHEAD
+                )),
+            );
+        }
+    }
+}
+
+const GENEVE_OVERHEAD: i64 = 100;
+/// AWS Site-to-Site VPN supports at most 1446 bytes.
+const AWS_VPN_MAX_MTU: i64 = 1446;
+
+/// Cluster networks and VNets must not overlap; subnets sit inside their VNet and apart.
+fn check_address_space(spec: &Spec, problems: &mut Problems) {
+    let mut global: Vec<(Ipv4Net, Span, String)> = Vec::new();
+    if let Some(c) = &spec.cluster {
+        global.push((c.machine_network.value, c.machine_network.span.clone(), "the machine network".into()));
+        global.push((c.cluster_network.value, c.cluster_network.span.clone(), "the cluster (pod) network".into()));
+        global.push((c.service_network.value, c.service_network.span.clone(), "the service network".into()));
+    }
+    for n in &spec.networks {
+        global.push((n.vnet_cidr.value, n.vnet_cidr.span.clone(), format!("the VNet of network `{}`", n.name.value)));
+    }
+    report_overlaps(&global, problems);
+
+    for n in &spec.networks {
+        let mut subnets: Vec<(Ipv4Net, Span, String)> = Vec::new();
+        if let Some(g) = &n.gateway_subnet {
+            subnets.push((g.value, g.span.clone(), "GatewaySubnet".into()));
+            if g.value.prefix_len() > 27 {
+                problems.push(
+                    err(
+                        "xcsp::cidr::gateway_subnet_size",
+                        format!("GatewaySubnet {} is too small", g.value),
+                        &g.span,
+                        "",
+                    )
+                    .with_help("an active-active VPN gateway needs a GatewaySubnet of /27 or larger"),
+                );
+            }
+        }
+        for p in spec.pools.iter().filter(|p| p.network.value == n.name.value) {
+            subnets.push((
+                p.subnet_cidr.value,
+                p.subnet_cidr.span.clone(),
+                format!("the subnet of pool `{}`", p.name.value),
+            ));
+        }
+        for (net, span, what) in &subnets {
+            if !n.vnet_cidr.value.contains(net) {
+                problems.push(
+                    err(
+                        "xcsp::cidr::outside_vnet",
+                        format!("{what} {net} is not inside VNet {}", n.vnet_cidr.value),
+                        span,
+                        "",
+                    )
+                    .label(&n.vnet_cidr.span, "the VNet"),
+                );
+            }
+        }
+        report_overlaps(&subnets, problems);
+    }
+}
+
+fn report_overlaps(nets: &[(Ipv4Net, Span, String)], problems: &mut Problems) {
+    let plain: Vec<Ipv4Net> = nets.iter().map(|n| n.0).collect();
+    for (i, j) in overlapping_pairs(&plain) {
+        let (a, b) = (&nets[i], &nets[j]);
+        let (first, second) =
+            if (a.1.file.name.as_str(), a.1.start) <= (b.1.file.name.as_str(), b.1.start) { (a, b) } else { (b, a) };
+        problems.push(
+            Problem::error(
+                "xcsp::cidr::overlap",
+                format!("{} ({}) overlaps {} ({})", second.2, second.0, first.2, first.0),
+            )
+            .label(&second.1, "overlaps")
+            .label(&first.1, "this")
+            .with_help("routes across the link would be ambiguous; pick address ranges that do not overlap"),
+        );
+    }
+}
+
+/// ASNs that no BGP speaker may use (IANA), or that Azure reserves.
+fn asn_reserved(asn: i64) -> Option<&'static str> {
+    match asn {
+        23456 | 64496..=64511 | 65535..=65551 => Some("reserved by IANA"),
+        8074 | 8075 | 12076 | 65517..=65520 => Some("reserved by Azure"),
+        _ => None,
+    }
+}
+
+fn check_asns(spec: &Spec, problems: &mut Problems) {
+    if let Some(aws) = &spec.aws {
+        let asn = aws.asn.value;
+        let private = (64512..=65534).contains(&asn) || (4_200_000_000..=4_294_967_294).contains(&asn);
+        if !private {
+            problems.push(
+                err("xcsp::asn::range", format!("Amazon-side ASN {asn} is not a private ASN"), &aws.asn.span, "")
+                    .with_help("a VPN gateway's Amazon-side ASN must be in 64512-65534 or 4200000000-4294967294"),
+            );
+        } else if asn == 65515 {
+            problems.push(
+                err("xcsp::asn::reserved", "ASN 65515 is reserved by Azure for its own gateways", &aws.asn.span, "")
+                    .with_help(
+                        "Azure refuses a local network gateway with ASN 65515; choose another AWS ASN (default 64512)",
+                    ),
+            );
+        } else if let Some(why) = asn_reserved(asn) {
+            problems.push(err("xcsp::asn::reserved", format!("ASN {asn} is {why}"), &aws.asn.span, ""));
+        }
+    }
+    for n in spec.networks.iter().filter(|n| n.driver.value == Driver::Ipsec && n.routing.value == Routing::Bgp) {
+        let asn = n.azure_asn.value;
+        let region = spec.aws.as_ref().map(|a| a.region.value.as_str()).unwrap_or("");
+        let refused_by_aws = match asn {
+            7224 => Some("AWS refuses customer gateway ASN 7224 in every region"),
+            9059 if region == "eu-west-1" => Some("AWS refuses customer gateway ASN 9059 in eu-west-1"),
+            10124 if region == "ap-northeast-1" => Some("AWS refuses customer gateway ASN 10124 in ap-northeast-1"),
+            17943 if region == "ap-southeast-1" => Some("AWS refuses customer gateway ASN 17943 in ap-southeast-1"),
+            _ => None,
+        };
+        if !(1..=4_294_967_295).contains(&asn) {
+            problems.push(
+                err("xcsp::asn::range", format!("ASN {asn} is out of range"), &n.azure_asn.span, "")
+                    .with_help("ASNs are 1-4294967295"),
+            );
+        } else if let Some(why) = asn_reserved(asn) {
+            problems.push(err("xcsp::asn::reserved", format!("ASN {asn} is {why}"), &n.azure_asn.span, ""));
+        } else if let Some(why) = refused_by_aws {
+            problems.push(err(
+                "xcsp::asn::reserved",
+                why,
+                &n.azure_asn.span,
+                "the Azure gateway becomes an AWS customer gateway",
+            ));
+        }
+        if let Some(aws) = &spec.aws
+            && aws.asn.value == asn
+        {
+            problems.push(
+                err(
+                    "xcsp::asn::same",
+                    format!("both sides of network `{}` use ASN {asn}", n.name.value),
+                    &n.azure_asn.span,
+                    "Azure side",
+                )
+                .label(&aws.asn.span, "AWS side")
+                .with_help("the two BGP peers must use different ASNs"),
+            );
+        }
+    }
+}
+
+fn check_regions(spec: &Spec, problems: &mut Problems) {
+    if let Some(aws) = &spec.aws {
+        let r = &aws.region.value;
+        let parts: Vec<&str> = r.split('-').collect();
+        let shaped = parts.len() >= 3
+            && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()))
+            && parts.last().is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()));
+        if !shaped {
+            problems.push(
+                err("xcsp::cloud::region", format!("`{r}` is not an AWS region"), &aws.region.span, "")
+                    .with_help("e.g. us-gov-west-1, us-east-1"),
+            );
+        }
+    }
+    let Some(az) = &spec.azure else { return };
+    let loc = &az.location.value;
+    let gov_location = loc.starts_with("usgov") || loc.starts_with("usdod");
+    match az.cloud.value {
+        AzureCloud::Public if gov_location => problems.push(
+            err(
+                "xcsp::cloud::mismatch",
+                format!("location `{loc}` is in Azure Government, but the cloud is public"),
+                &az.location.span,
+                "",
+            )
+            .label(&az.cloud.span, "cloud")
+            .with_help("set `cloud = \"usgovernment\"`"),
+        ),
+        AzureCloud::UsGovernment if !gov_location => problems.push(
+            err(
+                "xcsp::cloud::mismatch",
+                format!("location `{loc}` is not an Azure Government region"),
+                &az.location.span,
+                "",
+            )
+            .label(&az.cloud.span, "cloud")
+            .with_help("Azure Government regions: usgovvirginia, usgovarizona, usgovtexas"),
+        ),
+        _ => {}
+    }
+    match (az.cloud.value, &az.endpoints) {
+        (AzureCloud::Custom, None) => problems.push(
+            err("xcsp::cloud::endpoints", "a custom cloud needs an `endpoints` block", &az.cloud.span, "")
+                .with_help("add endpoints { resource_manager = \"https://...\", authority = \"https://...\" }"),
+        ),
+        (AzureCloud::Public | AzureCloud::UsGovernment, Some(e)) => problems.push(
+            err("xcsp::cloud::endpoints", "`endpoints` is only for `cloud = \"custom\"`", &e.resource_manager.span, "")
+                .with_help("public and US Government endpoints are built in"),
+        ),
+        _ => {}
+    }
+    for (v, what) in [(&az.subscription_id, "subscription id"), (&az.tenant_id, "tenant id")] {
+        if !is_guid(&v.value) {
+            problems.push(
+                err("xcsp::azure::guid", format!("the {what} is not a GUID"), &v.span, "")
+                    .with_help("e.g. 00000000-0000-0000-0000-000000000000"),
+            );
+        }
+    }
+    let rg = &az.resource_group.value;
+    let rg_ok = !rg.is_empty()
+        && rg.len() <= 90
+        && !rg.ends_with('.')
+        && rg.chars().all(|c| c.is_alphanumeric() || "-_.()".contains(c));
+    if !rg_ok {
+        problems.push(
+            err(
+                "xcsp::azure::resource_group",
+                format!("`{rg}` is not a valid resource group name"),
+                &az.resource_group.span,
+                "",
+            )
+            .with_help("1-90 letters, digits, `-`, `_`, `.`, `(`, `)`; not ending in `.`"),
+        );
+    }
+    if let Some(aws) = &spec.aws
+        && aws.partition() == "aws-us-gov"
+        && az.cloud.value == AzureCloud::Public
+    {
+        problems.push(
+            Problem::warning("xcsp::cloud::boundary", "a GovCloud cluster is linked to public Azure")
+                .label(&az.cloud.span, "")
+                .with_help("IL5 workloads usually require Azure Government (`cloud = \"usgovernment\"`)"),
+        );
+    }
+}
+
+fn is_guid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| g.len() == n && g.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// The AWS-refused tunnel inside CIDRs (VpnTunnelOptionsSpecification).
+const AWS_REFUSED_INSIDE: &[&str] = &[
+    "169.254.0.0/30",
+    "169.254.1.0/30",
+    "169.254.2.0/30",
+    "169.254.3.0/30",
+    "169.254.4.0/30",
+    "169.254.5.0/30",
+    "169.254.169.252/30",
+];
+
+fn check_network(n: &Network, cluster: Option<&Cluster>, problems: &mut Problems) {
+    let _ = cluster;
+    if n.driver.value == Driver::External {
+        return;
+    }
+    if n.gateway_subnet.is_none() {
+        problems.push(
+            err(
+                "xcsp::spec::missing_attribute",
+                format!("network `{}` needs `gateway_subnet`", n.name.value),
+                &n.span,
+                "",
+            )
+            .with_help(
+                "the ipsec driver deploys a VPN gateway into a subnet named GatewaySubnet; give it a /27 or larger",
+            ),
+        );
+    }
+    check_sku(&n.gateway_sku, n.routing.value, problems);
+    let mtu = &n.tunnel_mtu;
+    if mtu.value > AWS_VPN_MAX_MTU || mtu.value < 576 {
+        problems.push(
+            err(
+                "xcsp::mtu::tunnel",
+                format!("tunnel MTU {} is outside 576-{AWS_VPN_MAX_MTU}", mtu.value),
+                &mtu.span,
+                "",
+            )
+            .with_help("AWS Site-to-Site VPN carries at most 1446 bytes; Azure recommends 1400"),
+        );
+    }
+    if let Some(cidrs) = &n.tunnel_inside_cidrs {
+        check_inside_cidrs(n, cidrs, problems);
+    }
+    if let Some(keys) = &n.preshared_keys {
+        check_psks(n, keys, problems);
+    }
+    check_ipsec(&n.ipsec, problems);
+}
+
+fn check_sku(sku: &Sp<String>, routing: Routing, problems: &mut Problems) {
+    let s = sku.value.as_str();
+    let az = ["VpnGw1AZ", "VpnGw2AZ", "VpnGw3AZ", "VpnGw4AZ", "VpnGw5AZ"];
+    if az.contains(&s) {
+        return;
+    }
+    let problem = match s {
+        "VpnGw1" | "VpnGw2" | "VpnGw3" | "VpnGw4" | "VpnGw5" => {
+            err("xcsp::gateway::sku", format!("new gateways cannot use the non-AZ SKU {s}"), &sku.span, "")
+                .with_help(format!("Azure blocks new non-AZ VpnGw1-5 gateways since 2025-01-01; use {s}AZ"))
+        }
+        "Basic" => err("xcsp::gateway::sku", "the Basic SKU supports neither BGP nor active-active", &sku.span, "")
+            .with_help(if routing == Routing::Bgp {
+                "use VpnGw1AZ or larger"
+            } else {
+                "use VpnGw1AZ or larger (active-active needs it)"
+            }),
+        _ => err("xcsp::gateway::sku", format!("unknown VPN gateway SKU `{s}`"), &sku.span, "")
+            .with_help(crate::schema::suggest(s, az).unwrap_or_else(|| format!("one of: {}", az.join(", ")))),
+    };
+    problems.push(problem);
+}
+
+fn check_inside_cidrs(n: &Network, cidrs: &[Sp<Ipv4Net>], problems: &mut Problems) {
+    let link_local: Ipv4Net = "169.254.0.0/16".parse().expect("valid");
+    let azure_apipa = (u32::from_be_bytes([169, 254, 21, 0]), u32::from_be_bytes([169, 254, 22, 255]));
+    if cidrs.len() != 4 {
+        problems.push(
+            err(
+                "xcsp::tunnel::count",
+                format!("{} tunnel inside CIDRs given; the link has 4 tunnels", cidrs.len()),
+                &n.span,
+                "",
+            )
+            .with_help("give one /30 per tunnel, or leave `tunnel_inside_cidrs` out to let xcsp allocate them"),
+        );
+    }
+    for (i, c) in cidrs.iter().enumerate() {
+        let net = c.value;
+        let problem = if net.prefix_len() != 30 {
+            Some((
+                "xcsp::tunnel::inside_cidr",
+                format!("{net} is not a /30"),
+                "each tunnel takes a /30 from 169.254.0.0/16".to_string(),
+            ))
+        } else if !link_local.contains(&net) {
+            Some((
+                "xcsp::tunnel::inside_cidr",
+                format!("{net} is not in 169.254.0.0/16"),
+                "tunnel inside addresses are link-local".into(),
+            ))
+        } else if AWS_REFUSED_INSIDE.iter().any(|r| r.parse::<Ipv4Net>().ok() == Some(net)) {
+            Some((
+                "xcsp::tunnel::inside_cidr",
+                format!("AWS refuses {net} as a tunnel inside CIDR"),
+                format!("AWS reserves {}", AWS_REFUSED_INSIDE.join(", ")),
+            ))
+        } else if n.routing.value == Routing::Bgp
+            && !(u32::from(net.network()) >= azure_apipa.0 && u32::from(net.broadcast()) <= azure_apipa.1)
+        {
+            Some((
+                "xcsp::tunnel::apipa",
+                format!("{net} is outside Azure's APIPA range for BGP"),
+                "Azure's custom BGP addresses must lie in 169.254.21.0-169.254.22.255, e.g. 169.254.21.0/30".into(),
+            ))
+        } else {
+            None
+        };
+        if let Some((code, msg, help)) = problem {
+            problems.push(err(code, msg, &c.span, "").with_help(help));
+        }
+        if let Some(prev) = cidrs[..i].iter().find(|p| overlaps(&p.value, &net)) {
+            problems.push(
+                err("xcsp::tunnel::duplicate", format!("{net} is used by two tunnels"), &c.span, "again")
+                    .label(&prev.span, "first"),
+            );
+        }
+    }
+}
+
+/// PSK problems carry no source label: the snippet would print the secret.
+fn check_psks(n: &Network, keys: &[Sp<xcsp_core::Value>], problems: &mut Problems) {
+    if keys.len() != 4 {
+        problems.push(
+            err(
+                "xcsp::psk::count",
+                format!("{} pre-shared keys given; the link has 4 tunnels", keys.len()),
+                &n.span,
+                "",
+            )
+            .with_help("give one key per tunnel, or leave `preshared_keys` out to let xcsp generate them"),
+        );
+    }
+    for (i, k) in keys.iter().enumerate() {
+        let text = k.value.as_str().unwrap_or_default();
+        let reason = if !(8..=64).contains(&text.len()) {
+            Some(format!("is {} characters long; AWS needs 8-64", text.len()))
+        } else if text.starts_with('0') {
+            Some("starts with `0`, which AWS refuses".into())
+        } else if !text.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_') {
+            Some("holds characters other than letters, digits, `.` and `_`".into())
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            problems.push(
+                Problem::error("xcsp::psk::format", format!("pre-shared key {} of network `{}` {reason}", i + 1, n.name.value))
+                    .with_help(format!("(at {}; the key itself is not shown) a key of 8-64 letters, digits, `.` and `_`, not starting with `0`, suits both clouds", k.span.location())),
+            );
+        }
+    }
+}
+
+fn check_ipsec(p: &IpsecPolicy, problems: &mut Problems) {
+    let one_of = |v: &Sp<String>, allowed: &[&str], what: &str, problems: &mut Problems| {
+        if !allowed.contains(&v.value.as_str()) {
+            problems.push(
+                err("xcsp::ipsec::policy", format!("{what} `{}` is not accepted by both clouds", v.value), &v.span, "")
+                    .with_help(format!("choose one of: {}", allowed.join(", "))),
+            );
+        }
+    };
+    one_of(&p.ike_version, &["ikev1", "ikev2"], "IKE version", problems);
+    one_of(&p.encryption, &["aes128", "aes256", "gcm-aes128", "gcm-aes256"], "encryption", problems);
+    one_of(&p.integrity, &["sha1", "sha256", "sha384"], "integrity", problems);
+    for (g, what) in [(&p.dh_group, "DH group"), (&p.pfs_group, "PFS group")] {
+        if ![2, 14, 19, 20, 24].contains(&g.value) {
+            problems.push(
+                err("xcsp::ipsec::policy", format!("{what} {} is not accepted by both clouds", g.value), &g.span, "")
+                    .with_help(
+                        "choose one of 2, 14, 19, 20, 24 (Azure: DHGroup2, DHGroup14, ECP256, ECP384, DHGroup24)",
+                    ),
+            );
+        }
+    }
+    for (v, lo, hi, what) in [
+        (&p.ike_lifetime_seconds, 900, 28800, "IKE (phase 1) lifetime"),
+        (&p.sa_lifetime_seconds, 900, 3600, "IPsec SA (phase 2) lifetime"),
+    ] {
+        if !(lo..=hi).contains(&v.value) {
+            problems.push(
+                err("xcsp::ipsec::lifetime", format!("{what} {}s is outside {lo}-{hi}s", v.value), &v.span, "")
+                    .with_help("AWS accepts phase 1 900-28800 s and phase 2 900-3600 s; Azure at least 300 s"),
+            );
+        }
+    }
+}
+
+/// AWS lets one virtual private gateway attach to a VPC.
+fn check_shared_vpcs(spec: &Spec, problems: &mut Problems) {
+    let default_vpc = spec.aws.as_ref().map(|a| a.vpc_id.as_ref().map(|v| v.value.clone()));
+    let mut seen: Vec<(Option<String>, &Network)> = Vec::new();
+    for n in spec.networks.iter().filter(|n| n.driver.value == Driver::Ipsec) {
+        let vpc = n.vpc_id.as_ref().map(|v| v.value.clone()).or_else(|| default_vpc.clone().flatten());
+        if let Some((_, prev)) = seen.iter().find(|(v, _)| *v == vpc) {
+            problems.push(
+                err(
+                    "xcsp::aws::one_vgw_per_vpc",
+                    format!(
+                        "networks `{}` and `{}` would attach two VPN gateways to one VPC",
+                        prev.name.value, n.name.value
+                    ),
+                    &n.name.span,
+                    "",
+                )
+                .label(&prev.name.span, "first")
+                .with_help("a VPC takes one virtual private gateway; give each link its own `vpc_id`, or use one link"),
+            );
+        }
+        seen.push((vpc, n));
+    }
+}
+
+fn check_pool(p: &Pool, problems: &mut Problems) {
+    if p.replicas.value < 0 {
+        problems.push(err("xcsp::pool::replicas", "replicas cannot be negative", &p.replicas.span, ""));
+    }
+    if !p.vm_size.value.starts_with("Standard_") {
+        problems.push(
+            err("xcsp::pool::vm_size", format!("`{}` is not an Azure VM size", p.vm_size.value), &p.vm_size.span, "")
+                .with_help("e.g. Standard_ND96asr_v4"),
+        );
+    }
+    for z in &p.zones.value {
+        if !["1", "2", "3"].contains(&z.as_str()) {
+            problems.push(
+                err("xcsp::pool::zones", format!("zone `{z}` does not exist"), &p.zones.span, "")
+                    .with_help("Azure zones are \"1\", \"2\" and \"3\""),
+            );
+        }
+    }
+    for t in &p.taints.value {
+        if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&t.effect.as_str()) {
+            problems.push(
+                err("xcsp::pool::taint", format!("taint effect `{}` is not valid", t.effect), &p.taints.span, "")
+                    .with_help("NoSchedule, PreferNoSchedule or NoExecute"),
+            );
+        }
+    }
+    if !(30..=4095).contains(&p.os_disk_size_gb.value) {
+        problems.push(err(
+            "xcsp::pool::os_disk",
+            format!("OS disk of {} GB is outside 30-4095", p.os_disk_size_gb.value),
+            &p.os_disk_size_gb.span,
+            "",
+        ));
+    }
+    for key in p.labels.value.keys() {
+        let name = key.rsplit('/').next().unwrap_or("");
+        let ok = !name.is_empty()
+            && name.len() <= 63
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !ok {
+            problems.push(err(
+                "xcsp::pool::label",
+                format!("`{key}` is not a valid Kubernetes label key"),
+                &p.labels.span,
+                "",
+            ));
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Holds no code: the tests in `tests/` exercise the workspace from outside.

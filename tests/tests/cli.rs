@@ -1,0 +1,54 @@
+//! The `xcsp` binary's contract with scripts: exit codes and where output goes.
+
+use std::path::Path;
+use std::process::Command;
+
+/// The binary cargo built next to this test (`cargo test --workspace` builds it).
+fn xcsp() -> Command {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().and_then(Path::parent).unwrap().join("xcsp");
+    assert!(bin.exists(), "{} is missing: run `cargo test --workspace` (or build -p xcsp-cli) first", bin.display());
+    Command::new(bin)
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+#[test]
+fn detailed_exitcode_is_2_with_changes_and_1_on_errors() {
+    let ok = xcsp().args(["plan", "--detailed-exitcode"]).arg(root().join("examples/public")).output().unwrap();
+    assert_eq!(ok.status.code(), Some(2), "{}", String::from_utf8_lossy(&ok.stderr));
+    let plain = xcsp().arg("plan").arg(root().join("examples/public")).output().unwrap();
+    assert_eq!(plain.status.code(), Some(0));
+    let bad = xcsp().args(["plan", "--detailed-exitcode"]).arg(root().join("tests/cases/overlap")).output().unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("xcsp::cidr::overlap") && stderr.contains("overlap/spec.xcsp.hcl:"), "{stderr}");
+}
+
+#[test]
+fn variables_come_from_flags_over_the_environment() {
+    let out = xcsp()
+        .args(["plan", "--json", "--var", "tenant_id=00000000-0000-0000-0000-00000000000a"])
+        .arg(root().join("examples/il5-govcloud"))
+        .env("XCSP_VAR_tenant_id", "00000000-0000-0000-0000-00000000000b")
+        .env("XCSP_VAR_subscription_id", "00000000-0000-0000-0000-00000000000c")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("00000000-0000-0000-0000-00000000000a"));
+    assert!(!text.contains("00000000-0000-0000-0000-00000000000b"));
+    assert!(text.contains("00000000-0000-0000-0000-00000000000c"));
+}
+
+#[test]
+fn graph_is_dot_with_cross_cloud_edges() {
+    let out = xcsp().arg("graph").arg(root().join("examples/il5-govcloud")).output().unwrap();
+    assert!(out.status.success());
+    let dot = String::from_utf8_lossy(&out.stdout);
+    assert!(dot.starts_with("digraph xcsp {"));
+    assert!(dot.contains("\"azure_public_ip.link[0]\" -> \"aws_customer_gateway.link[0]\""), "{dot}");
+    assert!(dot.contains("\"aws_vpn_connection.link[1]\" -> \"azure_local_network_gateway.link[3]\""));
+}

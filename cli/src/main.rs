@@ -42,6 +42,9 @@ enum Command {
         /// Exit 0 when nothing changes, 2 when something would, 1 on error.
         #[arg(long)]
         detailed_exitcode: bool,
+        /// Where the local backend keeps state (default: .xcsp/<stack>).
+        #[arg(long, env = "XCSP_STATE_DIR")]
+        state_dir: Option<PathBuf>,
     },
     /// Print the resource graph as Graphviz DOT.
     Graph(SpecArgs),
@@ -89,6 +92,10 @@ fn load(args: &SpecArgs) -> Result<Loaded, ExitCode> {
     }
 }
 
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -100,14 +107,31 @@ fn main() -> ExitCode {
             print!("{}", l.graph.to_dot());
             ExitCode::SUCCESS
         }),
-        Command::Plan { spec, json, detailed_exitcode } => load(&spec).map(|l| {
-            let p = plan::diff(&l.model.stack, &l.model.digest, &l.graph, &Default::default());
+        Command::Plan { spec, json, detailed_exitcode, state_dir } => load(&spec).and_then(|l| {
+            let dir = state_dir.unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
+            let backend = xcsp_state::local::LocalBackend::new(dir);
+            let holder = format!(
+                "{}@{} pid {}",
+                std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
+                hostname(),
+                std::process::id()
+            );
+            let recorded = backend.lock(&holder, "plan").and_then(|guard| {
+                let state = backend.read()?;
+                drop(guard);
+                Ok(state.map(|s| s.attributes()).unwrap_or_default())
+            });
+            let recorded = recorded.map_err(|e| {
+                report(&e);
+                ExitCode::from(1)
+            })?;
+            let p = plan::diff(&l.model.stack, &l.model.digest, &l.graph, &recorded);
             if json {
                 println!("{}", serde_json::to_string_pretty(&p).expect("plans serialize"));
             } else {
                 print!("{}", plan::render(&p));
             }
-            if detailed_exitcode && p.has_changes() { ExitCode::from(2) } else { ExitCode::SUCCESS }
+            Ok(if detailed_exitcode && p.has_changes() { ExitCode::from(2) } else { ExitCode::SUCCESS })
         }),
     };
     result.unwrap_or_else(|code| code)

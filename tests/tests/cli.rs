@@ -52,3 +52,19 @@ fn graph_is_dot_with_cross_cloud_edges() {
     assert!(dot.contains("\"azure_public_ip.link[0]\" -> \"aws_customer_gateway.link[0]\""), "{dot}");
     assert!(dot.contains("\"aws_vpn_connection.link[1]\" -> \"azure_local_network_gateway.link[3]\""));
 }
+
+#[test]
+fn plan_refuses_a_locked_state_naming_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = xcsp_state::local::LocalBackend::new(dir.path());
+    let guard = backend.lock("ci-job-42", "apply").unwrap();
+    let out =
+        xcsp().arg("plan").arg(root().join("examples/public")).arg("--state-dir").arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ci-job-42") && stderr.contains(&guard.info.id), "{stderr}");
+    drop(guard);
+    let out =
+        xcsp().arg("plan").arg(root().join("examples/public")).arg("--state-dir").arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -1,0 +1,99 @@
+//! State: what xcsp has made, by address, in a versioned JSON format, and the local backend
+//! that stores it atomically and locks it. Knows nothing of providers or plans.
+
+pub mod local;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use xcsp_core::Address;
+use xcsp_core::provider::Attributes;
+
+/// The format version this build writes. Older versions are upgraded on read, one step per
+/// version (there is one version so far); newer ones are refused.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One recorded resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceState {
+    /// The cloud's id; absent while only the intent to create is recorded.
+    pub id: Option<String>,
+    /// Attributes; secrets are stored as `{"$sensitive": ...}`.
+    pub attributes: Attributes,
+    #[serde(default)]
+    pub dependencies: Vec<Address>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    pub version: u32,
+    /// Bumped on every write.
+    pub serial: u64,
+    /// Fixed for the life of a stack's state: a plan made against another lineage is refused.
+    pub lineage: String,
+    pub stack: String,
+    pub resources: BTreeMap<Address, ResourceState>,
+}
+
+impl State {
+    pub fn new(stack: &str) -> State {
+        State {
+            version: FORMAT_VERSION,
+            serial: 0,
+            lineage: uuid::Uuid::new_v4().to_string(),
+            stack: stack.to_string(),
+            resources: BTreeMap::new(),
+        }
+    }
+
+    /// Recorded attributes by address, as the planner diffs them.
+    pub fn attributes(&self) -> BTreeMap<Address, Attributes> {
+        self.resources.iter().map(|(a, r)| (a.clone(), r.attributes.clone())).collect()
+    }
+}
+
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum StateError {
+    #[error("cannot access state at {path}: {source}")]
+    #[diagnostic(code(xcsp::state::io))]
+    Io { path: String, source: std::io::Error },
+    #[error("state at {path} is not valid: {message}")]
+    #[diagnostic(code(xcsp::state::corrupt), help("restore the previous copy ({path}.backup) or repair it by hand"))]
+    Corrupt { path: String, message: String },
+    #[error("state at {path} has format version {found}, newer than this xcsp understands ({FORMAT_VERSION})")]
+    #[diagnostic(code(xcsp::state::too_new), help("upgrade xcsp"))]
+    TooNew { path: String, found: u32 },
+    #[error("state is locked by {holder} for `{operation}` since {since} (lock id {id})")]
+    #[diagnostic(
+        code(xcsp::state::locked),
+        help("wait for it to finish; if its holder died, run `xcsp force-unlock {id}`")
+    )]
+    Locked { id: String, holder: String, operation: String, since: String },
+}
+
+/// Parses state text, upgrading older format versions.
+pub fn decode(path: &str, text: &str) -> Result<State, StateError> {
+    let corrupt = |message: String| StateError::Corrupt { path: path.to_string(), message };
+    let raw: serde_json::Value = serde_json::from_str(text).map_err(|e| corrupt(e.to_string()))?;
+    let version =
+        raw.get("version").and_then(serde_json::Value::as_u64).ok_or_else(|| corrupt("no `version`".into()))? as u32;
+    if version > FORMAT_VERSION {
+        return Err(StateError::TooNew { path: path.to_string(), found: version });
+    }
+    // Upgrade steps, one per version, go here as the format changes: v1 is the first.
+    serde_json::from_value(raw).map_err(|e| corrupt(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_newer_and_malformed_state() {
+        assert!(matches!(decode("s", r#"{"version": 99}"#), Err(StateError::TooNew { found: 99, .. })));
+        assert!(matches!(decode("s", "{"), Err(StateError::Corrupt { .. })));
+        let s = State::new("x");
+        let text = serde_json::to_string(&s).unwrap();
+        assert_eq!(decode("s", &text).unwrap(), s);
+    }
+}

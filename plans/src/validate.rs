@@ -30,8 +30,9 @@ pub fn validate(spec: Spec, problems: &mut Problems) -> Option<Model> {
     check_asns(&spec, problems);
     check_regions(&spec, problems);
     for n in &spec.networks {
-        check_network(n, spec.cluster.as_ref(), problems);
+        check_network(n, problems);
     }
+    check_pool_identities(&spec, problems);
     check_shared_vpcs(&spec, problems);
     for id in &spec.identities {
         check_https(&id.issuer, "the OIDC issuer", problems);
@@ -366,8 +367,7 @@ const AWS_REFUSED_INSIDE: &[&str] = &[
     "169.254.169.252/30",
 ];
 
-fn check_network(n: &Network, cluster: Option<&Cluster>, problems: &mut Problems) {
-    let _ = cluster;
+fn check_network(n: &Network, problems: &mut Problems) {
     if n.driver.value == Driver::External {
         return;
     }
@@ -576,6 +576,26 @@ fn check_shared_vpcs(spec: &Spec, problems: &mut Problems) {
             );
         }
         seen.push((vpc, n));
+    }
+}
+
+/// One AzureCluster per network carries one identity reference, so its pools must agree.
+fn check_pool_identities(spec: &Spec, problems: &mut Problems) {
+    for n in &spec.networks {
+        let mut pools = spec.pools.iter().filter(|p| p.network.value == n.name.value);
+        let Some(first) = pools.next() else { continue };
+        for p in pools.filter(|p| p.identity.value != first.identity.value) {
+            problems.push(
+                err(
+                    "xcsp::pool::identity",
+                    format!("pools `{}` and `{}` share network `{}` but use different identities", first.name.value, p.name.value, n.name.value),
+                    &p.identity.span,
+                    "",
+                )
+                .label(&first.identity.span, "first pool's identity")
+                .with_help("the network's AzureCluster references one AzureClusterIdentity; use the same workload_identity for its pools"),
+            );
+        }
     }
 }
 

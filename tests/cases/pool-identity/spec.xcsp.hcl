@@ -1,0 +1,32 @@
+cluster {
+  infrastructure_name = "t-1"
+  api_url             = "https://api.t:6443"
+  oidc_issuer_url     = "https://issuer.t"
+  machine_network     = "10.0.0.0/16"
+  overlay_mtu         = 1300
+}
+aws { region = "us-east-1" }
+azure {
+  subscription_id = "11111111-2222-3333-4444-555555555555"
+  tenant_id       = "66666666-7777-8888-9999-000000000000"
+  location        = "eastus"
+  resource_group  = "rg"
+}
+network "link" {
+  vnet_cidr      = "10.200.0.0/16"
+  gateway_subnet = "10.200.255.0/27"
+}
+workload_identity "a" {}
+workload_identity "b" {}
+worker_pool "one" {
+  identity    = workload_identity.a
+  vm_size     = "Standard_D4s_v5"
+  subnet_cidr = "10.200.1.0/24"
+  image_id    = "x"
+}
+worker_pool "two" {
+  identity    = workload_identity.b
+  vm_size     = "Standard_D4s_v5"
+  subnet_cidr = "10.200.2.0/24"
+  image_id    = "x"
+}

@@ -42,6 +42,9 @@ enum Command {
         /// Exit 0 when nothing changes, 2 when something would, 1 on error.
         #[arg(long)]
         detailed_exitcode: bool,
+        /// Also write the plan to FILE; apply will refuse it once the spec or state moves.
+        #[arg(long)]
+        out: Option<PathBuf>,
         /// Where the local backend keeps state (default: .xcsp/<stack>).
         #[arg(long, env = "XCSP_STATE_DIR")]
         state_dir: Option<PathBuf>,
@@ -107,7 +110,7 @@ fn main() -> ExitCode {
             print!("{}", l.graph.to_dot());
             ExitCode::SUCCESS
         }),
-        Command::Plan { spec, json, detailed_exitcode, state_dir } => load(&spec).and_then(|l| {
+        Command::Plan { spec, json, detailed_exitcode, out, state_dir } => load(&spec).and_then(|l| {
             let dir = state_dir.unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
             let backend = xcsp_state::local::LocalBackend::new(dir);
             let holder = format!(
@@ -119,15 +122,28 @@ fn main() -> ExitCode {
             let recorded = backend.lock(&holder, "plan").and_then(|guard| {
                 let state = backend.read()?;
                 drop(guard);
-                Ok(state.map(|s| s.attributes()).unwrap_or_default())
+                Ok(state)
             });
             let recorded = recorded.map_err(|e| {
                 report(&e);
                 ExitCode::from(1)
             })?;
-            let p = plan::diff(&l.model.stack, &l.model.digest, &l.graph, &recorded);
+            let attrs = recorded.as_ref().map(|s| s.attributes()).unwrap_or_default();
+            let p = plan::diff(&l.model.stack, &l.model.digest, &l.graph, &attrs);
+            if let Some(out) = out {
+                let saved = plan::SavedPlan::new(
+                    p.redacted(),
+                    recorded.as_ref().map(|s| s.lineage.clone()),
+                    recorded.as_ref().map_or(0, |s| s.serial),
+                );
+                let text = serde_json::to_vec_pretty(&saved).expect("plans serialize");
+                if let Err(e) = std::fs::write(&out, text) {
+                    eprintln!("Error: cannot write {}: {e}", out.display());
+                    return Err(ExitCode::from(1));
+                }
+            }
             if json {
-                println!("{}", serde_json::to_string_pretty(&p).expect("plans serialize"));
+                println!("{}", serde_json::to_string_pretty(&p.redacted()).expect("plans serialize"));
             } else {
                 print!("{}", plan::render(&p));
             }

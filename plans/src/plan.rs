@@ -41,7 +41,32 @@ pub struct Plan {
     pub changes: Vec<Change>,
 }
 
+/// Replaces every secret with a bare sensitive marker.
+fn redact_value(v: &Value) -> Value {
+    match v {
+        Value::Sensitive(_) => Value::sensitive(Value::Null),
+        Value::List(l) => Value::List(l.iter().map(redact_value).collect()),
+        Value::Map(m) => Value::Map(m.iter().map(|(k, x)| (k.clone(), redact_value(x))).collect()),
+        other => other.clone(),
+    }
+}
+
+fn redact_attrs(a: &Option<Attributes>) -> Option<Attributes> {
+    a.as_ref().map(|a| a.iter().map(|(k, v)| (k.clone(), redact_value(v))).collect())
+}
+
 impl Plan {
+    /// The plan with every secret removed: what `--json` prints and `--out` writes (until plan
+    /// files are encrypted, the secrets stay with the spec and the state).
+    pub fn redacted(&self) -> Plan {
+        let changes = self
+            .changes
+            .iter()
+            .map(|c| Change { before: redact_attrs(&c.before), after: redact_attrs(&c.after), ..c.clone() })
+            .collect();
+        Plan { changes, ..self.clone() }
+    }
+
     pub fn has_changes(&self) -> bool {
         self.changes.iter().any(|c| c.action != Action::NoOp)
     }
@@ -178,4 +203,82 @@ pub fn render(plan: &Plan) -> String {
         count(Action::Delete)
     );
     out
+}
+
+/// A plan written by `plan --out`, with what it was made against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedPlan {
+    pub format: u32,
+    pub plan: Plan,
+    /// The state's lineage and serial when planned (`None`: no state existed).
+    pub state_lineage: Option<String>,
+    pub state_serial: u64,
+}
+
+/// Why a saved plan may no longer be applied.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, miette::Diagnostic)]
+#[diagnostic(code(xcsp::plan::stale), help("run `xcsp plan --out FILE` again and apply the new plan"))]
+pub enum Stale {
+    #[error("the spec or its variables changed since this plan was made")]
+    Spec,
+    #[error("the state was replaced since this plan was made (lineage {planned:?}, now {current:?})")]
+    Lineage { planned: Option<String>, current: Option<String> },
+    #[error("the state changed since this plan was made (serial {planned}, now {current})")]
+    Serial { planned: u64, current: u64 },
+}
+
+impl SavedPlan {
+    pub fn new(plan: Plan, state_lineage: Option<String>, state_serial: u64) -> SavedPlan {
+        SavedPlan { format: 1, plan, state_lineage, state_serial }
+    }
+
+    /// Refuses the plan if the spec digest, the state's lineage or its serial moved.
+    pub fn check_fresh(&self, spec_digest: &str, lineage: Option<&str>, serial: u64) -> Result<(), Stale> {
+        if self.plan.spec_digest != spec_digest {
+            return Err(Stale::Spec);
+        }
+        if self.state_lineage.as_deref() != lineage {
+            return Err(Stale::Lineage { planned: self.state_lineage.clone(), current: lineage.map(String::from) });
+        }
+        if self.state_serial != serial {
+            return Err(Stale::Serial { planned: self.state_serial, current: serial });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn saved() -> SavedPlan {
+        SavedPlan::new(Plan { stack: "s".into(), spec_digest: "abc".into(), changes: vec![] }, Some("L".into()), 3)
+    }
+
+    #[test]
+    fn a_fresh_plan_passes_and_every_kind_of_drift_is_refused() {
+        let p = saved();
+        assert_eq!(p.check_fresh("abc", Some("L"), 3), Ok(()));
+        assert_eq!(p.check_fresh("abd", Some("L"), 3), Err(Stale::Spec));
+        assert!(matches!(p.check_fresh("abc", Some("M"), 3), Err(Stale::Lineage { .. })));
+        assert!(matches!(p.check_fresh("abc", None, 3), Err(Stale::Lineage { .. })));
+        assert_eq!(p.check_fresh("abc", Some("L"), 4), Err(Stale::Serial { planned: 3, current: 4 }));
+    }
+
+    #[test]
+    fn saved_plans_round_trip_with_unknown_and_sensitive_values() {
+        let mut p = saved();
+        let mut after = Attributes::new();
+        after.insert("psk".into(), Value::sensitive(Value::Unknown));
+        after.insert("ip".into(), Value::Unknown);
+        p.plan.changes.push(Change {
+            address: "aws_vpn_connection.link[0]".parse().unwrap(),
+            action: Action::Create,
+            before: None,
+            after: Some(after),
+            replace_because: vec![],
+        });
+        let text = serde_json::to_string(&p).unwrap();
+        assert_eq!(serde_json::from_str::<SavedPlan>(&text).unwrap(), p);
+    }
 }

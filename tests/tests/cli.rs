@@ -68,3 +68,31 @@ fn plan_refuses_a_locked_state_naming_the_holder() {
         xcsp().arg("plan").arg(root().join("examples/public")).arg("--state-dir").arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn preshared_keys_never_reach_plan_output_or_plan_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec.xcsp.hcl");
+    let text = std::fs::read_to_string(root().join("examples/public/pool.xcsp.hcl")).unwrap().replace(
+        "azure_asn      = 65020",
+        "azure_asn      = 65020\n  preshared_keys = [\"Key.one_SECRET1\", \"Key.two_SECRET2\", \"Key.three_SECRET3\", \"Key.four_SECRET4\"]",
+    );
+    std::fs::write(&spec, text).unwrap();
+    let plan_file = dir.path().join("plan.json");
+    for args in [vec!["plan"], vec!["plan", "--json"]] {
+        let out = xcsp()
+            .args(&args)
+            .arg(&spec)
+            .arg("--out")
+            .arg(&plan_file)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let all = [out.stdout, out.stderr, std::fs::read(&plan_file).unwrap()].concat();
+        let all = String::from_utf8_lossy(&all);
+        assert!(all.contains("shared_key"), "the keys' attributes should be listed");
+        assert!(!all.contains("SECRET"), "a pre-shared key leaked with {args:?}");
+    }
+}

@@ -99,10 +99,10 @@ fn set_path(attrs: &mut IndexMap<String, Value>, path: &str, v: Value) {
         }
         Some((key, rest)) => {
             let i: usize = rest.trim_end_matches(']').parse().expect("paths are written by expand");
-            if let Some(Value::List(items)) = attrs.get_mut(key) {
-                if i < items.len() {
-                    items[i] = v;
-                }
+            if let Some(Value::List(items)) = attrs.get_mut(key)
+                && i < items.len()
+            {
+                items[i] = v;
             }
         }
     }

@@ -138,19 +138,18 @@ fn symbol(a: Action) -> &'static str {
     }
 }
 
-fn render_value(v: &Value, schema_sensitive: bool) -> String {
+fn render_value(v: &Value) -> String {
     match v {
         Value::Sensitive(_) => "(sensitive value)".into(),
-        _ if schema_sensitive => "(sensitive value)".into(),
         Value::Unknown => "(known after apply)".into(),
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
         Value::String(s) => format!("{s:?}"),
-        Value::List(l) => format!("[{}]", l.iter().map(|x| render_value(x, false)).collect::<Vec<_>>().join(", ")),
+        Value::List(l) => format!("[{}]", l.iter().map(render_value).collect::<Vec<_>>().join(", ")),
         Value::Map(m) => format!(
             "{{ {} }}",
-            m.iter().map(|(k, x)| format!("{k} = {}", render_value(x, false))).collect::<Vec<_>>().join(", ")
+            m.iter().map(|(k, x)| format!("{k} = {}", render_value(x))).collect::<Vec<_>>().join(", ")
         ),
     }
 }
@@ -187,7 +186,7 @@ pub fn render(plan: &Plan) -> String {
             }
             if let Some(after) = &c.after {
                 for (k, v) in after {
-                    let _ = writeln!(out, "      {k} = {}", render_value(v, false));
+                    let _ = writeln!(out, "      {k} = {}", render_value(v));
                 }
             }
         }

@@ -52,6 +52,26 @@ impl Builder<'_> {
         self.nodes.len() - 1
     }
 
+    /// Adds an Azure resource that lives in the stack's resource group: its Azure name (the
+    /// stack and `parts`), resource group and location come first, then `attrs`.
+    fn add_azure(
+        &mut self,
+        rtype: T,
+        name: &str,
+        index: Option<u32>,
+        parts: &[&str],
+        attrs: Vec<(&str, Value)>,
+    ) -> usize {
+        let az = &self.model.azure;
+        let mut all = vec![
+            ("name", Value::string(self.azure_name(parts))),
+            ("resource_group", Value::string(&az.resource_group.value)),
+            ("location", Value::string(&az.location.value)),
+        ];
+        all.extend(attrs);
+        self.add(rtype, name, index, all)
+    }
+
     fn tags(&self, address: &Address) -> Value {
         Value::Map(
             [
@@ -137,16 +157,7 @@ pub fn expand(model: &Model) -> Vec<Node> {
     let mut identities = IndexMap::new();
     for id in &model.identities {
         let name = &id.name.value;
-        let uai = b.add(
-            T::AzureUserAssignedIdentity,
-            name,
-            None,
-            vec![
-                ("name", Value::string(b.azure_name(&[name]))),
-                ("resource_group", Value::string(&az.resource_group.value)),
-                ("location", Value::string(&az.location.value)),
-            ],
-        );
+        let uai = b.add_azure(T::AzureUserAssignedIdentity, name, None, &[name], vec![]);
         b.after(uai, &rg_addr);
         let uai_addr = b.addr(uai);
         let fic = b.add(
@@ -247,18 +258,13 @@ pub fn expand(model: &Model) -> Vec<Node> {
 
 fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
     let model = b.model;
-    let az = &model.azure;
     let name = n.name.value.as_str();
-    let vnet = b.add(
+    let vnet = b.add_azure(
         T::AzureVirtualNetwork,
         name,
         None,
-        vec![
-            ("name", Value::string(b.azure_name(&[name]))),
-            ("resource_group", Value::string(&az.resource_group.value)),
-            ("location", Value::string(&az.location.value)),
-            ("address_space", Value::strings([n.vnet_cidr.value.to_string()])),
-        ],
+        &[name],
+        vec![("address_space", Value::strings([n.vnet_cidr.value.to_string()]))],
     );
     b.after(vnet, rg);
     let vnet_addr = b.addr(vnet);
@@ -306,14 +312,12 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
     // Azure: two zone-redundant public IPs and the active-active gateway.
     let mut pips = Vec::new();
     for i in 0..2u32 {
-        let pip = b.add(
+        let pip = b.add_azure(
             T::AzurePublicIp,
             name,
             Some(i),
+            &[name, &format!("gw{i}")],
             vec![
-                ("name", Value::string(b.azure_name(&[name, &format!("gw{i}")]))),
-                ("resource_group", Value::string(&az.resource_group.value)),
-                ("location", Value::string(&az.location.value)),
                 ("sku", Value::string("Standard")),
                 ("allocation", Value::string("Static")),
                 ("zones", Value::strings(["1", "2", "3"])),
@@ -327,9 +331,6 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
     let apipa: Vec<Value> =
         (0..2).map(|i| Value::strings([host(&inside[2 * i], 2), host(&inside[2 * i + 1], 2)])).collect();
     let mut vng_attrs = vec![
-        ("name", Value::string(b.azure_name(&[name, "vpngw"]))),
-        ("resource_group", Value::string(&az.resource_group.value)),
-        ("location", Value::string(&az.location.value)),
         ("sku", Value::string(&n.gateway_sku.value)),
         ("vpn_type", Value::string("RouteBased")),
         ("active_active", Value::Bool(true)),
@@ -341,7 +342,7 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
         vng_attrs.push(("asn", Value::int(n.azure_asn.value)));
         vng_attrs.push(("custom_bgp_addresses", Value::List(apipa)));
     }
-    let vng = b.add(T::AzureVpnGateway, name, None, vng_attrs);
+    let vng = b.add_azure(T::AzureVpnGateway, name, None, &[name, "vpngw"], vng_attrs);
     b.input(vng, "public_ips[0]", &pips[0], "id");
     b.input(vng, "public_ips[1]", &pips[1], "id");
     b.input(vng, "subnet", &gws_addr, "id");
@@ -451,26 +452,19 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
     // Azure: one local network gateway and connection per AWS tunnel.
     for t in 0..4usize {
         let (c, k) = (t / 2, t % 2 + 1);
-        let mut lng_attrs = vec![
-            ("name", Value::string(b.azure_name(&[name, &format!("aws{t}")]))),
-            ("resource_group", Value::string(&az.resource_group.value)),
-            ("location", Value::string(&az.location.value)),
-            ("gateway_ip_address", Value::Unknown),
-        ];
+        let mut lng_attrs = vec![("gateway_ip_address", Value::Unknown)];
         if bgp {
             lng_attrs.push(("bgp_peering_address", Value::string(host(&inside[t], 1))));
             lng_attrs.push(("asn", Value::int(aws.asn.value)));
         } else {
             lng_attrs.push(("address_space", Value::strings([model.cluster.machine_network.value.to_string()])));
         }
-        let lng = b.add(T::AzureLocalNetworkGateway, name, Some(t as u32), lng_attrs);
+        let lng =
+            b.add_azure(T::AzureLocalNetworkGateway, name, Some(t as u32), &[name, &format!("aws{t}")], lng_attrs);
         b.input(lng, "gateway_ip_address", &conns[c], &format!("tunnel{k}_address"));
         b.after(lng, rg);
         let lng_addr = b.addr(lng);
         let mut conn_attrs = vec![
-            ("name", Value::string(b.azure_name(&[name, &format!("aws{t}")]))),
-            ("resource_group", Value::string(&az.resource_group.value)),
-            ("location", Value::string(&az.location.value)),
             ("virtual_network_gateway", Value::Unknown),
             ("local_network_gateway", Value::Unknown),
             (
@@ -484,7 +478,7 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
         if bgp {
             conn_attrs.push(("custom_bgp_address", Value::string(host(&inside[t], 2))));
         }
-        let conn = b.add(T::AzureVpnConnection, name, Some(t as u32), conn_attrs);
+        let conn = b.add_azure(T::AzureVpnConnection, name, Some(t as u32), &[name, &format!("aws{t}")], conn_attrs);
         b.input(conn, "virtual_network_gateway", &vng_addr, "id");
         b.input(conn, "local_network_gateway", &lng_addr, "id");
         psk(b, conn, "shared_key", t);
@@ -572,7 +566,6 @@ fn azure_ipsec_policy(p: &IpsecPolicy) -> Value {
 
 fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: &Address, rg: &Address) {
     let model = b.model;
-    let az = &model.azure;
     let name = p.name.value.as_str();
     let infra = &model.cluster.infrastructure_name.value;
     let c = &model.cluster;
@@ -594,17 +587,8 @@ fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: 
             ));
         }
     }
-    let nsg = b.add(
-        T::AzureNetworkSecurityGroup,
-        name,
-        None,
-        vec![
-            ("name", Value::string(b.azure_name(&[name, "nsg"]))),
-            ("resource_group", Value::string(&az.resource_group.value)),
-            ("location", Value::string(&az.location.value)),
-            ("rules", Value::List(rules)),
-        ],
-    );
+    let nsg =
+        b.add_azure(T::AzureNetworkSecurityGroup, name, None, &[name, "nsg"], vec![("rules", Value::List(rules))]);
     b.after(nsg, rg);
     let nsg_addr = b.addr(nsg);
     let subnet_name = b.azure_name(&[name]);

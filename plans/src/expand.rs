@@ -374,7 +374,13 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
     let attach_addr = b.addr(attach);
     let rts = aws.route_table_ids.as_ref().map_or(Value::Unknown, |r| Value::strings(r.value.iter()));
     let prop =
-        b.add(T::AwsRoutePropagation, name, None, vec![("vpn_gateway_id", Value::Unknown), ("route_table_ids", rts)]);
+        b.add(T::AwsRoutePropagation, name, None, vec![
+            ("vpn_gateway_id", Value::Unknown),
+            // Unknown: the route tables of the VPC tagged with the cluster's tag.
+            ("route_table_ids", rts),
+            ("cluster_tag", Value::string(format!("kubernetes.io/cluster/{infra}"))),
+        ],
+    );
     b.input(prop, "vpn_gateway_id", &vgw_addr, "id");
     b.after(prop, &attach_addr);
 
@@ -396,7 +402,17 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
             )
         })
         .collect();
-    b.add(T::AwsSecurityGroupIngress, name, None, vec![("security_group_ids", sgs), ("rules", Value::List(rules))]);
+    b.add(
+        T::AwsSecurityGroupIngress,
+        name,
+        None,
+        vec![
+            // Unknown: the cluster's node and control-plane groups, found by the cluster's tag.
+            ("security_group_ids", sgs),
+            ("rules", Value::List(rules)),
+            ("cluster_tag", Value::string(format!("kubernetes.io/cluster/{infra}"))),
+        ],
+    );
 
     // Cross-cloud: Azure public IPs -> AWS customer gateways -> VPN connections.
     let mut conns = Vec::new();

@@ -1,1 +1,18 @@
-//! The engine: walks the resource graph on tokio, records every step in state.
+//! The engine: applies and destroys a stack by walking its resource graph on tokio, recording
+//! every completed step in state before the next begins.
+//!
+//! - [`refresh`] reads the stack's resources from the clouds in bulk and adopts what an
+//!   interrupted apply left behind.
+//! - [`walk`] runs creates, updates, replaces and deletes in dependency order, in parallel, critical
+//!   path first, with per-provider concurrency that backs off under throttling.
+//! - [`events`] is what a run reports; [`local`] is the provider of xcsp's own resources.
+
+pub mod events;
+pub mod local;
+pub mod refresh;
+pub mod schedule;
+pub mod walk;
+
+pub use events::{Event, Events, Op};
+pub use refresh::{Adopt, Refreshed, refresh};
+pub use walk::{Limits, Order, Providers, Retries, Run, Store, Summary, apply, destroy};

@@ -373,8 +373,11 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
     b.input(attach, "vpn_gateway_id", &vgw_addr, "id");
     let attach_addr = b.addr(attach);
     let rts = aws.route_table_ids.as_ref().map_or(Value::Unknown, |r| Value::strings(r.value.iter()));
-    let prop =
-        b.add(T::AwsRoutePropagation, name, None, vec![
+    let prop = b.add(
+        T::AwsRoutePropagation,
+        name,
+        None,
+        vec![
             ("vpn_gateway_id", Value::Unknown),
             // Unknown: the route tables of the VPC tagged with the cluster's tag.
             ("route_table_ids", rts),

@@ -8,6 +8,7 @@ use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::{EdgeRef, IntoEdgeReferences};
 use serde::{Deserialize, Serialize};
 use xcsp_core::provider::Attributes;
+use xcsp_core::value::Value;
 use xcsp_core::{Address, ProviderKind};
 
 /// An attribute whose value another resource produces when it is created.
@@ -43,6 +44,35 @@ impl Node {
         deps.dedup();
         deps
     }
+
+    /// The attributes with each input filled from its producer's recorded outputs, as far as
+    /// `output_of(producer, output)` knows them; the rest stay unknown. An input into an attribute
+    /// marked sensitive stays marked.
+    pub fn filled(&self, output_of: impl Fn(&Address, &str) -> Option<Value>) -> Attributes {
+        let mut attrs = self.attributes.clone();
+        for input in &self.inputs {
+            let Some(value) = output_of(&input.from, &input.output) else { continue };
+            let (name, index) = split_index(&input.attribute);
+            let Some(slot) = attrs.get_mut(name) else { continue };
+            let slot = match (index, slot) {
+                (None, slot) => slot,
+                (Some(i), Value::List(items)) if i < items.len() => &mut items[i],
+                _ => continue,
+            };
+            *slot = if slot.is_sensitive() && !value.is_sensitive() { Value::sensitive(value) } else { value };
+        }
+        attrs
+    }
+}
+
+/// `public_ips[1]` -> (`public_ips`, Some(1)); `subnet` -> (`subnet`, None).
+fn split_index(attribute: &str) -> (&str, Option<usize>) {
+    if let Some((name, rest)) = attribute.split_once('[') {
+        if let Some(Ok(i)) = rest.strip_suffix(']').map(str::parse) {
+            return (name, Some(i));
+        }
+    }
+    (attribute, None)
 }
 
 /// A cycle among resources: the addresses on it, in order.

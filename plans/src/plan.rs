@@ -1,8 +1,7 @@
 //! The plan: what apply would change, as data, and its Terraform-style rendering.
 //!
-//! Until the state backends land, the prior state is an empty set of recorded resources, so
-//! every resource of the graph is a create; the diff already handles updates, replacements
-//! and deletes against recorded attributes.
+//! The diff compares the graph's desired attributes with those recorded in state (refreshed
+//! from the clouds when the CLI asks for it); the engine uses the same comparison at apply time.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -72,11 +71,42 @@ impl Plan {
     }
 }
 
-/// Diffs the desired graph against recorded attributes (by address).
+/// Compares one resource's desired attributes with what is recorded: no-op, update, or replace
+/// (with the attributes that force it). Desired values still unknown are not compared.
+pub fn compare(address: &Address, desired: &Attributes, recorded: &Attributes) -> (Action, Vec<(String, String)>) {
+    let mut replace = Vec::new();
+    let mut differs = false;
+    for (k, v) in desired {
+        if recorded.get(k) != Some(v) && !v.has_unknown() {
+            differs = true;
+            if let Some(why) = address.rtype.forces_replacement(k) {
+                replace.push((k.clone(), why.to_string()));
+            }
+        }
+    }
+    let action = if !replace.is_empty() {
+        Action::Replace
+    } else if differs {
+        Action::Update
+    } else {
+        Action::NoOp
+    };
+    (action, replace)
+}
+
+/// Diffs the desired graph against recorded attributes (by address). Inputs are filled from
+/// the recorded outputs of producers that stay (no-op or update), so a change flows on to the
+/// resources that consume it; a producer that is created or replaced leaves them unknown.
 pub fn diff(stack: &str, digest: &str, graph: &ResourceGraph, recorded: &BTreeMap<Address, Attributes>) -> Plan {
-    let mut changes = Vec::new();
+    let mut changes: Vec<Change> = Vec::new();
+    let mut stays: BTreeMap<&Address, bool> = BTreeMap::new();
     for node in graph.in_order() {
-        let after = node.attributes.clone();
+        let after = node.filled(|from, output| {
+            if !stays.get(from).copied().unwrap_or(false) {
+                return None;
+            }
+            recorded.get(from).and_then(|a| a.get(output)).cloned()
+        });
         let change = match recorded.get(&node.address) {
             None => Change {
                 address: node.address.clone(),
@@ -86,23 +116,7 @@ pub fn diff(stack: &str, digest: &str, graph: &ResourceGraph, recorded: &BTreeMa
                 replace_because: vec![],
             },
             Some(before) => {
-                let mut replace = Vec::new();
-                let mut differs = false;
-                for (k, v) in &after {
-                    if before.get(k) != Some(v) && !v.has_unknown() {
-                        differs = true;
-                        if let Some(why) = node.address.rtype.forces_replacement(k) {
-                            replace.push((k.clone(), why.to_string()));
-                        }
-                    }
-                }
-                let action = if !replace.is_empty() {
-                    Action::Replace
-                } else if differs {
-                    Action::Update
-                } else {
-                    Action::NoOp
-                };
+                let (action, replace) = compare(&node.address, &after, before);
                 Change {
                     address: node.address.clone(),
                     action,
@@ -112,6 +126,7 @@ pub fn diff(stack: &str, digest: &str, graph: &ResourceGraph, recorded: &BTreeMa
                 }
             }
         };
+        stays.insert(&node.address, matches!(change.action, Action::NoOp | Action::Update));
         changes.push(change);
     }
     for (addr, before) in recorded {

@@ -46,9 +46,11 @@ impl State {
         }
     }
 
-    /// Recorded attributes by address, as the planner diffs them.
+    /// Recorded attributes by address, as the planner diffs them. An intent (a create that was
+    /// started but never confirmed) is not a resource yet: the plan creates it again, and the
+    /// provider adopts what the interrupted create left behind.
     pub fn attributes(&self) -> BTreeMap<Address, Attributes> {
-        self.resources.iter().map(|(a, r)| (a.clone(), r.attributes.clone())).collect()
+        self.resources.iter().filter(|(_, r)| r.id.is_some()).map(|(a, r)| (a.clone(), r.attributes.clone())).collect()
     }
 }
 

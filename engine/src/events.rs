@@ -1,0 +1,146 @@
+//! What the engine tells whoever watches it: one event per step of each operation. The CLI turns
+//! them into a live view, timestamped lines, or JSON lines; tests read them directly.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::mpsc::UnboundedSender;
+use xcsp_core::Address;
+use xcsp_core::provider::Progress;
+
+/// The operation the engine runs on one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Create,
+    Update,
+    Replace,
+    Delete,
+}
+
+impl Op {
+    /// "Creating", "Updating", ... for progress lines.
+    pub fn doing(self) -> &'static str {
+        match self {
+            Op::Create => "Creating",
+            Op::Update => "Updating",
+            Op::Replace => "Replacing",
+            Op::Delete => "Destroying",
+        }
+    }
+
+    /// "created", "updated", ... for summaries.
+    pub fn done(self) -> &'static str {
+        match self {
+            Op::Create => "created",
+            Op::Update => "updated",
+            Op::Replace => "replaced",
+            Op::Delete => "destroyed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// Reading every resource of one type from its cloud.
+    Refreshing {
+        rtype: String,
+    },
+    /// A resource found by its tags that state did not know (an interrupted create) is now recorded.
+    Adopted {
+        address: Address,
+        id: String,
+    },
+    /// A recorded resource is gone from its cloud.
+    Vanished {
+        address: Address,
+    },
+    Started {
+        address: Address,
+        op: Op,
+    },
+    /// A long wait, and what it waits for.
+    Waiting {
+        address: Address,
+        what: String,
+    },
+    /// The cloud throttled; the operation will run again later with less concurrency.
+    Throttled {
+        address: Address,
+        limit: usize,
+    },
+    Finished {
+        address: Address,
+        op: Op,
+        #[serde(with = "millis")]
+        elapsed: Duration,
+    },
+    Failed {
+        address: Address,
+        op: Op,
+        error: String,
+    },
+    /// Not run because something it depends on failed (or the run was interrupted).
+    Skipped {
+        address: Address,
+        because: String,
+    },
+    /// Ctrl-C: no new operations start; those in flight are awaited.
+    Stopping {
+        in_flight: usize,
+    },
+    /// A second Ctrl-C: in-flight operations are abandoned (their intents stay in state).
+    Abandoning {
+        in_flight: usize,
+    },
+}
+
+impl Event {
+    pub fn address(&self) -> Option<&Address> {
+        match self {
+            Event::Refreshing { .. } | Event::Stopping { .. } | Event::Abandoning { .. } => None,
+            Event::Adopted { address, .. }
+            | Event::Vanished { address }
+            | Event::Started { address, .. }
+            | Event::Waiting { address, .. }
+            | Event::Throttled { address, .. }
+            | Event::Finished { address, .. }
+            | Event::Failed { address, .. }
+            | Event::Skipped { address, .. } => Some(address),
+        }
+    }
+}
+
+mod millis {
+    pub fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+}
+
+/// Where events go. Sending never blocks; a watcher that went away is ignored.
+#[derive(Clone)]
+pub struct Events(Option<UnboundedSender<Event>>);
+
+impl Events {
+    pub fn new(tx: UnboundedSender<Event>) -> Events {
+        Events(Some(tx))
+    }
+
+    /// Events nobody watches.
+    pub fn none() -> Events {
+        Events(None)
+    }
+
+    pub fn send(&self, event: Event) {
+        if let Some(tx) = &self.0 {
+            let _ = tx.send(event);
+        }
+    }
+}
+
+impl Progress for Events {
+    fn waiting(&self, address: &Address, what: &str) {
+        self.send(Event::Waiting { address: address.clone(), what: what.to_string() });
+    }
+}

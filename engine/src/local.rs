@@ -1,0 +1,63 @@
+//! The local provider: resources that exist only in state, made by xcsp itself. Today that is
+//! `xcsp_preshared_key`, a generated tunnel key that both clouds are given.
+
+use rand::Rng;
+use rand::distr::Alphanumeric;
+use xcsp_core::provider::{BoxFuture, Observed, Progress, Provider, ProviderError, Request};
+use xcsp_core::{ProviderKind, ResourceType, Value};
+
+/// Generates what local resources hold. Nothing here can be refreshed: state is the truth.
+pub struct LocalProvider;
+
+/// A key both clouds accept: AWS wants 8-64 characters of letters, digits, `.` and `_`, not starting
+/// with `0`; Azure's shared keys take the same. Starting with a letter satisfies both.
+fn preshared_key(length: usize) -> String {
+    let mut rng = rand::rng();
+    let first = rng.sample(Alphanumeric) as char;
+    let first = if first.is_ascii_alphabetic() { first } else { 'k' };
+    std::iter::once(first).chain((1..length).map(|_| rng.sample(Alphanumeric) as char)).collect()
+}
+
+impl Provider for LocalProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Local
+    }
+
+    fn refresh<'a>(&'a self, _: &'a str, _: ResourceType) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn create<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
+        Box::pin(async move {
+            let length = req.attributes.get("length").and_then(Value::as_i64).unwrap_or(32).clamp(8, 64) as usize;
+            let mut attributes = req.attributes.clone();
+            attributes.insert("value".into(), Value::sensitive(Value::string(preshared_key(length))));
+            Ok(Observed { address: req.address.clone(), id: req.address.to_string(), attributes })
+        })
+    }
+
+    fn update<'a>(&'a self, req: Request<'a>, p: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
+        // A key's only attribute is its length, which forces a new key: update is create.
+        self.create(req, p)
+    }
+
+    fn delete<'a>(&'a self, _: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_suit_both_clouds() {
+        for _ in 0..200 {
+            let k = preshared_key(32);
+            assert_eq!(k.len(), 32);
+            assert!(k.chars().next().unwrap().is_ascii_alphabetic(), "{k}");
+            assert!(k.chars().all(|c| c.is_ascii_alphanumeric()), "{k}");
+        }
+        assert_ne!(preshared_key(32), preshared_key(32));
+    }
+}

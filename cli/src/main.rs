@@ -1,12 +1,16 @@
-//! The `xcsp` binary: parses flags, reads the environment, renders diagnostics and plans.
-//! Only this crate knows about terminals, exit codes and environment variables.
+//! The `xcsp` binary: parses flags, reads the environment, renders diagnostics, plans and
+//! progress. Only this crate knows about terminals, exit codes and environment variables.
+
+mod clouds;
+mod progress;
+mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use miette::{GraphicalReportHandler, GraphicalTheme};
-use xcsp_plans::{LoadFailure, Loaded, VarInputs, plan};
+use xcsp_plans::{LoadFailure, Loaded, VarInputs};
 
 #[derive(Parser)]
 #[command(name = "xcsp", version, about = "Declarative cross-cloud worker pools for OpenShift")]
@@ -16,7 +20,7 @@ struct Cli {
 }
 
 #[derive(clap::Args)]
-struct SpecArgs {
+pub struct SpecArgs {
     /// A spec file, or a directory of `*.xcsp.hcl` files.
     #[arg(default_value = ".")]
     path: PathBuf,
@@ -28,6 +32,26 @@ struct SpecArgs {
     var_files: Vec<PathBuf>,
 }
 
+#[derive(clap::Args)]
+pub struct StateArgs {
+    /// Where the local backend keeps state (default: .xcsp/<stack>).
+    #[arg(long, env = "XCSP_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Print one JSON event per line instead of the live view.
+    #[arg(long)]
+    json: bool,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    auto_approve: bool,
+    /// At most this many operations at once (each provider also has its own limit).
+    #[arg(long, default_value_t = 16)]
+    parallelism: usize,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Check the spec without calling any cloud; report every problem.
@@ -36,6 +60,8 @@ enum Command {
     Plan {
         #[command(flatten)]
         spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
         /// Print the plan as JSON.
         #[arg(long)]
         json: bool,
@@ -45,12 +71,54 @@ enum Command {
         /// Also write the plan to FILE; apply will refuse it once the spec or state moves.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Where the local backend keeps state (default: .xcsp/<stack>).
-        #[arg(long, env = "XCSP_STATE_DIR")]
-        state_dir: Option<PathBuf>,
+        /// Read the stack's resources from the clouds first (the default once state exists).
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        refresh: bool,
+    },
+    /// Create, update and delete cloud resources until they match the spec.
+    Apply {
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+        #[command(flatten)]
+        run: RunArgs,
+        /// Apply only if this saved plan (from `plan --out`) still matches the spec and state.
+        #[arg(long)]
+        plan: Option<PathBuf>,
+    },
+    /// Delete everything the stack made.
+    Destroy {
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+        #[command(flatten)]
+        run: RunArgs,
+        /// Also delete resources tagged with the stack that state does not know, and fail if
+        /// anything tagged with the stack remains afterwards.
+        #[arg(long)]
+        sweep: bool,
+    },
+    /// Show each tunnel's state as both clouds report it.
+    Status {
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+        #[arg(long)]
+        json: bool,
     },
     /// Print the resource graph as Graphviz DOT.
     Graph(SpecArgs),
+    /// Remove the lock of a run that died, given the lock id its error message showed.
+    ForceUnlock {
+        lock_id: String,
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+    },
 }
 
 fn inputs(args: &SpecArgs) -> VarInputs {
@@ -60,7 +128,7 @@ fn inputs(args: &SpecArgs) -> VarInputs {
     VarInputs { env, files: args.var_files.clone(), flags: args.vars.clone() }
 }
 
-fn report(diag: &dyn miette::Diagnostic) {
+pub fn report(diag: &dyn miette::Diagnostic) {
     let handler = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         GraphicalReportHandler::new()
     } else {
@@ -95,8 +163,8 @@ fn load(args: &SpecArgs) -> Result<Loaded, ExitCode> {
     }
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime starts")
 }
 
 fn main() -> ExitCode {
@@ -110,45 +178,22 @@ fn main() -> ExitCode {
             print!("{}", l.graph.to_dot());
             ExitCode::SUCCESS
         }),
-        Command::Plan { spec, json, detailed_exitcode, out, state_dir } => load(&spec).and_then(|l| {
-            let dir = state_dir.unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
-            let backend = xcsp_state::local::LocalBackend::new(dir);
-            let holder = format!(
-                "{}@{} pid {}",
-                std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
-                hostname(),
-                std::process::id()
-            );
-            let recorded = backend.lock(&holder, "plan").and_then(|guard| {
-                let state = backend.read()?;
-                drop(guard);
-                Ok(state)
-            });
-            let recorded = recorded.map_err(|e| {
-                report(&e);
-                ExitCode::from(1)
-            })?;
-            let attrs = recorded.as_ref().map(|s| s.attributes()).unwrap_or_default();
-            let p = plan::diff(&l.model.stack, &l.model.digest, &l.graph, &attrs);
-            if let Some(out) = out {
-                let saved = plan::SavedPlan::new(
-                    p.redacted(),
-                    recorded.as_ref().map(|s| s.lineage.clone()),
-                    recorded.as_ref().map_or(0, |s| s.serial),
-                );
-                let text = serde_json::to_vec_pretty(&saved).expect("plans serialize");
-                if let Err(e) = std::fs::write(&out, text) {
-                    eprintln!("Error: cannot write {}: {e}", out.display());
-                    return Err(ExitCode::from(1));
-                }
-            }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&p.redacted()).expect("plans serialize"));
-            } else {
-                print!("{}", plan::render(&p));
-            }
-            Ok(if detailed_exitcode && p.has_changes() { ExitCode::from(2) } else { ExitCode::SUCCESS })
+        Command::Plan { spec, state, json, detailed_exitcode, out, refresh } => load(&spec).and_then(|l| {
+            let opts = run::PlanOptions { json, detailed_exitcode, out, refresh };
+            runtime().block_on(run::plan(&l, &state, opts))
         }),
+        Command::Apply { spec, state, run: args, plan } => {
+            load(&spec).and_then(|l| runtime().block_on(run::apply(&l, &state, &args, plan)))
+        }
+        Command::Destroy { spec, state, run: args, sweep } => {
+            load(&spec).and_then(|l| runtime().block_on(run::destroy(&l, &state, &args, sweep)))
+        }
+        Command::Status { spec, state, json } => {
+            load(&spec).and_then(|l| runtime().block_on(run::status(&l, &state, json)))
+        }
+        Command::ForceUnlock { lock_id, spec, state } => {
+            load(&spec).and_then(|l| run::force_unlock(&l, &state, &lock_id))
+        }
     };
     result.unwrap_or_else(|code| code)
 }

@@ -71,6 +71,15 @@ pub enum StateError {
         help("wait for it to finish; if its holder died, run `xcsp force-unlock {id}`")
     )]
     Locked { id: String, holder: String, operation: String, since: String },
+    #[error("state is not locked")]
+    #[diagnostic(code(xcsp::state::not_locked))]
+    NotLocked,
+    #[error("lock id {given} does not match the lock held by {holder} (id {held})")]
+    #[diagnostic(
+        code(xcsp::state::lock_mismatch),
+        help("a different run holds the lock now; check that it is dead before unlocking with its id")
+    )]
+    LockMismatch { given: String, held: String, holder: String },
 }
 
 /// Parses state text, upgrading older format versions.

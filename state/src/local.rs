@@ -113,11 +113,42 @@ impl LocalBackend {
             Err(e) => Err(Self::io(&path)(e)),
         }
     }
+
+    /// Removes a lock whose holder died, only if `id` is the id it records: a lock taken since by
+    /// someone else is never removed by mistake.
+    pub fn force_unlock(&self, id: &str) -> Result<LockInfo, StateError> {
+        let path = self.lock_path();
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StateError::NotLocked),
+            Err(e) => return Err(Self::io(&path)(e)),
+        };
+        let held: LockInfo = serde_json::from_str(&text)
+            .map_err(|e| StateError::Corrupt { path: path.display().to_string(), message: e.to_string() })?;
+        if held.id != id {
+            return Err(StateError::LockMismatch { given: id.to_string(), held: held.id, holder: held.holder });
+        }
+        fs::remove_file(&path).map_err(Self::io(&path))?;
+        Ok(held)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn force_unlock_needs_the_lock_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = LocalBackend::new(dir.path());
+        assert!(matches!(b.force_unlock("nope"), Err(StateError::NotLocked)));
+        let guard = b.lock("dead-ci-job", "apply").unwrap();
+        let id = guard.info.id.clone();
+        std::mem::forget(guard);
+        assert!(matches!(b.force_unlock("wrong"), Err(StateError::LockMismatch { .. })));
+        assert_eq!(b.force_unlock(&id).unwrap().holder, "dead-ci-job");
+        b.lock("next", "apply").unwrap();
+    }
 
     #[test]
     fn writes_atomically_and_bumps_the_serial() {

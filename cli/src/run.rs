@@ -1,0 +1,318 @@
+//! The commands that read state and talk to clouds: plan, apply, destroy, status, force-unlock.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tokio::sync::{mpsc, watch};
+use xcsp_core::{Address, ProviderKind};
+use xcsp_engine::{Adopt, Events, Limits, Order, Providers, Retries, Run, Summary};
+use xcsp_plans::Loaded;
+use xcsp_plans::plan::{self, Action, SavedPlan};
+use xcsp_state::State;
+use xcsp_state::local::{LocalBackend, LockGuard};
+
+use crate::progress::{self, Mode};
+use crate::{RunArgs, StateArgs, clouds, report};
+
+pub struct PlanOptions {
+    pub json: bool,
+    pub detailed_exitcode: bool,
+    pub out: Option<PathBuf>,
+    pub refresh: bool,
+}
+
+fn fail(diag: &dyn miette::Diagnostic) -> ExitCode {
+    report(diag);
+    ExitCode::from(1)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+}
+
+fn holder() -> String {
+    format!("{}@{} pid {}", std::env::var("USER").unwrap_or_else(|_| "unknown".into()), hostname(), std::process::id())
+}
+
+/// The stack's backend, locked for `operation`, and its state (new if there is none yet).
+fn open(l: &Loaded, args: &StateArgs, operation: &str) -> Result<(LocalBackend, LockGuard, State), ExitCode> {
+    let dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
+    let backend = LocalBackend::new(dir);
+    let guard = backend.lock(&holder(), operation).map_err(|e| fail(&e))?;
+    let state = backend.read().map_err(|e| fail(&e))?.unwrap_or_else(|| State::new(&l.model.stack));
+    Ok((backend, guard, state))
+}
+
+/// The providers kinds a run needs: those of the graph and of what state records.
+fn needed(l: &Loaded, state: &State) -> BTreeSet<ProviderKind> {
+    l.graph
+        .nodes()
+        .map(|n| n.address.rtype.provider())
+        .chain(state.resources.keys().map(|a| a.rtype.provider()))
+        .collect()
+}
+
+async fn refresh(
+    providers: &Providers,
+    stack: &str,
+    state: &mut State,
+    adopt: Adopt,
+    events: &Events,
+) -> Result<(), ExitCode> {
+    let found = xcsp_engine::refresh(providers, stack, state, adopt, events).await.map_err(|e| fail(&e))?;
+    for kind in found.not_refreshed {
+        eprintln!("Warning: no {} access configured; its resources are taken as state records them.", kind.title());
+    }
+    Ok(())
+}
+
+pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> Result<ExitCode, ExitCode> {
+    let (_, guard, mut state) = open(l, args, "plan")?;
+    if opts.refresh && !state.resources.is_empty() {
+        let providers = clouds::providers(&l.model, &needed(l, &state)).await?;
+        refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
+    }
+    drop(guard);
+    let p = plan::diff(&l.model.stack, &l.model.digest, &l.graph, &state.attributes());
+    if let Some(out) = opts.out {
+        let lineage = (state.serial > 0).then(|| state.lineage.clone());
+        let saved = SavedPlan::new(p.redacted(), lineage, state.serial);
+        let text = serde_json::to_vec_pretty(&saved).expect("plans serialize");
+        if let Err(e) = std::fs::write(&out, text) {
+            eprintln!("Error: cannot write {}: {e}", out.display());
+            return Err(ExitCode::from(1));
+        }
+    }
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(&p.redacted()).expect("plans serialize"));
+    } else {
+        print!("{}", plan::render(&p));
+    }
+    Ok(if opts.detailed_exitcode && p.has_changes() { ExitCode::from(2) } else { ExitCode::SUCCESS })
+}
+
+/// Asks for "yes" on a terminal; refuses to go on without `--auto-approve` elsewhere.
+fn confirm(args: &RunArgs, question: &str) -> Result<(), ExitCode> {
+    if args.auto_approve {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        eprintln!("Error: not on a terminal, so nobody can confirm: pass --auto-approve to go ahead.");
+        return Err(ExitCode::from(1));
+    }
+    print!("\n{question}\n  Only 'yes' will be accepted: ");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    if answer.trim() == "yes" {
+        Ok(())
+    } else {
+        eprintln!("Cancelled: nothing was changed.");
+        Err(ExitCode::from(1))
+    }
+}
+
+/// Ctrl-C once: start nothing new; twice: abandon what runs.
+fn interrupts() -> watch::Receiver<u32> {
+    let (tx, rx) = watch::channel(0u32);
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            tx.send_modify(|n| *n += 1);
+        }
+    });
+    rx
+}
+
+fn new_run(l: &Loaded, providers: Providers, args: &RunArgs, events: Events) -> Run {
+    Run {
+        stack: l.model.stack.clone(),
+        providers,
+        limits: Limits::default().capped(args.parallelism),
+        order: Order::CriticalPath,
+        retries: Retries::default(),
+        events,
+        cancel: interrupts(),
+        protected: Default::default(),
+    }
+}
+
+fn print_failures(summary: &Summary) {
+    for (_, _, error) in &summary.failed {
+        report(error);
+    }
+}
+
+pub async fn apply(
+    l: &Loaded,
+    args: &StateArgs,
+    run_args: &RunArgs,
+    saved: Option<PathBuf>,
+) -> Result<ExitCode, ExitCode> {
+    let (backend, _guard, mut state) = open(l, args, "apply")?;
+    if let Some(path) = saved {
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            eprintln!("Error: cannot read the plan {}: {e}", path.display());
+            ExitCode::from(1)
+        })?;
+        let saved: SavedPlan = serde_json::from_str(&text).map_err(|e| {
+            eprintln!("Error: {} is not a saved plan: {e}", path.display());
+            ExitCode::from(1)
+        })?;
+        let lineage = (state.serial > 0).then(|| state.lineage.as_str());
+        saved.check_fresh(&l.model.digest, lineage, state.serial).map_err(|e| fail(&e))?;
+    }
+    let providers = clouds::providers(&l.model, &needed(l, &state)).await?;
+    let mode = Mode::pick(run_args.json);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let events = Events::new(tx);
+    if !state.resources.is_empty() {
+        refresh(&providers, &l.model.stack, &mut state, Adopt::All, &events).await?;
+        backend.write(&mut state).map_err(|e| fail(&e))?;
+    }
+    let p = plan::diff(&l.model.stack, &l.model.digest, &l.graph, &state.attributes());
+    let changes = p.changes.iter().filter(|c| c.action != Action::NoOp).count();
+    if mode != Mode::Json {
+        print!("{}", plan::render(&p));
+    }
+    if !p.has_changes() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    confirm(run_args, "Do you want to perform these actions?")?;
+    let view = progress::spawn(mode, rx, changes);
+    let run = new_run(l, providers, run_args, events);
+    let mut store = |s: &mut State| backend.write(s);
+    let summary = xcsp_engine::apply(&run, &l.graph, &mut state, &mut store).await.map_err(|e| fail(&e))?;
+    drop(run);
+    let _ = view.await;
+    finish("Apply", &summary)
+}
+
+fn finish(what: &str, summary: &Summary) -> Result<ExitCode, ExitCode> {
+    let count = |op| summary.done.iter().filter(|(_, o)| *o == op).count();
+    use xcsp_engine::Op;
+    let counts = format!(
+        "{} added, {} changed, {} replaced, {} destroyed",
+        count(Op::Create),
+        count(Op::Update),
+        count(Op::Replace),
+        count(Op::Delete)
+    );
+    print_failures(summary);
+    if summary.succeeded() {
+        println!("\n{what} complete! Resources: {counts}.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if summary.interrupted {
+        println!(
+            "\n{what} interrupted. Resources: {counts}; {} not started. Every finished step is recorded in state: run the same command again to resume.",
+            summary.skipped.len()
+        );
+        return Ok(ExitCode::from(130));
+    }
+    println!(
+        "\n{what} failed. Resources: {counts}; {} failed, {} skipped because of them. Every finished step is recorded in state: fix the cause and run the same command again to resume.",
+        summary.failed.len(),
+        summary.skipped.len()
+    );
+    Ok(ExitCode::from(1))
+}
+
+pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bool) -> Result<ExitCode, ExitCode> {
+    let (backend, _guard, mut state) = open(l, args, "destroy")?;
+    let kinds = if sweep { needed(l, &state) } else { state.resources.keys().map(|a| a.rtype.provider()).collect() };
+    let providers = clouds::providers(&l.model, &kinds).await?;
+    let mode = Mode::pick(run_args.json);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let events = Events::new(tx);
+    if sweep || !state.resources.is_empty() {
+        let adopt = if sweep { Adopt::All } else { Adopt::Known };
+        refresh(&providers, &l.model.stack, &mut state, adopt, &events).await?;
+        backend.write(&mut state).map_err(|e| fail(&e))?;
+    }
+    let doomed: Vec<&Address> = state.resources.iter().filter(|(_, r)| r.id.is_some()).map(|(a, _)| a).collect();
+    if mode != Mode::Json {
+        if doomed.is_empty() {
+            println!("Nothing to destroy: the stack `{}` has no resources.", l.model.stack);
+        } else {
+            println!("xcsp will destroy {} resources:", doomed.len());
+            for a in &doomed {
+                println!("  - {a}");
+            }
+        }
+    }
+    let total = doomed.len();
+    let summary = if total > 0 {
+        confirm(run_args, "Do you really want to destroy all resources of this stack?")?;
+        let view = progress::spawn(mode, rx, total);
+        let run = new_run(l, providers.clone(), run_args, events);
+        let mut store = |s: &mut State| backend.write(s);
+        let summary = xcsp_engine::destroy(&run, &mut state, &mut store).await.map_err(|e| fail(&e))?;
+        drop(run);
+        let _ = view.await;
+        Some(summary)
+    } else {
+        state.resources.clear();
+        backend.write(&mut state).map_err(|e| fail(&e))?;
+        None
+    };
+    if sweep {
+        // Whatever still carries the stack's tags, seen from a state that knows nothing.
+        let mut fresh = State::new(&l.model.stack);
+        refresh(&providers, &l.model.stack, &mut fresh, Adopt::All, &Events::none()).await?;
+        if !fresh.resources.is_empty() {
+            eprintln!("Error: {} resources tagged with the stack remain:", fresh.resources.len());
+            for (a, r) in &fresh.resources {
+                eprintln!("  - {a} ({})", r.id.as_deref().unwrap_or("?"));
+            }
+            if let Some(s) = &summary {
+                print_failures(s);
+            }
+            return Err(ExitCode::from(1));
+        }
+    }
+    match summary {
+        Some(s) => finish("Destroy", &s),
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+pub async fn status(l: &Loaded, args: &StateArgs, json: bool) -> Result<ExitCode, ExitCode> {
+    let (_, guard, mut state) = open(l, args, "status")?;
+    if !state.resources.is_empty() {
+        let providers = clouds::providers(&l.model, &needed(l, &state)).await?;
+        refresh(&providers, &l.model.stack, &mut state, Adopt::Known, &Events::none()).await?;
+    }
+    drop(guard);
+    let tunnels = crate::clouds::tunnels(&state);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&tunnels).expect("status serializes"));
+    } else if tunnels.is_empty() {
+        println!("No tunnels: the stack `{}` has no VPN connections yet.", l.model.stack);
+    } else {
+        println!("{:<28} {:<16} {:<10} {:<46} {}", "TUNNEL", "AWS OUTSIDE IP", "AWS", "AZURE CONNECTION", "AZURE");
+        for t in &tunnels {
+            println!(
+                "{:<28} {:<16} {:<10} {:<46} {}",
+                t.tunnel,
+                t.outside_ip,
+                t.aws_status,
+                t.azure_connection.as_ref().map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
+                t.azure_status
+            );
+        }
+    }
+    let up = tunnels.iter().filter(|t| t.aws_status == "UP" && t.azure_status == "Connected").count();
+    if !json {
+        println!("\n{up} of {} tunnels up on both sides.", tunnels.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn force_unlock(l: &Loaded, args: &StateArgs, id: &str) -> Result<ExitCode, ExitCode> {
+    let dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
+    let held = LocalBackend::new(dir).force_unlock(id).map_err(|e| fail(&e))?;
+    println!("Removed the lock held by {} for `{}`.", held.holder, held.operation);
+    Ok(ExitCode::SUCCESS)
+}

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use xcsp_core::provider::{Attributes, Observed, Provider, ProviderError, Request};
+use xcsp_core::provider::{Attributes, BoxFuture, Observed, Provider, ProviderError, Request};
 use xcsp_core::{Address, ProviderKind};
 use xcsp_plans::graph::{Node, ResourceGraph};
 use xcsp_plans::plan::{Action, compare};
@@ -122,14 +122,17 @@ pub struct Run {
     pub protected: HashSet<Address>,
 }
 
-/// Saves state; called after every change the walk makes to it.
+/// Saves state; called after every change the walk makes to it, and awaited before the walk
+/// goes on (a backend may be remote).
 pub trait Store: Send {
-    fn save(&mut self, state: &mut State) -> Result<(), StateError>;
+    fn save<'a>(&'a mut self, state: &'a mut State) -> BoxFuture<'a, Result<(), StateError>>;
 }
 
+/// A synchronous saver (a local file, a test's vector) is a store.
 impl<F: FnMut(&mut State) -> Result<(), StateError> + Send> Store for F {
-    fn save(&mut self, state: &mut State) -> Result<(), StateError> {
-        self(state)
+    fn save<'a>(&'a mut self, state: &'a mut State) -> BoxFuture<'a, Result<(), StateError>> {
+        let result = self(state);
+        Box::pin(async move { result })
     }
 }
 
@@ -386,7 +389,7 @@ async fn walk(
                 Prepared::Run { op, desired, id, provider, intent } => {
                     if let Some(intent) = intent {
                         state.resources.insert(a.clone(), intent);
-                        store.save(state)?;
+                        store.save(state).await?;
                     }
                     run.events.send(Event::Started { address: a.clone(), op });
                     w.started.insert(a.clone(), Instant::now());
@@ -428,7 +431,7 @@ async fn walk(
                 match result {
                     Ok(outcome) => {
                         record(state, &w.items[&address], &address, desired, outcome);
-                        store.save(state)?;
+                        store.save(state).await?;
                         run.events.send(Event::Finished { address: address.clone(), op, elapsed });
                         w.summary.done.push((address.clone(), op));
                         let max = run.limits.per_provider.get(&kind).copied().unwrap_or(1);
@@ -474,7 +477,7 @@ async fn walk(
         run.events.send(Event::Skipped { address: address.clone(), because: because.clone() });
     }
     // Intents of abandoned creates stay in state: the next refresh adopts what they left.
-    store.save(state)?;
+    store.save(state).await?;
     Ok(w.summary)
 }
 

@@ -134,7 +134,7 @@ fn new_run(l: &Loaded, providers: Providers, args: &RunArgs, events: Events) -> 
         retries: Retries::default(),
         events,
         cancel: interrupts(),
-        protected: Default::default(),
+        protected: l.graph.nodes().filter(|n| n.prevent_destroy).map(|n| n.address.clone()).collect(),
     }
 }
 

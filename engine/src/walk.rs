@@ -518,6 +518,15 @@ fn prepare(run: &Run, item: &Item, a: &Address, state: &State) -> Result<Prepare
         };
         return Ok(Prepared::Refuse(op, error));
     };
+    if op == Op::Replace && run.protected.contains(a) {
+        let error = ProviderError::Failed {
+            address: a.to_string(),
+            code: "Protected".into(),
+            message: "the change needs a replacement, and the spec protects it from destruction (prevent_destroy)"
+                .into(),
+        };
+        return Ok(Prepared::Refuse(op, error));
+    }
     match &item.work {
         Work::Remove => {
             if run.protected.contains(a) {

@@ -419,6 +419,27 @@ async fn destroy_removes_dependents_first_and_leaves_nothing() {
 }
 
 #[tokio::test]
+async fn protected_resources_and_what_they_need_survive_destroy() {
+    let graph = example("il5-govcloud");
+    let mut h = harness(Limits::default(), Order::CriticalPath);
+    let mut state = State::new("test");
+    assert!(h.apply(&graph, &mut state).await.succeeded());
+    let uai: Address = "azure_user_assigned_identity.capz".parse().unwrap();
+    h.run.protected.insert(uai.clone());
+    let summary = h.destroy(&mut state).await;
+    assert!(!summary.succeeded());
+    assert_eq!(summary.failed.len(), 1);
+    assert!(summary.failed[0].2.to_string().contains("prevent_destroy"), "{}", summary.failed[0].2);
+    let rg: Address = "azure_resource_group.main".parse().unwrap();
+    assert!(summary.skipped.iter().any(|(a, why)| *a == rg && *why == format!("{uai} failed")));
+    assert!(state.resources.contains_key(&uai) && state.resources.contains_key(&rg));
+    let cloud = h.cloud.lock().unwrap();
+    assert!(cloud.live.contains_key(&uai));
+    // Everything that depended on the identity (and nothing it needs) is gone.
+    assert!(!cloud.live.contains_key(&"azure_role_assignment.capz".parse::<Address>().unwrap()));
+}
+
+#[tokio::test]
 async fn refresh_drops_what_vanished_and_apply_recreates_it() {
     let graph = example("public");
     let h = harness(Limits::default(), Order::CriticalPath);

@@ -956,6 +956,7 @@ fn decode_network(f: &Fields, problems: &mut Problems) -> Option<Network> {
         preshared_keys: f.elements("preshared_keys", problems),
         tunnel_mtu: f.number_or("tunnel_mtu", 1400, problems),
         ipsec,
+        prevent_destroy: f.bool_or("prevent_destroy", false, problems),
         span: f.head(),
     })
 }
@@ -983,6 +984,7 @@ fn decode_identity(
         namespace: f.string_or("namespace", "openshift-cluster-api", problems),
         service_account: f.string_or("service_account", "capi-controllers", problems),
         role: f.string_or("role", "Contributor", problems),
+        prevent_destroy: f.bool_or("prevent_destroy", false, problems),
         span: f.head(),
     })
 }
@@ -1070,6 +1072,7 @@ fn decode_pool(f: &Fields, networks: &[String], identities: &[String], problems:
         taints,
         accelerated_networking: f.bool_or("accelerated_networking", true, problems),
         machine_health_check: f.bool_or("machine_health_check", false, problems),
+        prevent_destroy: f.bool_or("prevent_destroy", false, problems),
         span: f.head(),
     })
 }

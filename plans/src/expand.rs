@@ -48,7 +48,13 @@ impl Builder<'_> {
         if matches!(rtype.provider(), xcsp_core::ProviderKind::Aws | xcsp_core::ProviderKind::Azure) {
             attributes.insert("tags".into(), self.tags(&address));
         }
-        self.nodes.push(Node { address, attributes, inputs: Vec::new(), depends_on: Vec::new() });
+        self.nodes.push(Node {
+            address,
+            attributes,
+            inputs: Vec::new(),
+            depends_on: Vec::new(),
+            prevent_destroy: false,
+        });
         self.nodes.len() - 1
     }
 
@@ -90,6 +96,13 @@ impl Builder<'_> {
         let unknown = if sensitive { Value::sensitive(Value::Unknown) } else { Value::Unknown };
         set_path(&mut node.attributes, attribute, unknown);
         node.inputs.push(Input { attribute: attribute.to_string(), from: from.clone(), output: output.to_string() });
+    }
+
+    /// Marks every node added since `start` as protected from destroy, if `protect`.
+    fn protect_since(&mut self, start: usize, protect: bool) {
+        for n in &mut self.nodes[start..] {
+            n.prevent_destroy |= protect;
+        }
     }
 
     fn after(&mut self, at: usize, dep: &Address) {
@@ -150,12 +163,15 @@ pub fn expand(model: &Model) -> Vec<Node> {
 
     let mut vnets = IndexMap::new();
     for n in &model.networks {
+        let start = b.nodes.len();
         let vnet = expand_network(&mut b, n, &rg_addr);
+        b.protect_since(start, n.prevent_destroy);
         vnets.insert(n.name.value.clone(), vnet);
     }
 
     let mut identities = IndexMap::new();
     for id in &model.identities {
+        let start = b.nodes.len();
         let name = &id.name.value;
         let uai = b.add_azure(T::AzureUserAssignedIdentity, name, None, &[name], vec![]);
         b.after(uai, &rg_addr);
@@ -204,6 +220,7 @@ pub fn expand(model: &Model) -> Vec<Node> {
         b.after(aci, &fic_addr);
         b.after(aci, &ra_addr);
         identities.insert(name.clone(), b.addr(aci));
+        b.protect_since(start, id.prevent_destroy);
     }
 
     // One AzureCluster + Cluster per network that carries pools.
@@ -251,7 +268,9 @@ pub fn expand(model: &Model) -> Vec<Node> {
     }
 
     for p in &model.pools {
+        let start = b.nodes.len();
         expand_pool(&mut b, p, &vnets[&p.network.value], &clusters[&p.network.value], &rg_addr);
+        b.protect_since(start, p.prevent_destroy);
     }
     b.nodes
 }

@@ -33,6 +33,9 @@ pub struct Node {
     /// Ordering-only dependencies (no value flows).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<Address>,
+    /// The block it comes from says `prevent_destroy = true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prevent_destroy: bool,
 }
 
 impl Node {
@@ -222,6 +225,7 @@ mod tests {
             attributes: Default::default(),
             inputs: vec![],
             depends_on: deps.iter().map(|d| Address::new(ResourceType::AzureSubnet, *d)).collect(),
+            prevent_destroy: false,
         }
     }
 

@@ -142,6 +142,7 @@ pub const NETWORK: BlockSpec = BlockSpec {
         opt("tunnel_inside_cidrs", Ty::ListOfStrings),
         opt("preshared_keys", Ty::ListOfStrings),
         opt("tunnel_mtu", Ty::Number),
+        opt("prevent_destroy", Ty::Bool),
     ],
     blocks: &[block(
         "ipsec_policy",
@@ -167,6 +168,7 @@ pub const WORKLOAD_IDENTITY: BlockSpec = BlockSpec {
         opt("namespace", Ty::String),
         opt("service_account", Ty::String),
         opt("role", Ty::String),
+        opt("prevent_destroy", Ty::Bool),
     ],
     blocks: &[],
     computed: &["client_id", "principal_id", "subject"],
@@ -187,6 +189,7 @@ pub const WORKER_POOL: BlockSpec = BlockSpec {
         opt("taints", Ty::ListOfObjects),
         opt("accelerated_networking", Ty::Bool),
         opt("machine_health_check", Ty::Bool),
+        opt("prevent_destroy", Ty::Bool),
     ],
     blocks: &[
         block(

@@ -132,6 +132,8 @@ pub struct Network {
     pub preshared_keys: Option<Vec<Sp<Value>>>,
     pub tunnel_mtu: Sp<i64>,
     pub ipsec: IpsecPolicy,
+    /// Destroy refuses the resources made for this block.
+    pub prevent_destroy: bool,
     pub span: Span,
 }
 
@@ -143,6 +145,7 @@ pub struct Identity {
     pub namespace: Sp<String>,
     pub service_account: Sp<String>,
     pub role: Sp<String>,
+    pub prevent_destroy: bool,
     pub span: Span,
 }
 
@@ -181,6 +184,7 @@ pub struct Pool {
     pub taints: Sp<Vec<Taint>>,
     pub accelerated_networking: bool,
     pub machine_health_check: bool,
+    pub prevent_destroy: bool,
     pub span: Span,
 }
 

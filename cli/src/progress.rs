@@ -130,10 +130,8 @@ pub fn spawn(mode: Mode, mut rx: UnboundedReceiver<Event>, total: usize) -> Join
                     say(format!("{address}: throttled by the cloud; will run again (at most {limit} at once)"))
                 }
                 Event::Finished { address, op, elapsed: took } => {
-                    if let Some(r) = running.remove(&address) {
-                        if let Some(bar) = r.bar {
-                            bar.finish_and_clear();
-                        }
+                    if let Some(bar) = running.remove(&address).and_then(|r| r.bar) {
+                        bar.finish_and_clear();
                     }
                     say(format!("{address}: {} after {}", op.done(), elapsed(took)));
                     if let Some(o) = &overall {
@@ -141,10 +139,8 @@ pub fn spawn(mode: Mode, mut rx: UnboundedReceiver<Event>, total: usize) -> Join
                     }
                 }
                 Event::Failed { address, op, error } => {
-                    if let Some(r) = running.remove(&address) {
-                        if let Some(bar) = r.bar {
-                            bar.finish_and_clear();
-                        }
+                    if let Some(bar) = running.remove(&address).and_then(|r| r.bar) {
+                        bar.finish_and_clear();
                     }
                     say(format!("{address}: {} failed: {error}", op.doing().to_lowercase()));
                 }

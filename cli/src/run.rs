@@ -160,7 +160,7 @@ pub async fn apply(
             eprintln!("Error: {} is not a saved plan: {e}", path.display());
             ExitCode::from(1)
         })?;
-        let lineage = (state.serial > 0).then(|| state.lineage.as_str());
+        let lineage = (state.serial > 0).then_some(state.lineage.as_str());
         saved.check_fresh(&l.model.digest, lineage, state.serial).map_err(|e| fail(&e))?;
     }
     let providers = clouds::providers(&l.model, &needed(l, &state)).await?;
@@ -291,7 +291,7 @@ pub async fn status(l: &Loaded, args: &StateArgs, json: bool) -> Result<ExitCode
     } else if tunnels.is_empty() {
         println!("No tunnels: the stack `{}` has no VPN connections yet.", l.model.stack);
     } else {
-        println!("{:<28} {:<16} {:<10} {:<46} {}", "TUNNEL", "AWS OUTSIDE IP", "AWS", "AZURE CONNECTION", "AZURE");
+        println!("{:<28} {:<16} {:<10} {:<46} AZURE", "TUNNEL", "AWS OUTSIDE IP", "AWS", "AZURE CONNECTION");
         for t in &tunnels {
             println!(
                 "{:<28} {:<16} {:<10} {:<46} {}",

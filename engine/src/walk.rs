@@ -377,9 +377,8 @@ async fn walk(
     let mut cancel_open = true;
 
     loop {
-        // Start all that may start.
-        while level == 0 {
-            let Some(a) = w.next_startable() else { break };
+        // Start all that may start (nothing new once interrupted).
+        while let Some(a) = if level == 0 { w.next_startable() } else { None } {
             let kind = w.items[&a].kind;
             match prepare(run, &w.items[&a], &a, state)? {
                 Prepared::Nothing => {

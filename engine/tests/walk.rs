@@ -239,7 +239,7 @@ async fn apply_creates_everything_in_dependency_order_and_records_each_step() {
     assert_eq!(ips.as_list().unwrap()[0], Value::string(pip0));
 
     // State was saved after every operation, and no save records a resource before its dependencies.
-    let saves = h.saves.lock().unwrap();
+    let saves = h.saves.lock().unwrap().clone();
     assert!(saves.len() > graph.len());
     for s in saves.iter() {
         for (a, r) in &s.resources {
@@ -252,7 +252,6 @@ async fn apply_creates_everything_in_dependency_order_and_records_each_step() {
     }
 
     // Nothing left to do: a second apply calls nothing.
-    drop(saves);
     let again = h.apply(&graph, &mut state).await;
     assert!(again.done.is_empty(), "{:?}", again.done);
     assert_eq!(again.unchanged, graph.len());

@@ -488,11 +488,11 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
     }
 
     // Azure: one local network gateway and connection per AWS tunnel.
-    for t in 0..4usize {
+    for (t, tunnel_inside) in inside.iter().enumerate().take(4) {
         let (c, k) = (t / 2, t % 2 + 1);
         let mut lng_attrs = vec![("gateway_ip_address", Value::Unknown)];
         if bgp {
-            lng_attrs.push(("bgp_peering_address", Value::string(host(&inside[t], 1))));
+            lng_attrs.push(("bgp_peering_address", Value::string(host(tunnel_inside, 1))));
             lng_attrs.push(("asn", Value::int(aws.asn.value)));
         } else {
             lng_attrs.push(("address_space", Value::strings([model.cluster.machine_network.value.to_string()])));
@@ -514,7 +514,7 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
             ("ipsec_policy", azure_ipsec_policy(&n.ipsec)),
         ];
         if bgp {
-            conn_attrs.push(("custom_bgp_address", Value::string(host(&inside[t], 2))));
+            conn_attrs.push(("custom_bgp_address", Value::string(host(tunnel_inside, 2))));
         }
         let conn = b.add_azure(T::AzureVpnConnection, name, Some(t as u32), &[name, &format!("aws{t}")], conn_attrs);
         b.input(conn, "virtual_network_gateway", &vng_addr, "id");

@@ -70,10 +70,10 @@ impl Node {
 
 /// `public_ips[1]` -> (`public_ips`, Some(1)); `subnet` -> (`subnet`, None).
 fn split_index(attribute: &str) -> (&str, Option<usize>) {
-    if let Some((name, rest)) = attribute.split_once('[') {
-        if let Some(Ok(i)) = rest.strip_suffix(']').map(str::parse) {
-            return (name, Some(i));
-        }
+    if let Some((name, rest)) = attribute.split_once('[')
+        && let Some(Ok(i)) = rest.strip_suffix(']').map(str::parse)
+    {
+        return (name, Some(i));
     }
     (attribute, None)
 }

@@ -125,7 +125,19 @@ fn inputs(args: &SpecArgs) -> VarInputs {
     let mut env: Vec<(String, String)> =
         std::env::vars().filter_map(|(k, v)| k.strip_prefix("XCSP_VAR_").map(|n| (n.to_string(), v))).collect();
     env.sort();
-    VarInputs { env, files: args.var_files.clone(), flags: args.vars.clone() }
+    VarInputs { env, files: args.var_files.clone(), flags: args.vars.clone(), computed: Default::default() }
+}
+
+/// The spec's outputs, with what `state` records filled in for values known only after apply.
+pub fn outputs(args: &SpecArgs, l: &Loaded, state: &xcsp_state::State) -> Vec<xcsp_plans::spec::Output> {
+    let recorded =
+        |a: &xcsp_core::Address| state.resources.get(a).and_then(|r| Some((r.id.as_deref()?, &r.attributes)));
+    let mut with_state = inputs(args);
+    with_state.computed = xcsp_plans::exports::computed(&l.model, recorded);
+    match xcsp_plans::load(&args.path, &with_state) {
+        Ok(again) => again.model.outputs,
+        Err(_) => l.model.outputs.clone(),
+    }
 }
 
 pub fn report(diag: &dyn miette::Diagnostic) {
@@ -183,13 +195,13 @@ fn main() -> ExitCode {
             runtime().block_on(run::plan(&l, &state, opts))
         }),
         Command::Apply { spec, state, run: args, plan } => {
-            load(&spec).and_then(|l| runtime().block_on(run::apply(&l, &state, &args, plan)))
+            load(&spec).and_then(|l| runtime().block_on(run::apply(&spec, &l, &state, &args, plan)))
         }
         Command::Destroy { spec, state, run: args, sweep } => {
             load(&spec).and_then(|l| runtime().block_on(run::destroy(&l, &state, &args, sweep)))
         }
         Command::Status { spec, state, json } => {
-            load(&spec).and_then(|l| runtime().block_on(run::status(&l, &state, json)))
+            load(&spec).and_then(|l| runtime().block_on(run::status(&spec, &l, &state, json)))
         }
         Command::ForceUnlock { lock_id, spec, state } => {
             load(&spec).and_then(|l| run::force_unlock(&l, &state, &lock_id))

@@ -14,7 +14,7 @@ use xcsp_state::State;
 use xcsp_state::local::{LocalBackend, LockGuard};
 
 use crate::progress::{self, Mode};
-use crate::{RunArgs, StateArgs, clouds, report};
+use crate::{RunArgs, SpecArgs, StateArgs, clouds, report};
 
 pub struct PlanOptions {
     pub json: bool,
@@ -145,6 +145,7 @@ fn print_failures(summary: &Summary) {
 }
 
 pub async fn apply(
+    spec: &SpecArgs,
     l: &Loaded,
     args: &StateArgs,
     run_args: &RunArgs,
@@ -186,7 +187,11 @@ pub async fn apply(
     let summary = xcsp_engine::apply(&run, &l.graph, &mut state, &mut store).await.map_err(|e| fail(&e))?;
     drop(run);
     let _ = view.await;
-    finish("Apply", &summary)
+    let code = finish("Apply", &summary);
+    if mode != Mode::Json {
+        print!("{}", plan::render_outputs(&crate::outputs(spec, l, &state)));
+    }
+    code
 }
 
 fn finish(what: &str, summary: &Summary) -> Result<ExitCode, ExitCode> {
@@ -278,7 +283,7 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
     }
 }
 
-pub async fn status(l: &Loaded, args: &StateArgs, json: bool) -> Result<ExitCode, ExitCode> {
+pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -> Result<ExitCode, ExitCode> {
     let (_, guard, mut state) = open(l, args, "status")?;
     if !state.resources.is_empty() {
         let providers = clouds::providers(&l.model, &needed(l, &state)).await?;
@@ -306,6 +311,7 @@ pub async fn status(l: &Loaded, args: &StateArgs, json: bool) -> Result<ExitCode
     let up = tunnels.iter().filter(|t| t.aws_status == "UP" && t.azure_status == "Connected").count();
     if !json {
         println!("\n{up} of {} tunnels up on both sides.", tunnels.len());
+        print!("{}", plan::render_outputs(&crate::outputs(spec, l, &state)));
     }
     Ok(ExitCode::SUCCESS)
 }

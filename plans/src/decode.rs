@@ -28,6 +28,9 @@ pub struct VarInputs {
     pub files: Vec<PathBuf>,
     /// `-var name=value` flags, in order (highest precedence).
     pub flags: Vec<String>,
+    /// Values of computed exports known from state (`exports::key` -> value), for loading the
+    /// spec again after apply; empty when planning.
+    pub computed: std::collections::BTreeMap<String, Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -269,6 +272,12 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
             other => unreachable!("{other} is not referenceable"),
         };
         let name = b.labels.first().map(|l| l.0.clone());
+        let mut exports = exports;
+        for c in spec.computed {
+            if let Some(v) = inputs.computed.get(&crate::exports::key(&b.kind, name.as_deref(), c)) {
+                exports.insert(c.to_string(), v.clone());
+            }
+        }
         env.blocks.insert((b.kind.clone(), name), exports);
     }
     // Blocks on a cycle were not evaluated; make their names resolve to unknowns so that

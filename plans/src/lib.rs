@@ -9,6 +9,7 @@
 pub mod decode;
 pub mod eval;
 pub mod expand;
+pub mod exports;
 pub mod graph;
 pub mod net;
 pub mod plan;

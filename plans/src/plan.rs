@@ -153,7 +153,7 @@ fn symbol(a: Action) -> &'static str {
     }
 }
 
-fn render_value(v: &Value) -> String {
+pub fn render_value(v: &Value) -> String {
     match v {
         Value::Sensitive(_) => "(sensitive value)".into(),
         Value::Unknown => "(known after apply)".into(),
@@ -167,6 +167,19 @@ fn render_value(v: &Value) -> String {
             m.iter().map(|(k, x)| format!("{k} = {}", render_value(x))).collect::<Vec<_>>().join(", ")
         ),
     }
+}
+
+/// The stack's outputs, Terraform-style; sensitive ones are not shown.
+pub fn render_outputs(outputs: &[crate::spec::Output]) -> String {
+    if outputs.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nOutputs:\n\n");
+    for o in outputs {
+        let value = if o.sensitive { "(sensitive value)".to_string() } else { render_value(&o.value) };
+        let _ = writeln!(out, "{} = {value}", o.name);
+    }
+    out
 }
 
 /// Human output in Terraform's idiom, grouped by provider, with a summary line.

@@ -75,3 +75,41 @@ fn a_bad_preshared_key_is_reported_without_showing_it() {
     assert!(out.contains("xcsp::psk::format"));
     assert!(!out.contains("0leaky_SECRET"), "{out}");
 }
+
+#[test]
+fn outputs_become_known_from_what_apply_recorded() {
+    use std::collections::BTreeMap;
+    use xcsp_core::provider::Attributes;
+    use xcsp_core::{Address, Value};
+
+    let path = root().join("examples/il5-govcloud");
+    let first = xcsp_plans::load(&path, &VarInputs::default()).unwrap_or_else(|e| panic!("{e:?}"));
+    let client_id =
+        |l: &xcsp_plans::Loaded| l.model.outputs.iter().find(|o| o.name == "identity_client_id").unwrap().value.clone();
+    assert_eq!(client_id(&first), Value::Unknown);
+
+    let mut recorded: BTreeMap<Address, (String, Attributes)> = BTreeMap::new();
+    let uai: Address = "azure_user_assigned_identity.capz".parse().unwrap();
+    recorded.insert(uai, ("uai-id".into(), [("client_id".to_string(), Value::string("c-123"))].into_iter().collect()));
+    for c in 0..2u32 {
+        let a: Address = format!("aws_vpn_connection.link[{c}]").parse().unwrap();
+        let attrs: Attributes = (1..=2)
+            .flat_map(|k| {
+                [
+                    (format!("tunnel{k}_address"), Value::string(format!("203.0.113.{}", c * 2 + k))),
+                    (format!("tunnel{k}_inside_cidr"), Value::string(format!("169.254.2{k}.{}/30", c * 4))),
+                ]
+            })
+            .collect();
+        recorded.insert(a, (format!("vpn-{c}"), attrs));
+    }
+    let computed = xcsp_plans::exports::computed(&first.model, |a| recorded.get(a).map(|(id, at)| (id.as_str(), at)));
+    let again =
+        xcsp_plans::load(&path, &VarInputs { computed, ..VarInputs::default() }).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(client_id(&again), Value::string("c-123"));
+    let tunnels = again.model.outputs.iter().find(|o| o.name == "tunnels").unwrap().value.clone();
+    let tunnels = tunnels.as_list().expect("a list of tunnels");
+    assert_eq!(tunnels.len(), 4);
+    assert_eq!(tunnels[3].as_map().unwrap()["aws_outside_ip"], Value::string("203.0.113.4"));
+    assert_eq!(tunnels[3].as_map().unwrap()["vpn_connection_id"], Value::string("vpn-1"));
+}

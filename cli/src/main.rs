@@ -146,8 +146,8 @@ pub fn report(diag: &dyn miette::Diagnostic) {
     } else {
         GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor())
     };
-    // No context lines: a neighbouring line could hold a pre-shared key written in the spec.
-    let handler = handler.with_context_lines(0);
+    // Pre-shared keys and sensitive variables found in the spec are masked in the shown source.
+    let handler = handler.with_context_lines(1);
     let mut out = String::new();
     let _ = handler.render_report(&mut out, diag);
     eprintln!("{out}");

@@ -4,24 +4,50 @@
 //! in one run. They implement `miette::Diagnostic`; only the binary chooses how to render them.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use miette::{Diagnostic, LabeledSpan, NamedSource, Severity, SourceCode};
 
 /// One source file of a spec, shared by every span that points into it.
+///
+/// Diagnostics show lines of it; secrets found while loading (pre-shared keys, sensitive
+/// variables) are registered with [`SourceFile::hide`] and appear as `*` in whatever is shown.
 #[derive(Debug)]
 pub struct SourceFile {
     pub name: String,
     pub text: String,
-    named: NamedSource<String>,
+    hidden: Mutex<Vec<String>>,
+    /// The text as diagnostics show it, built at the first rendering (after loading is done).
+    shown: OnceLock<NamedSource<String>>,
 }
 
 impl SourceFile {
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> Arc<SourceFile> {
-        let name = name.into();
-        let text = text.into();
-        let named = NamedSource::new(name.clone(), text.clone());
-        Arc::new(SourceFile { name, text, named })
+        Arc::new(SourceFile {
+            name: name.into(),
+            text: text.into(),
+            hidden: Mutex::new(Vec::new()),
+            shown: OnceLock::new(),
+        })
+    }
+
+    /// Masks every occurrence of `secret` wherever this file is shown. Call before rendering.
+    pub fn hide(&self, secret: &str) {
+        // Very short values would mask ordinary text and are no secret worth the name.
+        if secret.len() >= 4 {
+            self.hidden.lock().expect("not poisoned").push(secret.to_string());
+        }
+    }
+
+    /// The text with hidden values replaced, byte for byte, by `*` (spans stay valid).
+    fn shown(&self) -> &NamedSource<String> {
+        self.shown.get_or_init(|| {
+            let mut text = self.text.clone();
+            for secret in self.hidden.lock().expect("not poisoned").iter() {
+                text = text.replace(secret.as_str(), &"*".repeat(secret.len()));
+            }
+            NamedSource::new(self.name.clone(), text)
+        })
     }
 
     /// 1-based line and column of a byte offset.
@@ -155,7 +181,7 @@ impl Diagnostic for Problem {
     }
 
     fn source_code(&self) -> Option<&dyn SourceCode> {
-        self.primary_file().map(|f| &f.named as &dyn SourceCode)
+        self.primary_file().map(|f| f.shown() as &dyn SourceCode)
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {

@@ -147,6 +147,7 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
     // Variables.
     let variables = declare_variables(&blocks("variable"), problems);
     let values = input_values(inputs, &variables, problems);
+    let mut secrets = Vec::new();
     for (name, var) in variables {
         digest.update(name.as_bytes());
         let value = match values.get(&name).cloned().or(var.value) {
@@ -171,6 +172,9 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
             );
         }
         digest.update(serde_json::to_vec(&value).unwrap_or_default());
+        if var.sensitive {
+            strings_in(&value, &mut secrets);
+        }
         env.vars.insert(name, if var.sensitive { Value::sensitive(value) } else { value });
     }
 
@@ -320,6 +324,11 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
         .map(|s| s.value)
         .or_else(|| cluster.as_ref().map(|c| c.infrastructure_name.value.clone()))
         .unwrap_or_else(|| "default".into());
+    for keys in networks.iter().filter_map(|n| n.preshared_keys.as_ref()) {
+        for k in keys {
+            strings_in(&k.value, &mut secrets);
+        }
+    }
     Spec {
         stack,
         files: raw.files.clone(),
@@ -332,6 +341,18 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
         outputs,
         references,
         digest: hex::encode(digest.finalize()),
+        secrets,
+    }
+}
+
+/// Every string inside a value (secrets to hide in shown sources).
+fn strings_in(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Sensitive(x) => strings_in(x, out),
+        Value::List(l) => l.iter().for_each(|x| strings_in(x, out)),
+        Value::Map(m) => m.values().for_each(|x| strings_in(x, out)),
+        _ => {}
     }
 }
 

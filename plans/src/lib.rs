@@ -58,6 +58,13 @@ pub fn check_sources(
 ) -> Result<Loaded, LoadFailure> {
     let (raw, mut problems) = syntax::parse(files);
     let spec = decode::decode(&raw, inputs, &mut problems);
+    // Secrets never show in a rendered diagnostic, whichever file it points into.
+    let shown = spec.files.iter().chain(problems.iter().flat_map(|p| p.labels.iter().map(|(s, _)| &s.file)));
+    for file in shown {
+        for secret in &spec.secrets {
+            file.hide(secret);
+        }
+    }
     let model = validate::validate(spec, &mut problems);
     problems.sort();
     let Some(model) = model.filter(|_| !problems.has_errors()) else {

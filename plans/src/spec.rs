@@ -213,4 +213,6 @@ pub struct Spec {
     pub references: Vec<(String, String)>,
     /// sha256 of every source file and variable value: a saved plan is stale if it changes.
     pub digest: String,
+    /// Secret strings (pre-shared keys, sensitive variables), hidden wherever sources are shown.
+    pub secrets: Vec<String>,
 }

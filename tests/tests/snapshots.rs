@@ -25,7 +25,7 @@ fn rendered(case: &str) -> String {
     let Err(LoadFailure::Problems(problems)) = xcsp_plans::load(&dir, &VarInputs::default()) else {
         panic!("{case} must fail with problems");
     };
-    let handler = GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor()).with_context_lines(0);
+    let handler = GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor()).with_context_lines(1);
     let mut out = String::new();
     for p in problems.iter() {
         handler.render_report(&mut out, p).unwrap();

@@ -77,6 +77,22 @@ fn a_bad_preshared_key_is_reported_without_showing_it() {
 }
 
 #[test]
+fn keys_on_a_line_next_to_an_error_are_masked_in_its_context() {
+    let Err(LoadFailure::Problems(problems)) =
+        xcsp_plans::load(&root().join("tests/cases/psk-nearby"), &VarInputs::default())
+    else {
+        panic!("psk-nearby case should fail");
+    };
+    let handler = GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor()).with_context_lines(3);
+    let mut out = String::new();
+    for p in problems.iter() {
+        handler.render_report(&mut out, p).unwrap();
+    }
+    assert!(out.contains("preshared_keys = [\"***************\""), "the line is shown, masked: {out}");
+    assert!(!out.contains("Hidden_Key"), "{out}");
+}
+
+#[test]
 fn outputs_become_known_from_what_apply_recorded() {
     use std::collections::BTreeMap;
     use xcsp_core::provider::Attributes;

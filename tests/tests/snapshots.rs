@@ -33,17 +33,16 @@ fn rendered(case: &str) -> String {
     out.replace(&root().display().to_string(), "<root>")
 }
 
+/// Every broken case, rendered: one snapshot per case directory.
 #[test]
-fn diagnostics_of_overlapping_networks() {
-    insta::assert_snapshot!(rendered("overlap"));
-}
-
-#[test]
-fn diagnostics_of_an_unknown_attribute() {
-    insta::assert_snapshot!(rendered("unknown-attr"));
-}
-
-#[test]
-fn diagnostics_of_a_reference_cycle() {
-    insta::assert_snapshot!(rendered("cycle"));
+fn diagnostics_of_every_broken_case() {
+    let mut cases: Vec<String> = std::fs::read_dir(root().join("tests/cases"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 20, "the cases directory is there");
+    for case in cases {
+        insta::assert_snapshot!(format!("case-{case}"), rendered(&case));
+    }
 }

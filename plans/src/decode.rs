@@ -55,7 +55,7 @@ struct Variable {
 struct Env {
     vars: IndexMap<String, Value>,
     blocks: HashMap<(String, Option<String>), IndexMap<String, Value>>,
-    declared: HashMap<String, Vec<String>>,
+    declared: HashMap<String, indexmap::IndexSet<String>>,
 }
 
 impl Scope for Env {
@@ -69,7 +69,7 @@ impl Scope for Env {
         self.blocks.get(&(kind.to_string(), name.map(String::from)))
     }
     fn block_names(&self, kind: &str) -> Vec<String> {
-        self.declared.get(kind).cloned().unwrap_or_default()
+        self.declared.get(kind).map(|n| n.iter().cloned().collect()).unwrap_or_default()
     }
 }
 
@@ -105,6 +105,7 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
 
     // Which blocks exist; unknown and duplicate ones.
     let mut by_kind: IndexMap<&str, Vec<&RawBlock>> = IndexMap::new();
+    let mut first_of: HashMap<(&str, Option<&str>), &RawBlock> = HashMap::new();
     for b in &raw.blocks {
         let Some(spec) = schema::top_level(&b.kind) else {
             let help = suggest(&b.kind, schema::TOP_LEVEL.iter().map(|s| s.kind)).unwrap_or_else(|| {
@@ -120,9 +121,8 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
         if !check_labels(b, spec, problems) {
             continue;
         }
-        let same = by_kind.entry(spec.kind).or_default();
         let name = b.labels.first().map(|l| l.0.as_str());
-        if let Some(prev) = same.iter().find(|p| p.labels.first().map(|l| l.0.as_str()) == name) {
+        if let Some(prev) = first_of.get(&(spec.kind, name)) {
             let what = match name {
                 Some(n) => format!("`{} \"{n}\"` is declared twice", b.kind),
                 None => format!("there can be only one `{}` block", b.kind),
@@ -134,7 +134,8 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
             );
             continue;
         }
-        same.push(b);
+        first_of.insert((spec.kind, name), b);
+        by_kind.entry(spec.kind).or_default().push(b);
     }
     let blocks = |kind: &str| by_kind.get(kind).cloned().unwrap_or_default();
 
@@ -712,8 +713,8 @@ fn reference_name(a: &RawAttr, kind: &str, env: &Env, problems: &mut Problems) -
         );
         return Value::Unknown;
     };
-    let names = env.block_names(kind);
-    if !names.contains(&name) {
+    if !env.declared.get(kind).is_some_and(|names| names.contains(&name)) {
+        let names = env.block_names(kind);
         let help = suggest(&name, names.iter().map(String::as_str));
         let mut p = Problem::error("xcsp::expr::unknown_reference", format!("no `{kind}.{name}` block is declared"))
             .label(&a.span, "");

@@ -2,6 +2,7 @@
 //! progress. Only this crate knows about terminals, exit codes and environment variables.
 
 mod clouds;
+mod discovery;
 mod progress;
 mod run;
 
@@ -50,6 +51,9 @@ pub struct RunArgs {
     /// At most this many operations at once (each provider also has its own limit).
     #[arg(long, default_value_t = 16)]
     parallelism: usize,
+    /// Skip checks that reach outside the clouds (the OIDC issuer's discovery document).
+    #[arg(long, env = "XCSP_OFFLINE")]
+    offline: bool,
 }
 
 #[derive(Subcommand)]
@@ -74,6 +78,9 @@ enum Command {
         /// Read the stack's resources from the clouds first (the default once state exists).
         #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
         refresh: bool,
+        /// Skip checks that reach outside the clouds (the OIDC issuer's discovery document).
+        #[arg(long, env = "XCSP_OFFLINE")]
+        offline: bool,
     },
     /// Create, update and delete cloud resources until they match the spec.
     Apply {
@@ -190,8 +197,8 @@ fn main() -> ExitCode {
             print!("{}", l.graph.to_dot());
             ExitCode::SUCCESS
         }),
-        Command::Plan { spec, state, json, detailed_exitcode, out, refresh } => load(&spec).and_then(|l| {
-            let opts = run::PlanOptions { json, detailed_exitcode, out, refresh };
+        Command::Plan { spec, state, json, detailed_exitcode, out, refresh, offline } => load(&spec).and_then(|l| {
+            let opts = run::PlanOptions { json, detailed_exitcode, out, refresh, offline };
             runtime().block_on(run::plan(&l, &state, opts))
         }),
         Command::Apply { spec, state, run: args, plan } => {

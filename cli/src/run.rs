@@ -21,6 +21,19 @@ pub struct PlanOptions {
     pub detailed_exitcode: bool,
     pub out: Option<PathBuf>,
     pub refresh: bool,
+    pub offline: bool,
+}
+
+/// The OIDC issuer check (unless offline): warnings are shown, a mismatch stops the command.
+async fn check_issuers(l: &Loaded, offline: bool) -> Result<(), ExitCode> {
+    if offline {
+        return Ok(());
+    }
+    let problems = crate::discovery::check(&l.model).await;
+    for p in &problems {
+        report(p);
+    }
+    if problems.iter().any(|p| p.is_error()) { Err(ExitCode::from(1)) } else { Ok(()) }
 }
 
 fn fail(diag: &dyn miette::Diagnostic) -> ExitCode {
@@ -69,6 +82,7 @@ async fn refresh(
 }
 
 pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> Result<ExitCode, ExitCode> {
+    check_issuers(l, opts.offline).await?;
     let (_, guard, mut state) = open(l, args, "plan")?;
     if opts.refresh && !state.resources.is_empty() {
         let providers = clouds::providers(&l.model, &needed(l, &state)).await?;
@@ -164,6 +178,7 @@ pub async fn apply(
         let lineage = (state.serial > 0).then_some(state.lineage.as_str());
         saved.check_fresh(&l.model.digest, lineage, state.serial).map_err(|e| fail(&e))?;
     }
+    check_issuers(l, run_args.offline).await?;
     let providers = clouds::providers(&l.model, &needed(l, &state)).await?;
     let mode = Mode::pick(run_args.json);
     let (tx, rx) = mpsc::unbounded_channel();

@@ -515,6 +515,8 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
         ];
         if bgp {
             conn_attrs.push(("custom_bgp_address", Value::string(host(tunnel_inside, 2))));
+            // The gateway instance facing this tunnel: AWS connection c ends on public IP c.
+            conn_attrs.push(("gateway_instance", Value::int(c as i64)));
         }
         let conn = b.add_azure(T::AzureVpnConnection, name, Some(t as u32), &[name, &format!("aws{t}")], conn_attrs);
         b.input(conn, "virtual_network_gateway", &vng_addr, "id");

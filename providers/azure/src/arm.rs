@@ -1,0 +1,470 @@
+//! Between xcsp attributes and Resource Manager JSON: the request body for each resource type,
+//! and the attributes read back from what ARM returns (same names and shapes as the plan's, so
+//! that a refreshed resource diffs cleanly against the spec).
+
+use serde_json::{Value as Json, json};
+use xcsp_core::provider::{Attributes, ProviderError};
+use xcsp_core::{ADDRESS_TAG, Address, STACK_TAG, Value};
+
+/// Reads attributes the engine must have filled in.
+pub struct Desired<'a> {
+    pub address: &'a Address,
+    pub attrs: &'a Attributes,
+}
+
+impl Desired<'_> {
+    fn missing(&self, key: &str) -> ProviderError {
+        ProviderError::Failed {
+            address: self.address.to_string(),
+            code: "MissingAttribute".into(),
+            message: format!("`{key}` is not known; the resource that produces it has not been created"),
+        }
+    }
+
+    pub fn str(&self, key: &str) -> Result<String, ProviderError> {
+        match self.attrs.get(key).map(Value::unmarked) {
+            Some(Value::String(s)) => Ok(s),
+            _ => Err(self.missing(key)),
+        }
+    }
+
+    pub fn opt_str(&self, key: &str) -> Option<String> {
+        self.attrs.get(key).map(Value::unmarked).and_then(|v| v.as_str().map(String::from))
+    }
+
+    pub fn int(&self, key: &str) -> Result<i64, ProviderError> {
+        self.attrs.get(key).and_then(Value::as_i64).ok_or_else(|| self.missing(key))
+    }
+
+    pub fn bool(&self, key: &str) -> bool {
+        matches!(self.attrs.get(key), Some(Value::Bool(true)))
+    }
+
+    pub fn json(&self, key: &str) -> Result<Json, ProviderError> {
+        match self.attrs.get(key) {
+            Some(v) if !v.has_unknown() => Ok(v.unmarked().to_json()),
+            _ => Err(self.missing(key)),
+        }
+    }
+
+    /// The resource's tags: the plan's, or at least the stack and address.
+    pub fn tags(&self, stack: &str) -> Json {
+        let mut tags = match self.attrs.get("tags").map(Value::to_json) {
+            Some(Json::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        tags.insert(STACK_TAG.into(), json!(stack));
+        tags.insert(ADDRESS_TAG.into(), json!(self.address.to_string()));
+        Json::Object(tags)
+    }
+}
+
+/// The last segment of an ARM id (`.../virtualNetworks/link` -> `link`).
+pub fn leaf(id: &str) -> &str {
+    id.rsplit('/').next().unwrap_or(id)
+}
+
+fn s(v: &Json) -> Value {
+    match v {
+        Json::Null => Value::Null,
+        other => Value::from_json(other),
+    }
+}
+
+fn put(out: &mut Attributes, key: &str, v: &Json) {
+    if !v.is_null() {
+        out.insert(key.to_string(), s(v));
+    }
+}
+
+/// Name, location, tags and id: what every top-level resource reads back.
+fn common(body: &Json, resource_group: Option<&str>) -> Attributes {
+    let mut out = Attributes::new();
+    put(&mut out, "name", &body["name"]);
+    if let Some(rg) = resource_group {
+        out.insert("resource_group".into(), Value::string(rg));
+    }
+    put(&mut out, "location", &body["location"]);
+    put(&mut out, "tags", &body["tags"]);
+    put(&mut out, "id", &body["id"]);
+    out
+}
+
+/// NSG rules as the plan writes them: protocol, ports, source, description.
+pub fn nsg_rules(rules: &Json) -> Json {
+    let rules = rules.as_array().cloned().unwrap_or_default();
+    Json::Array(
+        rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let protocol = match r["protocol"].as_str().unwrap_or("*") {
+                    "tcp" => "Tcp",
+                    "udp" => "Udp",
+                    "icmp" => "Icmp",
+                    _ => "*",
+                };
+                json!({
+                    "name": format!("xcsp-{i:03}"),
+                    "properties": {
+                        "protocol": protocol,
+                        "sourceAddressPrefix": r["source"],
+                        "sourcePortRange": "*",
+                        "destinationAddressPrefix": "*",
+                        "destinationPortRange": r["ports"],
+                        "access": "Allow",
+                        "priority": 200 + i,
+                        "direction": "Inbound",
+                        "description": r["description"],
+                    }
+                })
+            })
+            .collect(),
+    )
+}
+
+fn read_nsg_rules(rules: &Json) -> Value {
+    let mut rules: Vec<&Json> = rules.as_array().into_iter().flatten().collect();
+    rules.sort_by_key(|r| r["properties"]["priority"].as_i64().unwrap_or_default());
+    Value::List(
+        rules
+            .into_iter()
+            .map(|r| {
+                let p = &r["properties"];
+                let fields = [
+                    ("protocol", json!(p["protocol"].as_str().unwrap_or("*").to_ascii_lowercase())),
+                    ("ports", p["destinationPortRange"].clone()),
+                    ("source", p["sourceAddressPrefix"].clone()),
+                    ("description", p["description"].clone()),
+                ];
+                Value::Map(fields.into_iter().map(|(k, v)| (k.to_string(), s(&v))).collect())
+            })
+            .collect(),
+    )
+}
+
+/// The ipsec policy as the plan writes it (snake case) -> ARM's (camel case), and back.
+const IPSEC_FIELDS: &[(&str, &str)] = &[
+    ("ike_encryption", "ikeEncryption"),
+    ("ike_integrity", "ikeIntegrity"),
+    ("dh_group", "dhGroup"),
+    ("ipsec_encryption", "ipsecEncryption"),
+    ("ipsec_integrity", "ipsecIntegrity"),
+    ("pfs_group", "pfsGroup"),
+    ("sa_lifetime_seconds", "saLifeTimeSeconds"),
+    ("sa_data_size_kilobytes", "saDataSizeKilobytes"),
+];
+
+fn ipsec_policy(policy: &Json) -> Json {
+    let mut out = serde_json::Map::new();
+    for (ours, arm) in IPSEC_FIELDS {
+        if let Some(v) = policy.get(*ours) {
+            out.insert((*arm).to_string(), v.clone());
+        }
+    }
+    Json::Object(out)
+}
+
+fn read_ipsec_policy(policy: &Json) -> Value {
+    let mut out = indexmap::IndexMap::new();
+    for (ours, arm) in IPSEC_FIELDS {
+        if !policy[*arm].is_null() {
+            out.insert((*ours).to_string(), s(&policy[*arm]));
+        }
+    }
+    Value::Map(out)
+}
+
+pub fn resource_group_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
+    Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack) }))
+}
+
+pub fn read_resource_group(body: &Json) -> Attributes {
+    common(body, None)
+}
+
+/// A VNet body; `subnets` are the ones it has now (a PUT without them would remove them).
+pub fn vnet_body(d: &Desired, stack: &str, subnets: Json) -> Result<Json, ProviderError> {
+    let mut props = json!({ "addressSpace": { "addressPrefixes": d.json("address_space")? } });
+    if subnets.as_array().is_some_and(|s| !s.is_empty()) {
+        props["subnets"] = subnets;
+    }
+    Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack), "properties": props }))
+}
+
+pub fn read_vnet(body: &Json, rg: &str) -> Attributes {
+    let mut out = common(body, Some(rg));
+    put(&mut out, "address_space", &body["properties"]["addressSpace"]["addressPrefixes"]);
+    out
+}
+
+pub fn subnet_body(d: &Desired) -> Result<Json, ProviderError> {
+    let mut props = json!({ "addressPrefix": d.str("address_prefix")? });
+    if d.attrs.contains_key("network_security_group") {
+        props["networkSecurityGroup"] = json!({ "id": d.str("network_security_group")? });
+    }
+    Ok(json!({ "properties": props }))
+}
+
+pub fn read_subnet(body: &Json, vnet: &str) -> Attributes {
+    let mut out = Attributes::new();
+    put(&mut out, "name", &body["name"]);
+    out.insert("virtual_network".into(), Value::string(vnet));
+    put(&mut out, "address_prefix", &body["properties"]["addressPrefix"]);
+    put(&mut out, "network_security_group", &body["properties"]["networkSecurityGroup"]["id"]);
+    put(&mut out, "id", &body["id"]);
+    out
+}
+
+pub fn nsg_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
+    let rules = d.attrs.get("rules").map(|v| v.to_json()).unwrap_or(Json::Null);
+    Ok(json!({
+        "location": d.str("location")?,
+        "tags": d.tags(stack),
+        "properties": { "securityRules": nsg_rules(&rules) }
+    }))
+}
+
+pub fn read_nsg(body: &Json, rg: &str) -> Attributes {
+    let mut out = common(body, Some(rg));
+    out.insert("rules".into(), read_nsg_rules(&body["properties"]["securityRules"]));
+    out
+}
+
+pub fn public_ip_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
+    let mut body = json!({
+        "location": d.str("location")?,
+        "tags": d.tags(stack),
+        "sku": { "name": d.str("sku")?, "tier": "Regional" },
+        "properties": { "publicIPAllocationMethod": d.str("allocation")? }
+    });
+    if let Some(z) = d.attrs.get("zones") {
+        body["zones"] = z.to_json();
+    }
+    Ok(body)
+}
+
+pub fn read_public_ip(body: &Json, rg: &str) -> Attributes {
+    let mut out = common(body, Some(rg));
+    put(&mut out, "sku", &body["sku"]["name"]);
+    put(&mut out, "allocation", &body["properties"]["publicIPAllocationMethod"]);
+    put(&mut out, "zones", &body["zones"]);
+    put(&mut out, "ip_address", &body["properties"]["ipAddress"]);
+    out
+}
+
+/// The active-active gateway: one IP configuration per public IP, each with its custom APIPA
+/// BGP addresses.
+pub fn gateway_body(d: &Desired, stack: &str, id: &str) -> Result<Json, ProviderError> {
+    let pips = d.json("public_ips")?;
+    let custom = d.json("custom_bgp_addresses").unwrap_or(Json::Array(vec![]));
+    let subnet = d.str("subnet")?;
+    let pips = pips.as_array().cloned().unwrap_or_default();
+    let configs: Vec<Json> = pips
+        .iter()
+        .enumerate()
+        .map(|(i, pip)| {
+            json!({
+                "name": format!("ip{}", i + 1),
+                "properties": { "subnet": { "id": subnet }, "publicIPAddress": { "id": pip } }
+            })
+        })
+        .collect();
+    let peering: Vec<Json> = custom
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, addrs)| {
+            json!({ "ipconfigurationId": format!("{id}/ipConfigurations/ip{}", i + 1), "customBgpIpAddresses": addrs })
+        })
+        .collect();
+    let sku = d.str("sku")?;
+    Ok(json!({
+        "location": d.str("location")?,
+        "tags": d.tags(stack),
+        "properties": {
+            "gatewayType": "Vpn",
+            "vpnType": d.str("vpn_type")?,
+            "enableBgp": d.bool("enable_bgp"),
+            "activeActive": d.bool("active_active"),
+            "sku": { "name": sku, "tier": sku },
+            "bgpSettings": { "asn": d.int("asn")?, "bgpPeeringAddresses": peering },
+            "ipConfigurations": configs,
+        }
+    }))
+}
+
+pub fn read_gateway(body: &Json, rg: &str) -> Attributes {
+    let p = &body["properties"];
+    let mut out = common(body, Some(rg));
+    put(&mut out, "sku", &p["sku"]["name"]);
+    put(&mut out, "vpn_type", &p["vpnType"]);
+    put(&mut out, "active_active", &p["activeActive"]);
+    put(&mut out, "enable_bgp", &p["enableBgp"]);
+    let configs: Vec<&Json> = p["ipConfigurations"].as_array().into_iter().flatten().collect();
+    out.insert(
+        "public_ips".into(),
+        Value::List(configs.iter().map(|c| s(&c["properties"]["publicIPAddress"]["id"])).collect()),
+    );
+    if let Some(c) = configs.first() {
+        put(&mut out, "subnet", &c["properties"]["subnet"]["id"]);
+    }
+    put(&mut out, "asn", &p["bgpSettings"]["asn"]);
+    let peering: Vec<&Json> = p["bgpSettings"]["bgpPeeringAddresses"].as_array().into_iter().flatten().collect();
+    if !peering.is_empty() {
+        out.insert(
+            "custom_bgp_addresses".into(),
+            Value::List(peering.iter().map(|b| s(&b["customBgpIpAddresses"])).collect()),
+        );
+    }
+    out
+}
+
+pub fn local_gateway_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
+    let mut props = json!({ "gatewayIpAddress": d.str("gateway_ip_address")? });
+    if d.attrs.contains_key("bgp_peering_address") {
+        props["bgpSettings"] = json!({ "asn": d.int("asn")?, "bgpPeeringAddress": d.str("bgp_peering_address")? });
+    }
+    if d.attrs.contains_key("address_space") {
+        props["localNetworkAddressSpace"] = json!({ "addressPrefixes": d.json("address_space")? });
+    }
+    Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack), "properties": props }))
+}
+
+pub fn read_local_gateway(body: &Json, rg: &str) -> Attributes {
+    let p = &body["properties"];
+    let mut out = common(body, Some(rg));
+    put(&mut out, "gateway_ip_address", &p["gatewayIpAddress"]);
+    put(&mut out, "bgp_peering_address", &p["bgpSettings"]["bgpPeeringAddress"]);
+    put(&mut out, "asn", &p["bgpSettings"]["asn"]);
+    put(&mut out, "address_space", &p["localNetworkAddressSpace"]["addressPrefixes"]);
+    out
+}
+
+pub fn connection_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
+    let gateway = d.str("virtual_network_gateway")?;
+    let mut props = json!({
+        "connectionType": "IPsec",
+        // The SDK models these references as whole resources with required `properties`.
+        "virtualNetworkGateway1": { "id": gateway, "properties": {} },
+        "localNetworkGateway2": { "id": d.str("local_network_gateway")?, "properties": {} },
+        "connectionProtocol": d.str("connection_protocol")?,
+        "enableBgp": d.bool("enable_bgp"),
+        "sharedKey": d.str("shared_key")?,
+    });
+    if let Ok(policy) = d.json("ipsec_policy") {
+        props["ipsecPolicies"] = json!([ipsec_policy(&policy)]);
+    }
+    if let Some(custom) = d.opt_str("custom_bgp_address") {
+        let instance = d.int("gateway_instance").unwrap_or(0);
+        props["gatewayCustomBgpIpAddresses"] = json!([{
+            "ipConfigurationId": format!("{gateway}/ipConfigurations/ip{}", instance + 1),
+            "customBgpIpAddress": custom,
+        }]);
+    }
+    Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack), "properties": props }))
+}
+
+pub fn read_connection(body: &Json, rg: &str) -> Attributes {
+    let p = &body["properties"];
+    let mut out = common(body, Some(rg));
+    put(&mut out, "virtual_network_gateway", &p["virtualNetworkGateway1"]["id"]);
+    put(&mut out, "local_network_gateway", &p["localNetworkGateway2"]["id"]);
+    put(&mut out, "connection_protocol", &p["connectionProtocol"]);
+    put(&mut out, "enable_bgp", &p["enableBgp"]);
+    if let Some(policy) = p["ipsecPolicies"].as_array().and_then(|a| a.first()) {
+        out.insert("ipsec_policy".into(), read_ipsec_policy(policy));
+    }
+    if let Some(c) = p["gatewayCustomBgpIpAddresses"].as_array().and_then(|a| a.first()) {
+        put(&mut out, "custom_bgp_address", &c["customBgpIpAddress"]);
+        let instance = c["ipConfigurationId"]
+            .as_str()
+            .and_then(|id| leaf(id).strip_prefix("ip"))
+            .and_then(|n| n.parse::<i64>().ok());
+        if let Some(n) = instance {
+            out.insert("gateway_instance".into(), Value::int(n - 1));
+        }
+    }
+    put(&mut out, "connection_status", &p["connectionStatus"]);
+    out
+}
+
+pub fn identity_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
+    Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack) }))
+}
+
+pub fn read_identity(body: &Json, rg: &str) -> Attributes {
+    let mut out = common(body, Some(rg));
+    put(&mut out, "principal_id", &body["properties"]["principalId"]);
+    put(&mut out, "client_id", &body["properties"]["clientId"]);
+    put(&mut out, "tenant_id", &body["properties"]["tenantId"]);
+    out
+}
+
+pub fn federated_body(d: &Desired) -> Result<Json, ProviderError> {
+    Ok(json!({ "properties": {
+        "issuer": d.str("issuer")?,
+        "subject": d.str("subject")?,
+        "audiences": d.json("audiences")?,
+    }}))
+}
+
+pub fn read_federated(body: &Json, identity: &str) -> Attributes {
+    let mut out = Attributes::new();
+    out.insert("identity".into(), Value::string(identity));
+    put(&mut out, "issuer", &body["properties"]["issuer"]);
+    put(&mut out, "subject", &body["properties"]["subject"]);
+    put(&mut out, "audiences", &body["properties"]["audiences"]);
+    put(&mut out, "id", &body["id"]);
+    out
+}
+
+/// Role assignments carry no tags; their description says whose they are.
+pub fn role_description(stack: &str, address: &Address) -> String {
+    format!("{STACK_TAG}={stack} {ADDRESS_TAG}={address}")
+}
+
+/// The address a role assignment's description names, if it is this stack's.
+pub fn role_owner(stack: &str, description: &str) -> Option<Address> {
+    let mut parts = description.split(' ');
+    let s = parts.next()?.strip_prefix(&format!("{STACK_TAG}="))?;
+    let a = parts.next()?.strip_prefix(&format!("{ADDRESS_TAG}="))?;
+    (s == stack).then(|| a.parse().ok()).flatten()
+}
+
+pub fn read_role_assignment(body: &Json) -> Attributes {
+    let p = &body["properties"];
+    let mut out = Attributes::new();
+    put(&mut out, "scope", &p["scope"]);
+    put(&mut out, "principal", &p["principalId"]);
+    put(&mut out, "principal_type", &p["principalType"]);
+    put(&mut out, "role_definition_id", &p["roleDefinitionId"]);
+    put(&mut out, "id", &body["id"]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nsg_rules_read_back_as_written() {
+        let rules = json!([
+            {"protocol": "tcp", "ports": "10250", "source": "10.0.0.0/16", "description": "kubelet"},
+            {"protocol": "udp", "ports": "6081", "source": "10.128.0.0/14", "description": "geneve"}
+        ]);
+        let arm = nsg_rules(&rules);
+        assert_eq!(arm[1]["properties"]["protocol"], "Udp");
+        assert_eq!(read_nsg_rules(&arm).to_json(), rules);
+    }
+
+    #[test]
+    fn role_descriptions_name_their_owner() {
+        let a: Address = "azure_role_assignment.capz".parse().unwrap();
+        let d = role_description("il5", &a);
+        assert_eq!(role_owner("il5", &d), Some(a));
+        assert_eq!(role_owner("other", &d), None);
+        assert_eq!(role_owner("il5", "made by hand"), None);
+    }
+}

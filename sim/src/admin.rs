@@ -28,11 +28,23 @@ pub fn router() -> Router<Arc<Sim>> {
         .route("/resource", get(resource_get).put(resource_put).patch(resource_patch).delete(resource_delete))
         .route("/operations", get(operations))
         .route("/clock/advance", post(clock_advance))
+        .route("/tunnels", get(tunnels))
+        .route("/aws/counters", get(aws_counters))
 }
 
 fn bad(msg: impl Into<String>) -> Response {
     (StatusCode::BAD_REQUEST, Json(json!({"error": {"code": "BadAdminRequest", "message": msg.into()}})))
         .into_response()
+}
+
+/// Every AWS tunnel's negotiated status and, when DOWN, why.
+async fn tunnels(State(sim): S) -> Json<Value> {
+    Json(json!({ "tunnels": crate::aws::tunnels::verdicts(&sim) }))
+}
+
+/// EC2 requests per action.
+async fn aws_counters(State(sim): S) -> Json<Value> {
+    Json(json!({ "requests": sim.aws.counts() }))
 }
 
 async fn reset(State(sim): S) -> StatusCode {

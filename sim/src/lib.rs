@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod arm;
+pub mod aws;
 pub mod server;
 pub mod world;
 

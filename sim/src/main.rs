@@ -23,6 +23,12 @@ struct Args {
     /// Refuse tokens for another audience (e.g. https://management.usgovcloudapi.net).
     #[arg(long)]
     expected_audience: Option<String>,
+    /// Also serve EC2 (moto behind the fidelity layer) on the same port; needs scripts/moto-setup.
+    #[arg(long)]
+    aws: bool,
+    /// Create an OpenShift IPI cluster's network in moto: INFRA_NAME:REGION (repeatable; implies --aws).
+    #[arg(long, value_name = "INFRA:REGION")]
+    fixture: Vec<String>,
 }
 
 fn main() {
@@ -44,9 +50,50 @@ fn main() {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "xcsp-sim listening on {}", server.base_url);
     let _ = out.flush();
-    drop(out);
-    // Serve until killed (SIGINT/SIGTERM end the process).
-    loop {
-        std::thread::park();
+    let moto = if args.aws || !args.fixture.is_empty() {
+        match xcsp_sim::aws::Moto::start() {
+            Ok(m) => {
+                server.sim.aws.set_moto(&m.url);
+                let _ = writeln!(out, "xcsp-sim aws: EC2 on {} (moto at {})", server.base_url, m.url);
+                Some(m)
+            }
+            Err(e) => {
+                eprintln!("xcsp-sim: {e}");
+                std::process::exit(1);
+            }
+        }
+    } else {
+        None
+    };
+    if let Some(m) = &moto {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        for f in &args.fixture {
+            let Some((infra, region)) = f.split_once(':') else {
+                eprintln!("xcsp-sim: --fixture takes INFRA_NAME:REGION, got {f}");
+                std::process::exit(2);
+            };
+            match rt.block_on(xcsp_sim::aws::fixture::cluster(&m.url, infra, region)) {
+                Ok(c) => {
+                    let _ = writeln!(out, "xcsp-sim fixture {infra} {region}: {}", serde_json::to_string(&c).unwrap_or_default());
+                }
+                Err(e) => {
+                    eprintln!("xcsp-sim: fixture {f}: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
     }
+    let _ = out.flush();
+    drop(out);
+    // Serve until SIGINT or SIGTERM; then stop moto with us (a child left behind would keep its port).
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    });
+    drop(moto);
+    server.stop();
 }

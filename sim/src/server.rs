@@ -19,19 +19,21 @@ use std::time::Duration;
 pub struct Sim {
     pub world: World,
     pub arm: Arm,
+    pub aws: crate::aws::Aws,
     /// The configuration to return to on `/_sim/reset`.
     pub initial: SimConfig,
 }
 
 impl Sim {
     pub fn new(config: SimConfig) -> Sim {
-        Sim { world: World::new(config.clone()), arm: Arm::default(), initial: config }
+        Sim { world: World::new(config.clone()), arm: Arm::default(), aws: Default::default(), initial: config }
     }
 
     /// Forgets all resources, tokens, counters; restores the initial configuration.
     pub fn reset(&self) {
         self.world.reset(self.initial.clone());
         self.arm.reset();
+        self.aws.reset();
     }
 }
 
@@ -74,6 +76,9 @@ fn dropped(world: &World) -> Response {
 }
 
 async fn entry(State(sim): State<Arc<Sim>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    if crate::aws::is_ec2(&method, uri.path(), &headers) {
+        return crate::aws::serve(&sim, &headers, &body).await;
+    }
     let request_id = uuid::Uuid::new_v4().to_string();
     let target = path::parse(uri.path());
     let name = arm::operation_name(&method, &target);
@@ -168,13 +173,42 @@ async fn serve_arm(
         return dropped(&sim.world);
     }
     match result {
-        Ok(Reply { status, body, mut headers }) => {
+        Ok(Reply { status, mut body, mut headers }) => {
             headers.extend(extra);
+            if let Some(b) = body.as_mut() {
+                negotiated_status(sim, b);
+            }
             json_response(status, body, &headers)
         }
         Err(mut e) => {
             e.headers.extend(extra);
             error_response(&sim.world, e)
+        }
+    }
+}
+
+/// Connections show the status the world negotiated with the AWS side (`Connected` when their
+/// tunnel is up), in a GET of one connection or in a list.
+fn negotiated_status(sim: &Sim, body: &mut serde_json::Value) {
+    let is_connection = |v: &serde_json::Value| {
+        v["type"].as_str().is_some_and(|t| t.eq_ignore_ascii_case("Microsoft.Network/connections"))
+    };
+    let mut targets: Vec<&mut serde_json::Value> = Vec::new();
+    if is_connection(body) {
+        targets.push(body);
+    } else if let Some(items) = body.get_mut("value").and_then(|v| v.as_array_mut()) {
+        targets.extend(items.iter_mut().filter(|v| is_connection(v)));
+    }
+    if targets.is_empty() {
+        return;
+    }
+    let status = crate::aws::tunnels::azure_status(sim);
+    for t in targets {
+        let id = t["id"].as_str().unwrap_or_default().to_ascii_lowercase();
+        if let Some(s) = status.get(&id) {
+            t["properties"]["connectionStatus"] = serde_json::json!(s);
+        } else if t["properties"].get("connectionStatus").is_some() {
+            t["properties"]["connectionStatus"] = serde_json::json!("NotConnected");
         }
     }
 }

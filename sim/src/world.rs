@@ -84,11 +84,23 @@ pub struct Faults {
     pub drop_after_apply: bool,
     /// Pending LRO failures, consumed in order.
     pub fail_lros: Vec<LroFailure>,
+    /// Fraction (0..1) of EC2 requests answered `RequestLimitExceeded` (HTTP 503) before being applied.
+    pub aws_throttle_rate: f64,
+    /// Fraction (0..1) of EC2 requests answered `InternalError` (HTTP 500) before being applied.
+    pub aws_error_rate: f64,
 }
 
 impl Default for Faults {
     fn default() -> Self {
-        Faults { error_rate: 0.0, error_status: 500, drop_rate: 0.0, drop_after_apply: true, fail_lros: Vec::new() }
+        Faults {
+            error_rate: 0.0,
+            error_status: 500,
+            drop_rate: 0.0,
+            drop_after_apply: true,
+            fail_lros: Vec::new(),
+            aws_throttle_rate: 0.0,
+            aws_error_rate: 0.0,
+        }
     }
 }
 

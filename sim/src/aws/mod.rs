@@ -1,0 +1,295 @@
+//! The local AWS cloud: moto server (PyPI `moto[ec2,...]==5.2.5`, started as a child process)
+//! behind a fidelity layer that speaks the EC2 query protocol on the sim's own port.
+//!
+//! The layer owns the Site-to-Site VPN resources ([`vpn`]), adds route propagation to moto's
+//! DescribeRouteTables, splits CreateTags/DeleteTags between itself and moto, injects
+//! `RequestLimitExceeded` and 5xx on demand, counts requests per action, and forwards everything
+//! else (VPCs, subnets, route tables, security groups, ...) to moto unchanged.
+
+pub mod fixture;
+pub mod query;
+pub mod tunnels;
+pub mod vpn;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use crate::server::Sim;
+use query::{Ec2Error, Params};
+use vpn::{Timing, VpnStore};
+
+/// A moto server on a loopback port, killed when dropped.
+pub struct Moto {
+    pub url: String,
+    child: Child,
+}
+
+/// Why moto could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum MotoError {
+    #[error(
+        "moto is not installed at {0}: run scripts/moto-setup (it creates that venv with the pinned moto), or set XCSP_MOTO_VENV"
+    )]
+    NotInstalled(String),
+    #[error("moto did not start: {0}")]
+    Start(String),
+}
+
+impl Moto {
+    /// The venv scripts/moto-setup makes.
+    pub fn venv() -> PathBuf {
+        match std::env::var_os("XCSP_MOTO_VENV") {
+            Some(v) => PathBuf::from(v),
+            None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/xcsp-moto"),
+        }
+    }
+
+    /// Starts moto on a free port and waits until it answers.
+    pub fn start() -> Result<Moto, MotoError> {
+        let bin = Moto::venv().join("bin/moto_server");
+        if !bin.exists() {
+            return Err(MotoError::NotInstalled(bin.display().to_string()));
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| MotoError::Start(e.to_string()))?
+            .port();
+        let child = Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| MotoError::Start(format!("{}: {e}", bin.display())))?;
+        let mut moto = Moto { url: format!("http://127.0.0.1:{port}"), child };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = moto.child.try_wait() {
+                return Err(MotoError::Start(format!("moto_server exited with {status}")));
+            }
+            if Instant::now() > deadline {
+                return Err(MotoError::Start("moto_server did not listen within 30 s".into()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(moto)
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl std::fmt::Debug for Moto {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Moto({})", self.url)
+    }
+}
+
+/// The AWS side of the sim world.
+#[derive(Debug, Default)]
+pub struct Aws {
+    pub vpn: Mutex<VpnStore>,
+    moto: Mutex<Option<String>>,
+    pub requests: Mutex<std::collections::BTreeMap<String, u64>>,
+    http: reqwest::Client,
+}
+
+impl Aws {
+    /// Where EC2 calls the layer does not answer itself go.
+    pub fn set_moto(&self, url: &str) {
+        *self.moto.lock().expect("moto lock") = Some(url.to_string());
+    }
+
+    pub fn moto_url(&self) -> Option<String> {
+        self.moto.lock().expect("moto lock").clone()
+    }
+
+    pub fn reset(&self) {
+        *self.vpn.lock().expect("vpn lock") = VpnStore::default();
+        self.requests.lock().expect("requests lock").clear();
+    }
+
+    /// Requests per EC2 action since the last reset.
+    pub fn counts(&self) -> std::collections::BTreeMap<String, u64> {
+        self.requests.lock().expect("requests lock").clone()
+    }
+}
+
+fn xml(status: u16, body: String) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(axum::http::header::CONTENT_TYPE, "text/xml;charset=UTF-8")], body).into_response()
+}
+
+/// Is this request EC2's (a form POST to `/`)?
+pub fn is_ec2(method: &axum::http::Method, path: &str, headers: &HeaderMap) -> bool {
+    method == axum::http::Method::POST
+        && path == "/"
+        && headers
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"))
+}
+
+/// Answers one EC2 request.
+pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let p = Params::parse(body);
+    let action = p.action().to_string();
+    *sim.aws.requests.lock().expect("requests lock").entry(action.clone()).or_default() += 1;
+    if headers.get(axum::http::header::AUTHORIZATION).is_none() {
+        return xml(401, Ec2Error::new(401, "AuthFailure", "AWS was not able to validate the provided access credentials").body(&request_id));
+    }
+    let faults = sim.world.config().faults;
+    if sim.world.chance(faults.aws_throttle_rate) {
+        sim.world.count(|c| c.injected_errors += 1);
+        return xml(503, Ec2Error::new(503, "RequestLimitExceeded", "Request limit exceeded.").body(&request_id));
+    }
+    if sim.world.chance(faults.aws_error_rate) {
+        sim.world.count(|c| c.injected_errors += 1);
+        return xml(500, Ec2Error::new(500, "InternalError", "An internal error has occurred.").body(&request_id));
+    }
+    let now = sim.world.clock.now();
+    let scaled = |lo: f64, hi: f64| sim.world.lro_duration(lo, hi);
+    let t = Timing { scaled: &scaled, now };
+    let own = |r: Result<String, Ec2Error>| match r {
+        Ok(inner) => xml(200, query::response(&action, &request_id, &inner)),
+        Err(e) => xml(e.status, e.body(&request_id)),
+    };
+    match action.as_str() {
+        "CreateVpnGateway" => own(sim.aws.vpn.lock().expect("vpn").create_vgw(&p, &t)),
+        "DescribeVpnGateways" => own(sim.aws.vpn.lock().expect("vpn").describe_vgws(&p, now)),
+        "DeleteVpnGateway" => own(sim.aws.vpn.lock().expect("vpn").delete_vgw(&p, &t)),
+        "AttachVpnGateway" => {
+            let vpc = p.get("VpcId").unwrap_or_default().to_string();
+            let exists = moto_has(sim, headers, &[("Action", "DescribeVpcs"), ("VpcId.1", &vpc)], "<vpcId>").await;
+            own(sim.aws.vpn.lock().expect("vpn").attach(&p, &t, exists))
+        }
+        "DetachVpnGateway" => own(sim.aws.vpn.lock().expect("vpn").detach(&p)),
+        "CreateCustomerGateway" => own(sim.aws.vpn.lock().expect("vpn").create_cgw(&p, &t)),
+        "DescribeCustomerGateways" => own(sim.aws.vpn.lock().expect("vpn").describe_cgws(&p, now)),
+        "DeleteCustomerGateway" => own(sim.aws.vpn.lock().expect("vpn").delete_cgw(&p, &t)),
+        "CreateVpnConnection" => own(sim.aws.vpn.lock().expect("vpn").create_conn(&p, &t)),
+        "DescribeVpnConnections" => {
+            let telemetry = tunnels::telemetry(sim);
+            own(sim.aws.vpn.lock().expect("vpn").describe_conns(&p, now, &telemetry))
+        }
+        "DeleteVpnConnection" => own(sim.aws.vpn.lock().expect("vpn").delete_conn(&p, &t)),
+        "ModifyVpnTunnelOptions" => {
+            let telemetry = tunnels::telemetry(sim);
+            own(sim.aws.vpn.lock().expect("vpn").modify_tunnel(&p, now, &telemetry))
+        }
+        "CreateVpnConnectionRoute" => own(sim.aws.vpn.lock().expect("vpn").route(&p, true, now)),
+        "DeleteVpnConnectionRoute" => own(sim.aws.vpn.lock().expect("vpn").route(&p, false, now)),
+        "EnableVgwRoutePropagation" | "DisableVgwRoutePropagation" => {
+            let rt = p.get("RouteTableId").unwrap_or_default().to_string();
+            let exists =
+                moto_has(sim, headers, &[("Action", "DescribeRouteTables"), ("RouteTableId.1", &rt)], "<routeTableId>").await;
+            let enable = action == "EnableVgwRoutePropagation";
+            own(sim.aws.vpn.lock().expect("vpn").propagate(&p, enable, now, exists))
+        }
+        "CreateTags" | "DeleteTags" => {
+            let ids = p.list("ResourceId");
+            let tags: Vec<(String, String)> = p
+                .members("Tag")
+                .into_iter()
+                .filter_map(|t| Some((t.get("Key")?.to_string(), t.get("Value").unwrap_or_default().to_string())))
+                .collect();
+            let others = sim.aws.vpn.lock().expect("vpn").tag(&ids, &tags, action == "CreateTags");
+            if others.is_empty() {
+                return own(Ok("<return>true</return>".into()));
+            }
+            // The rest are moto's: forward with only those ids.
+            let mut form: Vec<(String, String)> =
+                p.0.iter().filter(|(k, _)| !k.starts_with("ResourceId.")).map(|(k, v)| (k.clone(), v.clone())).collect();
+            form.extend(others.iter().enumerate().map(|(i, id)| (format!("ResourceId.{}", i + 1), id.clone())));
+            let body = serde_urlencoded::to_string(&form).unwrap_or_default();
+            forward(sim, headers, body.into_bytes(), &request_id).await.0
+        }
+        "DescribeRouteTables" => {
+            let (resp, text) = forward(sim, headers, body.to_vec(), &request_id).await;
+            match text {
+                Some(text) => xml(200, with_propagation(&text, &sim.aws.vpn.lock().expect("vpn").propagation)),
+                None => resp,
+            }
+        }
+        _ => forward(sim, headers, body.to_vec(), &request_id).await.0,
+    }
+}
+
+/// Sends the request to moto; the response, and its text when it was a 200.
+async fn forward(sim: &Sim, headers: &HeaderMap, body: Vec<u8>, request_id: &str) -> (Response, Option<String>) {
+    let Some(url) = sim.aws.moto_url() else {
+        let e = Ec2Error::new(503, "Unavailable", "the local AWS cloud has no moto behind it (start it with moto)");
+        return (xml(503, e.body(request_id)), None);
+    };
+    let mut req = sim.aws.http.post(format!("{url}/")).body(body);
+    for (k, v) in headers {
+        if matches!(k.as_str(), "authorization" | "x-amz-date" | "content-type" | "x-amz-security-token" | "x-moto-account-id") {
+            req = req.header(k.as_str(), v.as_bytes());
+        }
+    }
+    match req.send().await {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            let text = r.text().await.unwrap_or_default();
+            let ok = (status == 200).then(|| text.clone());
+            (xml(status, text), ok)
+        }
+        Err(e) => {
+            let e = Ec2Error::new(503, "Unavailable", format!("moto did not answer: {e}"));
+            (xml(503, e.body(request_id)), None)
+        }
+    }
+}
+
+/// Asks moto a yes/no question: does its answer to `form` contain `needle`?
+async fn moto_has(sim: &Sim, headers: &HeaderMap, form: &[(&str, &str)], needle: &str) -> bool {
+    let mut form: Vec<(&str, &str)> = form.to_vec();
+    form.push(("Version", "2016-11-15"));
+    let body = serde_urlencoded::to_string(&form).unwrap_or_default();
+    let (_, text) = forward(sim, headers, body.into_bytes(), "check").await;
+    text.is_some_and(|t| t.contains(needle))
+}
+
+/// Adds `propagatingVgwSet` items to moto's route tables (moto never has any).
+fn with_propagation(text: &str, propagation: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>) -> String {
+    let mut out = text.to_string();
+    for (rt, gws) in propagation.iter().filter(|(_, g)| !g.is_empty()) {
+        let anchor = format!("<routeTableId>{rt}</routeTableId>");
+        let items: String = gws.iter().map(|g| format!("<item><gatewayId>{g}</gatewayId></item>")).collect();
+        let set = format!("<propagatingVgwSet>{items}</propagatingVgwSet>");
+        // Replace an empty set moto may have written for this table, else add one after its id.
+        if let Some(start) = out.find(&anchor) {
+            let after = start + anchor.len();
+            let rest = &out[after..];
+            let end_of_item = rest.find("<routeTableId>").unwrap_or(rest.len());
+            let scope = &rest[..end_of_item];
+            if let Some(empty) = scope.find("<propagatingVgwSet/>").or_else(|| scope.find("<propagatingVgwSet></propagatingVgwSet>")) {
+                let len = if scope[empty..].starts_with("<propagatingVgwSet/>") { 20 } else { 39 };
+                out.replace_range(after + empty..after + empty + len, &set);
+            } else {
+                out.insert_str(after, &set);
+            }
+        }
+    }
+    out
+}
+
+impl IntoResponse for Ec2Error {
+    fn into_response(self) -> Response {
+        let body = self.body("error");
+        let mut r = Response::new(Body::from(body));
+        *r.status_mut() = StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_REQUEST);
+        r
+    }
+}

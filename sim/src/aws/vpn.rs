@@ -1,0 +1,651 @@
+//! The Site-to-Site VPN resources the fidelity layer owns instead of moto: virtual private
+//! gateways, customer gateways, VPN connections with per-tunnel options, static routes and route
+//! propagation. moto 5.2.5 drops tunnel options, answers 500 to propagation, static routes and
+//! tunnel modification, lets an attached gateway or a used customer gateway be deleted, and makes
+//! every state final at once; here each behaves as the EC2 API reference documents.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use super::query::{Ec2Error, Params, Xml};
+
+/// A lifecycle timed by the latency profile: pending until `ready`, deleting until `gone`.
+#[derive(Debug, Clone)]
+pub struct Life {
+    pub ready: Instant,
+    pub gone: Option<Instant>,
+}
+
+impl Life {
+    pub fn new(now: Instant, takes: Duration) -> Life {
+        Life { ready: now + takes, gone: None }
+    }
+
+    /// `pending`, `available`, `deleting` or `deleted`.
+    pub fn state(&self, now: Instant) -> &'static str {
+        match self.gone {
+            Some(g) if now >= g => "deleted",
+            Some(_) => "deleting",
+            None if now >= self.ready => "available",
+            None => "pending",
+        }
+    }
+
+    pub fn live(&self, now: Instant) -> bool {
+        matches!(self.state(now), "pending" | "available")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Vgw {
+    pub id: String,
+    pub asn: i64,
+    pub life: Life,
+    /// VPC id and when the attachment completes (`attaching` before, `attached` after);
+    /// `detached` once removed.
+    pub attachment: Option<(String, Instant, bool)>,
+    pub tags: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Cgw {
+    pub id: String,
+    pub ip: String,
+    pub asn: i64,
+    pub life: Life,
+    pub tags: Vec<(String, String)>,
+}
+
+/// One tunnel's options, as CreateVpnConnection takes them and DescribeVpnConnections shows them.
+#[derive(Debug, Clone, Default)]
+pub struct Tunnel {
+    pub outside_ip: String,
+    pub inside_cidr: String,
+    pub psk: String,
+    pub ike_versions: Vec<String>,
+    pub p1_enc: Vec<String>,
+    pub p1_int: Vec<String>,
+    pub p1_dh: Vec<String>,
+    pub p2_enc: Vec<String>,
+    pub p2_int: Vec<String>,
+    pub p2_dh: Vec<String>,
+    pub p1_lifetime: Option<String>,
+    pub p2_lifetime: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Conn {
+    pub id: String,
+    pub cgw: String,
+    pub vgw: String,
+    pub static_only: bool,
+    pub tunnels: [Tunnel; 2],
+    pub routes: BTreeSet<String>,
+    pub life: Life,
+    pub tags: Vec<(String, String)>,
+}
+
+/// What the layer holds.
+#[derive(Debug, Default)]
+pub struct VpnStore {
+    pub vgws: BTreeMap<String, Vgw>,
+    pub cgws: BTreeMap<String, Cgw>,
+    pub conns: BTreeMap<String, Conn>,
+    /// Route table id -> gateways propagating into it.
+    pub propagation: BTreeMap<String, BTreeSet<String>>,
+    next: u64,
+}
+
+/// Tunnel status decided by the world: (UP/DOWN, message) per (connection id, outside ip).
+pub type Telemetry = BTreeMap<(String, String), (bool, String)>;
+
+impl VpnStore {
+    fn id(&mut self, prefix: &str) -> String {
+        self.next += 1;
+        format!("{prefix}-{:017x}", 0x0a1b2c3d4e5f6000u64 + self.next)
+    }
+
+    /// AWS picks tunnel outside addresses from its public ranges; these come from 203.0.113.0/24
+    /// (TEST-NET-3), two per connection, never reused within a run.
+    fn outside_ip(&mut self) -> String {
+        self.next += 1;
+        format!("203.0.113.{}", 10 + (self.next % 240))
+    }
+}
+
+fn matches_filters(filters: &[(String, Vec<String>)], field: impl Fn(&str) -> Vec<String>) -> bool {
+    filters.iter().all(|(name, values)| {
+        let have = field(name);
+        values.iter().any(|v| have.iter().any(|h| h == v))
+    })
+}
+
+fn tag_field(tags: &[(String, String)], name: &str) -> Option<Vec<String>> {
+    if let Some(k) = name.strip_prefix("tag:") {
+        return Some(tags.iter().filter(|(tk, _)| tk == k).map(|(_, v)| v.clone()).collect());
+    }
+    if name == "tag-key" {
+        return Some(tags.iter().map(|(k, _)| k.clone()).collect());
+    }
+    None
+}
+
+fn not_found(kind: &str, id: &str) -> Ec2Error {
+    Ec2Error::bad(&format!("Invalid{kind}ID.NotFound"), format!("The {kind} ID '{id}' does not exist"))
+}
+
+fn tunnel_options(p: &Params) -> [Tunnel; 2] {
+    let mut out: [Tunnel; 2] = Default::default();
+    for (i, t) in p.members("Options.TunnelOptions").into_iter().take(2).enumerate() {
+        let values = |name: &str| t.members(name).iter().filter_map(|m| m.get("Value").map(String::from)).collect();
+        out[i] = Tunnel {
+            outside_ip: String::new(),
+            inside_cidr: t.get("TunnelInsideCidr").unwrap_or_default().to_string(),
+            psk: t.get("PreSharedKey").unwrap_or_default().to_string(),
+            ike_versions: values("IKEVersion"),
+            p1_enc: values("Phase1EncryptionAlgorithm"),
+            p1_int: values("Phase1IntegrityAlgorithm"),
+            p1_dh: values("Phase1DHGroupNumber"),
+            p2_enc: values("Phase2EncryptionAlgorithm"),
+            p2_int: values("Phase2IntegrityAlgorithm"),
+            p2_dh: values("Phase2DHGroupNumber"),
+            p1_lifetime: t.get("Phase1LifetimeSeconds").map(String::from),
+            p2_lifetime: t.get("Phase2LifetimeSeconds").map(String::from),
+        };
+    }
+    out
+}
+
+/// AWS tunnel inside CIDRs: a /30 in 169.254.0.0/16, none of the reserved ones
+/// (https://docs.aws.amazon.com/vpn/latest/s2svpn/VPNTunnels.html).
+fn check_inside_cidr(cidr: &str) -> Result<(), Ec2Error> {
+    const RESERVED: &[&str] = &[
+        "169.254.0.0/30",
+        "169.254.1.0/30",
+        "169.254.2.0/30",
+        "169.254.3.0/30",
+        "169.254.4.0/30",
+        "169.254.5.0/30",
+        "169.254.169.252/30",
+    ];
+    let net: ipnet::Ipv4Net =
+        cidr.parse().map_err(|_| Ec2Error::bad("InvalidParameterValue", format!("invalid tunnel inside CIDR {cidr}")))?;
+    let link_local: ipnet::Ipv4Net = "169.254.0.0/16".parse().expect("constant");
+    if net.prefix_len() != 30 || !link_local.contains(&net) || RESERVED.contains(&cidr) {
+        return Err(Ec2Error::bad(
+            "InvalidParameterValue",
+            format!("The tunnel inside CIDR {cidr} is not a /30 in 169.254.0.0/16 outside the reserved blocks"),
+        ));
+    }
+    Ok(())
+}
+
+/// AWS pre-shared keys: 8-64 characters of letters, digits, `.` and `_`, not starting with 0.
+fn check_psk(psk: &str) -> Result<(), Ec2Error> {
+    let ok = (8..=64).contains(&psk.len())
+        && !psk.starts_with('0')
+        && psk.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_');
+    if ok { Ok(()) } else { Err(Ec2Error::bad("InvalidParameterValue", "The pre-shared key is not valid")) }
+}
+
+/// Durations of the real service, in seconds (low, high), scaled by the profile.
+pub struct Timing<'a> {
+    pub scaled: &'a (dyn Fn(f64, f64) -> Duration + Sync),
+    pub now: Instant,
+}
+
+impl VpnStore {
+    pub fn create_vgw(&mut self, p: &Params, t: &Timing) -> Result<String, Ec2Error> {
+        let id = self.id("vgw");
+        let asn = p.get("AmazonSideAsn").and_then(|a| a.parse().ok()).unwrap_or(64512);
+        let vgw = Vgw { id: id.clone(), asn, life: Life::new(t.now, (t.scaled)(60.0, 120.0)), attachment: None, tags: p.tag_specs() };
+        let mut x = Xml::default();
+        self.vgws.insert(id.clone(), vgw);
+        self.vgw_xml(&mut x, &id, t.now);
+        Ok(format!("<vpnGateway>{}</vpnGateway>", x.0))
+    }
+
+    fn vgw_xml(&self, x: &mut Xml, id: &str, now: Instant) {
+        let g = &self.vgws[id];
+        x.leaf("vpnGatewayId", &g.id).leaf("state", g.life.state(now)).leaf("type", "ipsec.1").leaf("amazonSideAsn", g.asn);
+        x.open("attachments");
+        if let Some((vpc, at, attached)) = &g.attachment {
+            let state = if !attached { "detached" } else if now >= *at { "attached" } else { "attaching" };
+            x.open("item").leaf("vpcId", vpc).leaf("state", state).close("item");
+        }
+        x.close("attachments");
+        x.tags(&g.tags);
+    }
+
+    pub fn describe_vgws(&self, p: &Params, now: Instant) -> Result<String, Ec2Error> {
+        let ids = p.list("VpnGatewayId");
+        for id in &ids {
+            if !self.vgws.contains_key(id) {
+                return Err(not_found("VpnGateway", id));
+            }
+        }
+        let filters = p.filters();
+        let mut x = Xml::default();
+        x.open("vpnGatewaySet");
+        for g in self.vgws.values() {
+            if !ids.is_empty() && !ids.contains(&g.id) {
+                continue;
+            }
+            let ok = matches_filters(&filters, |name| {
+                tag_field(&g.tags, name).unwrap_or_else(|| match name {
+                    "state" => vec![g.life.state(now).to_string()],
+                    "vpn-gateway-id" => vec![g.id.clone()],
+                    "amazon-side-asn" => vec![g.asn.to_string()],
+                    "attachment.vpc-id" => g.attachment.iter().filter(|a| a.2).map(|a| a.0.clone()).collect(),
+                    "attachment.state" => g.attachment.iter().filter(|a| a.2).map(|_| "attached".to_string()).collect(),
+                    _ => vec![],
+                })
+            });
+            if ok {
+                x.open("item");
+                self.vgw_xml(&mut x, &g.id, now);
+                x.close("item");
+            }
+        }
+        x.close("vpnGatewaySet");
+        Ok(x.0)
+    }
+
+    /// https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DeleteVpnGateway.html: "You must
+    /// first detach the virtual private gateway from the VPC" and delete its VPN connections.
+    pub fn delete_vgw(&mut self, p: &Params, t: &Timing) -> Result<String, Ec2Error> {
+        let id = p.get("VpnGatewayId").unwrap_or_default().to_string();
+        let now = t.now;
+        let Some(g) = self.vgws.get(&id) else { return Err(not_found("VpnGateway", &id)) };
+        if g.life.state(now) == "deleted" {
+            return Err(not_found("VpnGateway", &id));
+        }
+        if g.attachment.as_ref().is_some_and(|a| a.2) {
+            return Err(Ec2Error::bad("IncorrectState", format!("The vpn gateway {id} is attached to a VPC; detach it first.")));
+        }
+        if self.conns.values().any(|c| c.vgw == id && c.life.live(now)) {
+            return Err(Ec2Error::bad("IncorrectState", format!("The vpn gateway {id} has VPN connections; delete them first.")));
+        }
+        let g = self.vgws.get_mut(&id).expect("checked");
+        if g.life.gone.is_none() {
+            g.life.gone = Some(now + (t.scaled)(30.0, 60.0));
+        }
+        Ok("<return>true</return>".into())
+    }
+
+    pub fn attach(&mut self, p: &Params, t: &Timing, vpc_exists: bool) -> Result<String, Ec2Error> {
+        let id = p.get("VpnGatewayId").unwrap_or_default().to_string();
+        let vpc = p.get("VpcId").unwrap_or_default().to_string();
+        if !vpc_exists {
+            return Err(Ec2Error::bad("InvalidVpcID.NotFound", format!("The vpc ID '{vpc}' does not exist")));
+        }
+        let now = t.now;
+        let Some(g) = self.vgws.get(&id) else { return Err(not_found("VpnGateway", &id)) };
+        if g.life.state(now) != "available" {
+            return Err(Ec2Error::bad("IncorrectState", format!("The vpn gateway {id} is {}", g.life.state(now))));
+        }
+        // One virtual private gateway per VPC.
+        if self.vgws.values().any(|o| o.id != id && o.attachment.as_ref().is_some_and(|a| a.2 && a.0 == vpc)) {
+            return Err(Ec2Error::bad(
+                "VpnGatewayAttachmentLimitExceeded",
+                format!("The VPC {vpc} already has a virtual private gateway attached"),
+            ));
+        }
+        let g = self.vgws.get_mut(&id).expect("checked");
+        if let Some((v, _, true)) = &g.attachment {
+            if *v == vpc {
+                return Err(Ec2Error::bad("VpnGatewayAlreadyAttached", format!("{id} is already attached to {vpc}")));
+            }
+            return Err(Ec2Error::bad("IncorrectState", format!("{id} is attached to {v}")));
+        }
+        g.attachment = Some((vpc.clone(), now + (t.scaled)(20.0, 60.0), true));
+        let mut x = Xml::default();
+        x.open("attachment").leaf("vpcId", &vpc).leaf("state", "attaching").close("attachment");
+        Ok(x.0)
+    }
+
+    pub fn detach(&mut self, p: &Params) -> Result<String, Ec2Error> {
+        let id = p.get("VpnGatewayId").unwrap_or_default().to_string();
+        let Some(g) = self.vgws.get_mut(&id) else { return Err(not_found("VpnGateway", &id)) };
+        match &mut g.attachment {
+            Some((_, _, attached)) if *attached => *attached = false,
+            _ => return Err(Ec2Error::bad("InvalidVpnGatewayAttachment.NotFound", format!("{id} is not attached"))),
+        }
+        for set in self.propagation.values_mut() {
+            set.remove(&id);
+        }
+        Ok("<return>true</return>".into())
+    }
+
+    pub fn create_cgw(&mut self, p: &Params, t: &Timing) -> Result<String, Ec2Error> {
+        let ip = p.get("IpAddress").or(p.get("PublicIp")).unwrap_or_default().to_string();
+        if ip.parse::<std::net::Ipv4Addr>().is_err() {
+            return Err(Ec2Error::bad("InvalidParameterValue", format!("invalid customer gateway IP '{ip}'")));
+        }
+        let asn = p.get("BgpAsn").and_then(|a| a.parse().ok()).unwrap_or(65000);
+        let id = self.id("cgw");
+        self.cgws.insert(id.clone(), Cgw { id: id.clone(), ip, asn, life: Life::new(t.now, Duration::ZERO), tags: p.tag_specs() });
+        let mut x = Xml::default();
+        self.cgw_xml(&mut x, &id, t.now);
+        Ok(format!("<customerGateway>{}</customerGateway>", x.0))
+    }
+
+    fn cgw_xml(&self, x: &mut Xml, id: &str, now: Instant) {
+        let c = &self.cgws[id];
+        x.leaf("customerGatewayId", &c.id)
+            .leaf("state", c.life.state(now))
+            .leaf("type", "ipsec.1")
+            .leaf("ipAddress", &c.ip)
+            .leaf("bgpAsn", c.asn)
+            .tags(&c.tags);
+    }
+
+    pub fn describe_cgws(&self, p: &Params, now: Instant) -> Result<String, Ec2Error> {
+        let ids = p.list("CustomerGatewayId");
+        for id in &ids {
+            if !self.cgws.contains_key(id) {
+                return Err(not_found("CustomerGateway", id));
+            }
+        }
+        let filters = p.filters();
+        let mut x = Xml::default();
+        x.open("customerGatewaySet");
+        for c in self.cgws.values() {
+            if !ids.is_empty() && !ids.contains(&c.id) {
+                continue;
+            }
+            let ok = matches_filters(&filters, |name| {
+                tag_field(&c.tags, name).unwrap_or_else(|| match name {
+                    "state" => vec![c.life.state(now).to_string()],
+                    "ip-address" => vec![c.ip.clone()],
+                    "customer-gateway-id" => vec![c.id.clone()],
+                    "bgp-asn" => vec![c.asn.to_string()],
+                    _ => vec![],
+                })
+            });
+            if ok {
+                x.open("item");
+                self.cgw_xml(&mut x, &c.id, now);
+                x.close("item");
+            }
+        }
+        x.close("customerGatewaySet");
+        Ok(x.0)
+    }
+
+    /// https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DeleteCustomerGateway.html:
+    /// "You must delete the VPN connection before you can delete the customer gateway."
+    pub fn delete_cgw(&mut self, p: &Params, t: &Timing) -> Result<String, Ec2Error> {
+        let id = p.get("CustomerGatewayId").unwrap_or_default().to_string();
+        let now = t.now;
+        let Some(c) = self.cgws.get(&id) else { return Err(not_found("CustomerGateway", &id)) };
+        if c.life.state(now) == "deleted" {
+            return Err(not_found("CustomerGateway", &id));
+        }
+        if self.conns.values().any(|v| v.cgw == id && v.life.live(now)) {
+            return Err(Ec2Error::bad("IncorrectState", format!("The customer gateway {id} is in use by a VPN connection.")));
+        }
+        self.cgws.get_mut(&id).expect("checked").life.gone = Some(now + (t.scaled)(5.0, 15.0));
+        Ok("<return>true</return>".into())
+    }
+
+    pub fn create_conn(&mut self, p: &Params, t: &Timing) -> Result<String, Ec2Error> {
+        let now = t.now;
+        let cgw = p.get("CustomerGatewayId").unwrap_or_default().to_string();
+        let vgw = p.get("VpnGatewayId").unwrap_or_default().to_string();
+        match self.cgws.get(&cgw) {
+            Some(c) if c.life.state(now) == "available" => {}
+            Some(c) => return Err(Ec2Error::bad("IncorrectState", format!("The customer gateway {cgw} is {}", c.life.state(now)))),
+            None => return Err(not_found("CustomerGateway", &cgw)),
+        }
+        match self.vgws.get(&vgw) {
+            Some(g) if g.life.state(now) == "available" => {}
+            Some(g) => return Err(Ec2Error::bad("IncorrectState", format!("The vpn gateway {vgw} is {}", g.life.state(now)))),
+            None => return Err(not_found("VpnGateway", &vgw)),
+        }
+        let mut tunnels = tunnel_options(p);
+        let mut seen = BTreeSet::new();
+        for tunnel in tunnels.iter_mut() {
+            if tunnel.inside_cidr.is_empty() {
+                tunnel.inside_cidr = format!("169.254.{}.{}/30", 100 + (self.next % 100), (self.next % 60) * 4);
+            }
+            check_inside_cidr(&tunnel.inside_cidr)?;
+            if !seen.insert(tunnel.inside_cidr.clone()) {
+                return Err(Ec2Error::bad("InvalidParameterValue", "The two tunnels need different inside CIDRs"));
+            }
+            if tunnel.psk.is_empty() {
+                tunnel.psk = format!("aws_generated_{}", self.next + 1000);
+            }
+            check_psk(&tunnel.psk)?;
+            tunnel.outside_ip = self.outside_ip();
+        }
+        // Inside CIDRs must be unique per virtual private gateway.
+        for other in self.conns.values().filter(|c| c.vgw == vgw && c.life.live(now)) {
+            for t2 in &other.tunnels {
+                if seen.contains(&t2.inside_cidr) {
+                    return Err(Ec2Error::bad(
+                        "InvalidParameterValue",
+                        format!("The tunnel inside CIDR {} is already used on {vgw}", t2.inside_cidr),
+                    ));
+                }
+            }
+        }
+        let id = self.id("vpn");
+        let conn = Conn {
+            id: id.clone(),
+            cgw,
+            vgw,
+            static_only: p.get("Options.StaticRoutesOnly") == Some("true"),
+            tunnels,
+            routes: BTreeSet::new(),
+            life: Life::new(now, (t.scaled)(240.0, 420.0)),
+            tags: p.tag_specs(),
+        };
+        self.conns.insert(id.clone(), conn);
+        let mut x = Xml::default();
+        self.conn_xml(&mut x, &id, now, &Telemetry::new());
+        Ok(format!("<vpnConnection>{}</vpnConnection>", x.0))
+    }
+
+    fn conn_xml(&self, x: &mut Xml, id: &str, now: Instant, telemetry: &Telemetry) {
+        let c = &self.conns[id];
+        let state = c.life.state(now);
+        x.leaf("vpnConnectionId", &c.id)
+            .leaf("state", state)
+            .leaf("type", "ipsec.1")
+            .leaf("category", "VPN")
+            .leaf("customerGatewayId", &c.cgw)
+            .leaf("vpnGatewayId", &c.vgw)
+            .leaf("customerGatewayConfiguration", self.config_document(c));
+        x.open("options").leaf("staticRoutesOnly", c.static_only).open("tunnelOptionSet");
+        for t in &c.tunnels {
+            x.open("item")
+                .leaf("outsideIpAddress", &t.outside_ip)
+                .leaf("tunnelInsideCidr", &t.inside_cidr)
+                .leaf("preSharedKey", &t.psk);
+            if let Some(l) = &t.p1_lifetime {
+                x.leaf("phase1LifetimeSeconds", l);
+            }
+            if let Some(l) = &t.p2_lifetime {
+                x.leaf("phase2LifetimeSeconds", l);
+            }
+            x.values("phase1EncryptionAlgorithmSet", &t.p1_enc)
+                .values("phase2EncryptionAlgorithmSet", &t.p2_enc)
+                .values("phase1IntegrityAlgorithmSet", &t.p1_int)
+                .values("phase2IntegrityAlgorithmSet", &t.p2_int)
+                .values("phase1DHGroupNumberSet", &t.p1_dh)
+                .values("phase2DHGroupNumberSet", &t.p2_dh)
+                .values("ikeVersionSet", &t.ike_versions)
+                .close("item");
+        }
+        x.close("tunnelOptionSet").close("options");
+        x.open("routes");
+        for r in &c.routes {
+            x.open("item").leaf("destinationCidrBlock", r).leaf("source", "Static").leaf("state", "available").close("item");
+        }
+        x.close("routes");
+        x.open("vgwTelemetry");
+        for t in &c.tunnels {
+            let (up, why) = if state == "available" {
+                telemetry.get(&(c.id.clone(), t.outside_ip.clone())).cloned().unwrap_or((false, "no peer configured".into()))
+            } else {
+                (false, format!("the VPN connection is {state}"))
+            };
+            x.open("item")
+                .leaf("outsideIpAddress", &t.outside_ip)
+                .leaf("status", if up { "UP" } else { "DOWN" })
+                .leaf("statusMessage", why)
+                .leaf("acceptedRouteCount", if up { 1 } else { 0 })
+                .close("item");
+        }
+        x.close("vgwTelemetry");
+        x.tags(&c.tags);
+    }
+
+    /// The configuration document a customer downloads: generated from this connection (moto
+    /// returns one fixed template for every connection).
+    fn config_document(&self, c: &Conn) -> String {
+        let mut doc = format!("<vpn_connection id=\"{}\">", c.id);
+        for t in &c.tunnels {
+            doc.push_str(&format!(
+                "<ipsec_tunnel><vpn_gateway><tunnel_outside_address><ip_address>{}</ip_address></tunnel_outside_address><tunnel_inside_address><network_cidr>{}</network_cidr></tunnel_inside_address></vpn_gateway><ike><pre_shared_key>{}</pre_shared_key></ike></ipsec_tunnel>",
+                t.outside_ip, t.inside_cidr, t.psk
+            ));
+        }
+        doc.push_str("</vpn_connection>");
+        doc
+    }
+
+    pub fn describe_conns(&self, p: &Params, now: Instant, telemetry: &Telemetry) -> Result<String, Ec2Error> {
+        let ids = p.list("VpnConnectionId");
+        for id in &ids {
+            if !self.conns.contains_key(id) {
+                return Err(not_found("VpnConnection", id));
+            }
+        }
+        let filters = p.filters();
+        let mut x = Xml::default();
+        x.open("vpnConnectionSet");
+        for c in self.conns.values() {
+            if !ids.is_empty() && !ids.contains(&c.id) {
+                continue;
+            }
+            let ok = matches_filters(&filters, |name| {
+                tag_field(&c.tags, name).unwrap_or_else(|| match name {
+                    "state" => vec![c.life.state(now).to_string()],
+                    "vpn-connection-id" => vec![c.id.clone()],
+                    "vpn-gateway-id" => vec![c.vgw.clone()],
+                    "customer-gateway-id" => vec![c.cgw.clone()],
+                    _ => vec![],
+                })
+            });
+            if ok {
+                x.open("item");
+                self.conn_xml(&mut x, &c.id, now, telemetry);
+                x.close("item");
+            }
+        }
+        x.close("vpnConnectionSet");
+        Ok(x.0)
+    }
+
+    pub fn delete_conn(&mut self, p: &Params, t: &Timing) -> Result<String, Ec2Error> {
+        let id = p.get("VpnConnectionId").unwrap_or_default().to_string();
+        let Some(c) = self.conns.get_mut(&id) else { return Err(not_found("VpnConnection", &id)) };
+        if c.life.state(t.now) == "deleted" {
+            return Err(not_found("VpnConnection", &id));
+        }
+        if c.life.gone.is_none() {
+            c.life.gone = Some(t.now + (t.scaled)(60.0, 180.0));
+        }
+        Ok("<return>true</return>".into())
+    }
+
+    /// PSK rotation and option changes on one tunnel, found by its outside address.
+    pub fn modify_tunnel(&mut self, p: &Params, now: Instant, telemetry: &Telemetry) -> Result<String, Ec2Error> {
+        let id = p.get("VpnConnectionId").unwrap_or_default().to_string();
+        let ip = p.get("VpnTunnelOutsideIpAddress").unwrap_or_default().to_string();
+        let Some(c) = self.conns.get_mut(&id) else { return Err(not_found("VpnConnection", &id)) };
+        if c.life.state(now) != "available" {
+            return Err(Ec2Error::bad("IncorrectState", format!("The VPN connection {id} is {}", c.life.state(now))));
+        }
+        let Some(t) = c.tunnels.iter_mut().find(|t| t.outside_ip == ip) else {
+            return Err(Ec2Error::bad("InvalidParameterValue", format!("{id} has no tunnel with outside address {ip}")));
+        };
+        if let Some(psk) = p.get("TunnelOptions.PreSharedKey") {
+            check_psk(psk)?;
+            t.psk = psk.to_string();
+        }
+        if let Some(cidr) = p.get("TunnelOptions.TunnelInsideCidr") {
+            check_inside_cidr(cidr)?;
+            t.inside_cidr = cidr.to_string();
+        }
+        let mut x = Xml::default();
+        x.open("vpnConnection");
+        self.conn_xml(&mut x, &id, now, telemetry);
+        x.close("vpnConnection");
+        Ok(x.0)
+    }
+
+    pub fn route(&mut self, p: &Params, add: bool, now: Instant) -> Result<String, Ec2Error> {
+        let id = p.get("VpnConnectionId").unwrap_or_default().to_string();
+        let cidr = p.get("DestinationCidrBlock").unwrap_or_default().to_string();
+        let Some(c) = self.conns.get_mut(&id) else { return Err(not_found("VpnConnection", &id)) };
+        if !c.life.live(now) {
+            return Err(Ec2Error::bad("IncorrectState", format!("The VPN connection {id} is {}", c.life.state(now))));
+        }
+        if !c.static_only {
+            return Err(Ec2Error::bad("InvalidParameterValue", format!("{id} uses BGP; static routes need StaticRoutesOnly")));
+        }
+        if add {
+            c.routes.insert(cidr);
+        } else if !c.routes.remove(&cidr) {
+            return Err(Ec2Error::bad("InvalidRoute.NotFound", format!("no route to {cidr} on {id}")));
+        }
+        Ok("<return>true</return>".into())
+    }
+
+    /// https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_EnableVgwRoutePropagation.html
+    pub fn propagate(&mut self, p: &Params, enable: bool, now: Instant, table_exists: bool) -> Result<String, Ec2Error> {
+        let rt = p.get("RouteTableId").unwrap_or_default().to_string();
+        let gw = p.get("GatewayId").unwrap_or_default().to_string();
+        if !table_exists {
+            return Err(Ec2Error::bad("InvalidRouteTableID.NotFound", format!("The routeTable ID '{rt}' does not exist")));
+        }
+        let Some(g) = self.vgws.get(&gw) else { return Err(not_found("VpnGateway", &gw)) };
+        if enable && !(g.attachment.as_ref().is_some_and(|a| a.2 && now >= a.1)) {
+            return Err(Ec2Error::bad("Gateway.NotAttached", format!("The gateway {gw} is not attached to the route table's VPC")));
+        }
+        let set = self.propagation.entry(rt).or_default();
+        if enable {
+            set.insert(gw);
+        } else {
+            set.remove(&gw);
+        }
+        Ok("<return>true</return>".into())
+    }
+
+    /// Tags on the layer's own resources; returns the ids it does not own.
+    pub fn tag(&mut self, ids: &[String], tags: &[(String, String)], add: bool) -> Vec<String> {
+        let mut others = Vec::new();
+        for id in ids {
+            let set = if let Some(g) = self.vgws.get_mut(id) {
+                &mut g.tags
+            } else if let Some(c) = self.cgws.get_mut(id) {
+                &mut c.tags
+            } else if let Some(c) = self.conns.get_mut(id) {
+                &mut c.tags
+            } else {
+                others.push(id.clone());
+                continue;
+            };
+            for (k, v) in tags {
+                set.retain(|(sk, _)| sk != k);
+                if add {
+                    set.push((k.clone(), v.clone()));
+                }
+            }
+        }
+        others
+    }
+}

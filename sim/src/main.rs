@@ -74,7 +74,11 @@ fn main() {
             };
             match rt.block_on(xcsp_sim::aws::fixture::cluster(&m.url, infra, region)) {
                 Ok(c) => {
-                    let _ = writeln!(out, "xcsp-sim fixture {infra} {region}: {}", serde_json::to_string(&c).unwrap_or_default());
+                    let _ = writeln!(
+                        out,
+                        "xcsp-sim fixture {infra} {region}: {}",
+                        serde_json::to_string(&c).unwrap_or_default()
+                    );
                 }
                 Err(e) => {
                     eprintln!("xcsp-sim: fixture {f}: {e}");
@@ -88,7 +92,8 @@ fn main() {
     // Serve until SIGINT or SIGTERM; then stop moto with us (a child left behind would keep its port).
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     rt.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}

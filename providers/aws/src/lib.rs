@@ -1,1 +1,1009 @@
 //! The AWS provider: the VPN side of the link in the cluster's VPC, through aws-sdk-ec2.
+//!
+//! - Credentials and endpoints the AWS way (aws-config's default chain: environment, profile,
+//!   SSO, web identity; `AWS_ENDPOINT_URL` or [`AwsConfig::endpoint_url`] for the local clouds;
+//!   FIPS endpoints on request). The SDK's standard retry mode (exponential backoff with jitter,
+//!   8 attempts) absorbs `RequestLimitExceeded` and 5xx; the provider adds its own waits for
+//!   states (pending -> available, deleting -> deleted) and for eventual consistency.
+//! - Every taggable resource is created with the stack and address tags; a create first looks
+//!   for a live resource with the same address tag, so an apply that died before recording one
+//!   never makes a twin. Attachments and route propagation are read from their (tagged) gateway;
+//!   security-group rules carry the address in their description.
+//! - Refresh is one paginated Describe per type, filtered by the stack tag.
+
+use std::time::{Duration, Instant};
+
+use aws_sdk_ec2::Client;
+use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::types::{
+    Filter, GatewayType, IpPermission, IpRange, ResourceType as AwsType, Tag, TagSpecification,
+    VpnConnectionOptionsSpecification, VpnTunnelOptionsSpecification,
+};
+use xcsp_core::provider::{Attributes, BoxFuture, Observed, Progress, Provider, ProviderError, Request};
+use xcsp_core::{ADDRESS_TAG, Address, ProviderKind, ResourceType as T, STACK_TAG, Value};
+
+/// Where and how to reach AWS.
+#[derive(Debug, Clone)]
+pub struct AwsConfig {
+    pub region: String,
+    /// For the local clouds; `AWS_ENDPOINT_URL` works too.
+    pub endpoint_url: Option<String>,
+    pub profile: Option<String>,
+    pub use_fips: bool,
+    /// Explicit access key and secret (the local clouds); otherwise the default chain.
+    pub static_credentials: Option<(String, String)>,
+    /// How long any wait for a state may take.
+    pub timeout: Duration,
+    /// The first pause between polls of a state.
+    pub poll_interval: Duration,
+}
+
+impl AwsConfig {
+    pub fn new(region: &str) -> AwsConfig {
+        AwsConfig {
+            region: region.to_string(),
+            endpoint_url: None,
+            profile: None,
+            use_fips: false,
+            static_credentials: None,
+            timeout: Duration::from_secs(30 * 60),
+            poll_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+pub struct AwsProvider {
+    ec2: Client,
+    config: AwsConfig,
+}
+
+fn failed(address: &Address, code: &str, message: impl Into<String>) -> ProviderError {
+    ProviderError::Failed { address: address.to_string(), code: code.into(), message: message.into() }
+}
+
+/// An SDK error as the engine needs it.
+fn sdk_error<E: ProvideErrorMetadata + std::fmt::Display>(address: &Address, e: E) -> ProviderError {
+    let code = e.code().unwrap_or("Unknown").to_string();
+    let message = e.message().map(String::from).unwrap_or_else(|| e.to_string());
+    match code.as_str() {
+        c if c.ends_with(".NotFound") => ProviderError::NotFound { address: address.to_string() },
+        "IncorrectState" | "DependencyViolation" | "InvalidGatewayID.InUse" => {
+            ProviderError::InUse { address: address.to_string(), detail: format!("{code}: {message}") }
+        }
+        "RequestLimitExceeded" | "Throttling" => {
+            ProviderError::Throttled { address: address.to_string(), detail: message, retry_after: None }
+        }
+        _ => ProviderError::Failed { address: address.to_string(), code, message },
+    }
+}
+
+fn tags_of(stack: &str, address: &Address) -> Vec<Tag> {
+    vec![
+        Tag::builder().key(STACK_TAG).value(stack).build(),
+        Tag::builder().key(ADDRESS_TAG).value(address.to_string()).build(),
+    ]
+}
+
+fn tag_spec(kind: AwsType, stack: &str, address: &Address) -> TagSpecification {
+    TagSpecification::builder().resource_type(kind).set_tags(Some(tags_of(stack, address))).build()
+}
+
+fn filter(name: &str, values: &[&str]) -> Filter {
+    Filter::builder().name(name).set_values(Some(values.iter().map(|v| v.to_string()).collect())).build()
+}
+
+/// The address a resource's tags name, if it is this stack's.
+fn owner(stack: &str, tags: &[Tag]) -> Option<Address> {
+    let get = |k: &str| tags.iter().find(|t| t.key() == Some(k)).and_then(|t| t.value());
+    (get(STACK_TAG) == Some(stack)).then(|| get(ADDRESS_TAG)?.parse().ok()).flatten()
+}
+
+fn str_attr(attrs: &Attributes, key: &str) -> Option<String> {
+    attrs.get(key).map(Value::unmarked).and_then(|v| v.as_str().map(String::from))
+}
+
+fn strings(attrs: &Attributes, key: &str) -> Vec<String> {
+    match attrs.get(key).map(Value::unmarked) {
+        Some(Value::List(l)) => l
+            .iter()
+            .filter_map(|v| match v {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn tunnel_outputs(
+    out: &mut Attributes,
+    options: Option<&aws_sdk_ec2::types::VpnConnectionOptions>,
+    telemetry: &[aws_sdk_ec2::types::VgwTelemetry],
+    wanted_first: Option<&str>,
+) {
+    let mut tunnels: Vec<&aws_sdk_ec2::types::TunnelOption> =
+        options.map(|o| o.tunnel_options().iter().collect()).unwrap_or_default();
+    // Tunnel 1 is the one with the spec's tunnel1 inside CIDR.
+    if let Some(first) = wanted_first {
+        tunnels.sort_by_key(|t| t.tunnel_inside_cidr() != Some(first));
+    }
+    if let Some(o) = options {
+        out.insert("static_routes_only".into(), Value::Bool(o.static_routes_only().unwrap_or(false)));
+    }
+    if let Some(t) = tunnels.first() {
+        let list = |v: Vec<String>| Value::List(v.into_iter().map(Value::string).collect());
+        out.insert(
+            "ike_versions".into(),
+            list(t.ike_versions().iter().filter_map(|v| v.value().map(String::from)).collect()),
+        );
+        out.insert(
+            "phase1_encryption".into(),
+            list(t.phase1_encryption_algorithms().iter().filter_map(|v| v.value().map(String::from)).collect()),
+        );
+        out.insert(
+            "phase1_integrity".into(),
+            list(t.phase1_integrity_algorithms().iter().filter_map(|v| v.value().map(String::from)).collect()),
+        );
+        out.insert(
+            "phase1_dh_group".into(),
+            Value::List(
+                t.phase1_dh_group_numbers().iter().filter_map(|v| v.value().map(|n| Value::int(n as i64))).collect(),
+            ),
+        );
+        out.insert(
+            "phase2_encryption".into(),
+            list(t.phase2_encryption_algorithms().iter().filter_map(|v| v.value().map(String::from)).collect()),
+        );
+        out.insert(
+            "phase2_integrity".into(),
+            list(t.phase2_integrity_algorithms().iter().filter_map(|v| v.value().map(String::from)).collect()),
+        );
+        out.insert(
+            "phase2_dh_group".into(),
+            Value::List(
+                t.phase2_dh_group_numbers().iter().filter_map(|v| v.value().map(|n| Value::int(n as i64))).collect(),
+            ),
+        );
+        if let Some(l) = t.phase1_lifetime_seconds() {
+            out.insert("phase1_lifetime_seconds".into(), Value::int(l as i64));
+        }
+        if let Some(l) = t.phase2_lifetime_seconds() {
+            out.insert("phase2_lifetime_seconds".into(), Value::int(l as i64));
+        }
+    }
+    for (i, t) in tunnels.iter().enumerate().take(2) {
+        let n = i + 1;
+        let ip = t.outside_ip_address().unwrap_or_default().to_string();
+        out.insert(format!("tunnel{n}_address"), Value::string(&ip));
+        if let Some(c) = t.tunnel_inside_cidr() {
+            out.insert(format!("tunnel{n}_inside_cidr"), Value::string(c));
+        }
+        if let Some(k) = t.pre_shared_key() {
+            out.insert(format!("tunnel{n}_psk"), Value::sensitive(Value::string(k)));
+        }
+        if let Some(tel) = telemetry.iter().find(|x| x.outside_ip_address() == Some(ip.as_str())) {
+            out.insert(format!("tunnel{n}_status"), Value::string(tel.status().map(|s| s.as_str()).unwrap_or("DOWN")));
+            out.insert(format!("tunnel{n}_status_message"), Value::string(tel.status_message().unwrap_or_default()));
+        }
+    }
+}
+
+impl AwsProvider {
+    pub async fn new(config: AwsConfig) -> AwsProvider {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(config.region.clone()))
+            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(8));
+        if let Some(url) = &config.endpoint_url {
+            loader = loader.endpoint_url(url);
+        }
+        if let Some(p) = &config.profile {
+            loader = loader.profile_name(p);
+        }
+        if config.use_fips {
+            loader = loader.use_fips(true);
+        }
+        if let Some((key, secret)) = &config.static_credentials {
+            loader = loader.credentials_provider(aws_sdk_ec2::config::Credentials::new(
+                key,
+                secret,
+                None,
+                None,
+                "xcsp-static",
+            ));
+        }
+        let shared = loader.load().await;
+        AwsProvider { ec2: Client::new(&shared), config }
+    }
+
+    /// Polls `check` until it says done, with backoff, reporting `what`.
+    async fn wait<F, Fut>(
+        &self,
+        address: &Address,
+        what: &str,
+        progress: &dyn Progress,
+        check: F,
+    ) -> Result<(), ProviderError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<bool, ProviderError>>,
+    {
+        let deadline = Instant::now() + self.config.timeout;
+        let mut pause = self.config.poll_interval.min(Duration::from_millis(200));
+        progress.waiting(address, what);
+        loop {
+            match check().await {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                // Eventual consistency: a resource just made may not be visible yet.
+                Err(ProviderError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            if Instant::now() + pause > deadline {
+                return Err(ProviderError::Timeout {
+                    address: address.to_string(),
+                    operation: "wait",
+                    timeout: self.config.timeout,
+                });
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(self.config.poll_interval.max(Duration::from_millis(200)));
+        }
+    }
+
+    /// Runs `call` again while AWS says the state is not right yet (a gateway still pending,
+    /// an attachment still attaching), up to the timeout.
+    async fn patient<R, F, Fut>(&self, address: &Address, progress: &dyn Progress, call: F) -> Result<R, ProviderError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<R, ProviderError>>,
+    {
+        let deadline = Instant::now() + self.config.timeout;
+        let mut pause = Duration::from_millis(200);
+        loop {
+            match call().await {
+                Err(ProviderError::InUse { detail, .. } | ProviderError::Failed { message: detail, .. })
+                    if (detail.contains("IncorrectState")
+                        || detail.contains("NotAttached")
+                        || detail.contains("is pending")
+                        || detail.contains("attaching"))
+                        && Instant::now() + pause < deadline =>
+                {
+                    progress.waiting(address, &format!("AWS: {detail}; trying again"));
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(self.config.poll_interval.max(Duration::from_millis(200)));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn vgw(&self, address: &Address, id: &str) -> Result<Option<aws_sdk_ec2::types::VpnGateway>, ProviderError> {
+        let r = self
+            .ec2
+            .describe_vpn_gateways()
+            .vpn_gateway_ids(id)
+            .send()
+            .await
+            .map_err(|e| sdk_error(address, e.into_service_error()))?;
+        Ok(r.vpn_gateways().first().cloned())
+    }
+
+    /// A live resource of this stack with this address tag, found by `describe`.
+    async fn existing_id(&self, stack: &str, address: &Address) -> Result<Option<String>, ProviderError> {
+        let filters = vec![
+            filter(&format!("tag:{STACK_TAG}"), &[stack]),
+            filter(&format!("tag:{ADDRESS_TAG}"), &[&address.to_string()]),
+        ];
+        Ok(match address.rtype {
+            T::AwsVpnGateway => self
+                .ec2
+                .describe_vpn_gateways()
+                .set_filters(Some(filters))
+                .send()
+                .await
+                .map_err(|x| sdk_error(address, x.into_service_error()))?
+                .vpn_gateways()
+                .iter()
+                .find(|g| matches!(g.state().map(|s| s.as_str()), Some("pending" | "available")))
+                .and_then(|g| g.vpn_gateway_id().map(String::from)),
+            T::AwsCustomerGateway => self
+                .ec2
+                .describe_customer_gateways()
+                .set_filters(Some(filters))
+                .send()
+                .await
+                .map_err(|x| sdk_error(address, x.into_service_error()))?
+                .customer_gateways()
+                .iter()
+                .find(|g| matches!(g.state(), Some("pending" | "available")))
+                .and_then(|g| g.customer_gateway_id().map(String::from)),
+            T::AwsVpnConnection => self
+                .ec2
+                .describe_vpn_connections()
+                .set_filters(Some(filters))
+                .send()
+                .await
+                .map_err(|x| sdk_error(address, x.into_service_error()))?
+                .vpn_connections()
+                .iter()
+                .find(|c| matches!(c.state().map(|s| s.as_str()), Some("pending" | "available")))
+                .and_then(|c| c.vpn_connection_id().map(String::from)),
+            _ => None,
+        })
+    }
+
+    /// The cluster's VPC: the one tagged with the cluster tag.
+    async fn cluster_vpc(&self, address: &Address, cluster_tag: &str) -> Result<String, ProviderError> {
+        let r = self
+            .ec2
+            .describe_vpcs()
+            .filters(filter("tag-key", &[cluster_tag]))
+            .send()
+            .await
+            .map_err(|e| sdk_error(address, e.into_service_error()))?;
+        match r.vpcs() {
+            [one] => Ok(one.vpc_id().unwrap_or_default().to_string()),
+            [] => Err(failed(
+                address,
+                "ClusterVpcNotFound",
+                format!("no VPC carries the tag {cluster_tag}: is the cluster in this account and region?"),
+            )),
+            many => Err(failed(
+                address,
+                "ClusterVpcAmbiguous",
+                format!("{} VPCs carry the tag {cluster_tag}; name one with `vpc_id`", many.len()),
+            )),
+        }
+    }
+
+    async fn create_or_update(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
+        let a = req.address;
+        let attrs = req.attributes;
+        let observed = |id: String, attributes: Attributes| Observed { address: a.clone(), id, attributes };
+        match a.rtype {
+            T::AwsVpnGateway => {
+                let id = match req.id.map(String::from).or(self.existing_id(req.stack, a).await?) {
+                    Some(id) => id,
+                    None => {
+                        let asn = attrs.get("amazon_side_asn").and_then(Value::as_i64).unwrap_or(64512);
+                        let r = self
+                            .ec2
+                            .create_vpn_gateway()
+                            .r#type(GatewayType::Ipsec1)
+                            .amazon_side_asn(asn)
+                            .tag_specifications(tag_spec(AwsType::VpnGateway, req.stack, a))
+                            .send()
+                            .await
+                            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                        r.vpn_gateway().and_then(|g| g.vpn_gateway_id()).unwrap_or_default().to_string()
+                    }
+                };
+                self.wait(a, "waiting for the virtual private gateway to become available", progress, || async {
+                    Ok(self
+                        .vgw(a, &id)
+                        .await?
+                        .and_then(|g| g.state().map(|s| s.as_str() == "available"))
+                        .unwrap_or(false))
+                })
+                .await?;
+                let mut out = Attributes::new();
+                if let Some(g) = self.vgw(a, &id).await? {
+                    out.insert("amazon_side_asn".into(), Value::int(g.amazon_side_asn().unwrap_or_default()));
+                    out.insert("type".into(), Value::string("ipsec.1"));
+                }
+                out.insert("id".into(), Value::string(&id));
+                Ok(observed(id, out))
+            }
+            T::AwsVpnGatewayAttachment => {
+                let vgw =
+                    str_attr(attrs, "vpn_gateway_id").ok_or_else(|| failed(a, "MissingAttribute", "vpn_gateway_id"))?;
+                let vpc = match str_attr(attrs, "vpc_id") {
+                    Some(v) => v,
+                    None => self.cluster_vpc(a, &str_attr(attrs, "cluster_tag").unwrap_or_default()).await?,
+                };
+                let current = self.vgw(a, &vgw).await?;
+                let attached = current.as_ref().is_some_and(|g| {
+                    g.vpc_attachments().iter().any(|x| {
+                        x.vpc_id() == Some(vpc.as_str())
+                            && matches!(x.state().map(|s| s.as_str()), Some("attached" | "attaching"))
+                    })
+                });
+                if !attached {
+                    self.patient(a, progress, || async {
+                        self.ec2
+                            .attach_vpn_gateway()
+                            .vpn_gateway_id(&vgw)
+                            .vpc_id(&vpc)
+                            .send()
+                            .await
+                            .map_err(|x| sdk_error(a, x.into_service_error()))
+                    })
+                    .await?;
+                }
+                self.wait(a, "waiting for the gateway to attach to the cluster's VPC", progress, || async {
+                    Ok(self.vgw(a, &vgw).await?.is_some_and(|g| {
+                        g.vpc_attachments().iter().any(|x| {
+                            x.vpc_id() == Some(vpc.as_str()) && x.state().map(|s| s.as_str()) == Some("attached")
+                        })
+                    }))
+                })
+                .await?;
+                let mut out = Attributes::new();
+                out.insert("vpn_gateway_id".into(), Value::string(&vgw));
+                out.insert("vpc_id".into(), Value::string(&vpc));
+                Ok(observed(format!("{vgw}/{vpc}"), out))
+            }
+            T::AwsRoutePropagation => {
+                let vgw =
+                    str_attr(attrs, "vpn_gateway_id").ok_or_else(|| failed(a, "MissingAttribute", "vpn_gateway_id"))?;
+                let tables = match strings(attrs, "route_table_ids") {
+                    t if !t.is_empty() => t,
+                    _ => {
+                        let g = self.vgw(a, &vgw).await?;
+                        let vpc = g.and_then(|g| g.vpc_attachments().iter().find_map(|x| x.vpc_id().map(String::from)));
+                        let vpc =
+                            vpc.ok_or_else(|| failed(a, "NotAttached", format!("{vgw} is not attached to a VPC")))?;
+                        let r = self
+                            .ec2
+                            .describe_route_tables()
+                            .filters(filter("vpc-id", &[&vpc]))
+                            .send()
+                            .await
+                            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                        r.route_tables().iter().filter_map(|t| t.route_table_id().map(String::from)).collect()
+                    }
+                };
+                for rt in &tables {
+                    self.patient(a, progress, || async {
+                        self.ec2
+                            .enable_vgw_route_propagation()
+                            .gateway_id(&vgw)
+                            .route_table_id(rt)
+                            .send()
+                            .await
+                            .map_err(|x| sdk_error(a, x.into_service_error()))
+                    })
+                    .await?;
+                }
+                let mut out = Attributes::new();
+                out.insert("vpn_gateway_id".into(), Value::string(&vgw));
+                out.insert("route_table_ids".into(), Value::strings(tables.iter()));
+                Ok(observed(vgw, out))
+            }
+            T::AwsCustomerGateway => {
+                let id = match req.id.map(String::from).or(self.existing_id(req.stack, a).await?) {
+                    Some(id) => id,
+                    None => {
+                        let ip =
+                            str_attr(attrs, "ip_address").ok_or_else(|| failed(a, "MissingAttribute", "ip_address"))?;
+                        let asn = attrs.get("bgp_asn").and_then(Value::as_i64).unwrap_or(65000);
+                        let r = self
+                            .ec2
+                            .create_customer_gateway()
+                            .r#type(GatewayType::Ipsec1)
+                            .ip_address(ip)
+                            .bgp_asn(asn as i32)
+                            .tag_specifications(tag_spec(AwsType::CustomerGateway, req.stack, a))
+                            .send()
+                            .await
+                            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                        r.customer_gateway().and_then(|g| g.customer_gateway_id()).unwrap_or_default().to_string()
+                    }
+                };
+                let r = self
+                    .ec2
+                    .describe_customer_gateways()
+                    .customer_gateway_ids(&id)
+                    .send()
+                    .await
+                    .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                let mut out = Attributes::new();
+                if let Some(g) = r.customer_gateways().first() {
+                    out.insert("ip_address".into(), Value::string(g.ip_address().unwrap_or_default()));
+                    out.insert(
+                        "bgp_asn".into(),
+                        Value::int(g.bgp_asn().and_then(|s| s.parse().ok()).unwrap_or_default()),
+                    );
+                    out.insert("type".into(), Value::string(g.r#type().unwrap_or("ipsec.1")));
+                }
+                out.insert("id".into(), Value::string(&id));
+                Ok(observed(id, out))
+            }
+            T::AwsVpnConnection => self.vpn_connection(req, progress).await,
+            T::AwsVpnConnectionRoute => {
+                let conn = str_attr(attrs, "vpn_connection_id")
+                    .ok_or_else(|| failed(a, "MissingAttribute", "vpn_connection_id"))?;
+                let cidr = str_attr(attrs, "destination_cidr")
+                    .ok_or_else(|| failed(a, "MissingAttribute", "destination_cidr"))?;
+                self.ec2
+                    .create_vpn_connection_route()
+                    .vpn_connection_id(&conn)
+                    .destination_cidr_block(&cidr)
+                    .send()
+                    .await
+                    .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                Ok(observed(format!("{conn}/{cidr}"), Attributes::new()))
+            }
+            T::AwsSecurityGroupIngress => self.ingress(req).await,
+            _ => Err(failed(a, "NotAws", format!("{} is not an AWS resource type", a.rtype.as_str()))),
+        }
+    }
+
+    async fn read_connection(
+        &self,
+        a: &Address,
+        id: &str,
+        wanted_first: Option<&str>,
+    ) -> Result<(Option<String>, Attributes), ProviderError> {
+        let r = self
+            .ec2
+            .describe_vpn_connections()
+            .vpn_connection_ids(id)
+            .send()
+            .await
+            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+        let Some(c) = r.vpn_connections().first() else {
+            return Err(ProviderError::NotFound { address: a.to_string() });
+        };
+        let mut out = Attributes::new();
+        out.insert("customer_gateway".into(), Value::string(c.customer_gateway_id().unwrap_or_default()));
+        out.insert("vpn_gateway_id".into(), Value::string(c.vpn_gateway_id().unwrap_or_default()));
+        tunnel_outputs(&mut out, c.options(), c.vgw_telemetry(), wanted_first);
+        out.insert("id".into(), Value::string(id));
+        Ok((c.state().map(|s| s.as_str().to_string()), out))
+    }
+
+    async fn vpn_connection(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
+        let a = req.address;
+        let attrs = req.attributes;
+        let first_cidr = str_attr(attrs, "tunnel1_inside_cidr");
+        let id = match req.id.map(String::from).or(self.existing_id(req.stack, a).await?) {
+            Some(id) => id,
+            None => {
+                let cgw = str_attr(attrs, "customer_gateway")
+                    .ok_or_else(|| failed(a, "MissingAttribute", "customer_gateway"))?;
+                let vgw =
+                    str_attr(attrs, "vpn_gateway_id").ok_or_else(|| failed(a, "MissingAttribute", "vpn_gateway_id"))?;
+                let tunnel = |n: u8| {
+                    let mut t = VpnTunnelOptionsSpecification::builder();
+                    if let Some(c) = str_attr(attrs, &format!("tunnel{n}_inside_cidr")) {
+                        t = t.tunnel_inside_cidr(c);
+                    }
+                    if let Some(k) = str_attr(attrs, &format!("tunnel{n}_psk")) {
+                        t = t.pre_shared_key(k);
+                    }
+                    for v in strings(attrs, "ike_versions") {
+                        t = t.ike_versions(aws_sdk_ec2::types::IkeVersionsRequestListValue::builder().value(v).build());
+                    }
+                    for v in strings(attrs, "phase1_encryption") {
+                        t = t.phase1_encryption_algorithms(
+                            aws_sdk_ec2::types::Phase1EncryptionAlgorithmsRequestListValue::builder().value(v).build(),
+                        );
+                    }
+                    for v in strings(attrs, "phase1_integrity") {
+                        t = t.phase1_integrity_algorithms(
+                            aws_sdk_ec2::types::Phase1IntegrityAlgorithmsRequestListValue::builder().value(v).build(),
+                        );
+                    }
+                    for v in strings(attrs, "phase1_dh_group").iter().filter_map(|v| v.parse().ok()) {
+                        t = t.phase1_dh_group_numbers(
+                            aws_sdk_ec2::types::Phase1DhGroupNumbersRequestListValue::builder().value(v).build(),
+                        );
+                    }
+                    for v in strings(attrs, "phase2_encryption") {
+                        t = t.phase2_encryption_algorithms(
+                            aws_sdk_ec2::types::Phase2EncryptionAlgorithmsRequestListValue::builder().value(v).build(),
+                        );
+                    }
+                    for v in strings(attrs, "phase2_integrity") {
+                        t = t.phase2_integrity_algorithms(
+                            aws_sdk_ec2::types::Phase2IntegrityAlgorithmsRequestListValue::builder().value(v).build(),
+                        );
+                    }
+                    for v in strings(attrs, "phase2_dh_group").iter().filter_map(|v| v.parse().ok()) {
+                        t = t.phase2_dh_group_numbers(
+                            aws_sdk_ec2::types::Phase2DhGroupNumbersRequestListValue::builder().value(v).build(),
+                        );
+                    }
+                    if let Some(l) = attrs.get("phase1_lifetime_seconds").and_then(Value::as_i64) {
+                        t = t.phase1_lifetime_seconds(l as i32);
+                    }
+                    if let Some(l) = attrs.get("phase2_lifetime_seconds").and_then(Value::as_i64) {
+                        t = t.phase2_lifetime_seconds(l as i32);
+                    }
+                    t.build()
+                };
+                let options = VpnConnectionOptionsSpecification::builder()
+                    .static_routes_only(matches!(attrs.get("static_routes_only"), Some(Value::Bool(true))))
+                    .tunnel_options(tunnel(1))
+                    .tunnel_options(tunnel(2))
+                    .build();
+                let r = self
+                    .patient(a, progress, || async {
+                        self.ec2
+                            .create_vpn_connection()
+                            .r#type("ipsec.1")
+                            .customer_gateway_id(&cgw)
+                            .vpn_gateway_id(&vgw)
+                            .options(options.clone())
+                            .tag_specifications(tag_spec(AwsType::VpnConnection, req.stack, a))
+                            .send()
+                            .await
+                            .map_err(|x| sdk_error(a, x.into_service_error()))
+                    })
+                    .await?;
+                r.vpn_connection().and_then(|c| c.vpn_connection_id()).unwrap_or_default().to_string()
+            }
+        };
+        self.wait(a, "waiting for AWS to provision the VPN connection (typically 5-10 minutes)", progress, || async {
+            Ok(self.read_connection(a, &id, first_cidr.as_deref()).await?.0.as_deref() == Some("available"))
+        })
+        .await?;
+        // PSK rotation: any tunnel whose key differs from the spec's is modified in place.
+        let (_, current) = self.read_connection(a, &id, first_cidr.as_deref()).await?;
+        for n in 1..=2 {
+            let want = str_attr(attrs, &format!("tunnel{n}_psk"));
+            let have = str_attr(&current, &format!("tunnel{n}_psk"));
+            let ip = str_attr(&current, &format!("tunnel{n}_address")).unwrap_or_default();
+            if let (Some(want), Some(have)) = (want, have) {
+                if want != have {
+                    progress.waiting(a, &format!("rotating the pre-shared key of tunnel {n}"));
+                    let spec =
+                        aws_sdk_ec2::types::ModifyVpnTunnelOptionsSpecification::builder().pre_shared_key(want).build();
+                    self.ec2
+                        .modify_vpn_tunnel_options()
+                        .vpn_connection_id(&id)
+                        .vpn_tunnel_outside_ip_address(ip)
+                        .tunnel_options(spec)
+                        .send()
+                        .await
+                        .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                }
+            }
+        }
+        let (_, out) = self.read_connection(a, &id, first_cidr.as_deref()).await?;
+        Ok(Observed { address: a.clone(), id, attributes: out })
+    }
+
+    /// The marker in a rule's description that says whose it is.
+    fn marker(stack: &str, address: &Address) -> String {
+        format!("[xcsp {stack} {address}]")
+    }
+
+    fn permissions(stack: &str, address: &Address, attrs: &Attributes) -> Vec<IpPermission> {
+        let rules = match attrs.get("rules") {
+            Some(Value::List(l)) => l.clone(),
+            _ => vec![],
+        };
+        rules
+            .iter()
+            .filter_map(Value::as_map)
+            .map(|r| {
+                let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                let n = |k: &str| r.get(k).and_then(Value::as_i64).unwrap_or_default() as i32;
+                let description = format!("{} {}", s("description"), Self::marker(stack, address));
+                IpPermission::builder()
+                    .ip_protocol(s("protocol"))
+                    .from_port(n("from_port"))
+                    .to_port(n("to_port"))
+                    .ip_ranges(IpRange::builder().cidr_ip(s("cidr")).description(description).build())
+                    .build()
+            })
+            .collect()
+    }
+
+    async fn cluster_groups(&self, a: &Address, attrs: &Attributes) -> Result<Vec<String>, ProviderError> {
+        let given = strings(attrs, "security_group_ids");
+        if !given.is_empty() {
+            return Ok(given);
+        }
+        let tag = str_attr(attrs, "cluster_tag").unwrap_or_default();
+        let r = self
+            .ec2
+            .describe_security_groups()
+            .filters(filter("tag-key", &[&tag]))
+            .send()
+            .await
+            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+        let ids: Vec<String> = r.security_groups().iter().filter_map(|g| g.group_id().map(String::from)).collect();
+        if ids.is_empty() {
+            return Err(failed(a, "ClusterSecurityGroupsNotFound", format!("no security group carries the tag {tag}")));
+        }
+        Ok(ids)
+    }
+
+    async fn ingress(&self, req: &Request<'_>) -> Result<Observed, ProviderError> {
+        let a = req.address;
+        let groups = self.cluster_groups(a, req.attributes).await?;
+        let wanted = Self::permissions(req.stack, a, req.attributes);
+        for g in &groups {
+            for p in &wanted {
+                match self.ec2.authorize_security_group_ingress().group_id(g).ip_permissions(p.clone()).send().await {
+                    Ok(_) => {}
+                    Err(x) => {
+                        let x = x.into_service_error();
+                        // Already there (an earlier, interrupted apply): fine.
+                        if x.code() != Some("InvalidPermission.Duplicate") {
+                            return Err(sdk_error(a, x));
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = Attributes::new();
+        out.insert("security_group_ids".into(), Value::strings(groups.iter()));
+        Ok(Observed { address: a.clone(), id: groups.join(","), attributes: out })
+    }
+
+    async fn remove(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<(), ProviderError> {
+        let a = req.address;
+        let id = req.id.unwrap_or_default().to_string();
+        match a.rtype {
+            T::AwsVpnGateway => {
+                self.ec2
+                    .delete_vpn_gateway()
+                    .vpn_gateway_id(&id)
+                    .send()
+                    .await
+                    .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                self.wait(a, "waiting for the gateway to be deleted", progress, || async {
+                    Ok(self.vgw(a, &id).await?.is_none_or(|g| g.state().map(|s| s.as_str()) == Some("deleted")))
+                })
+                .await
+            }
+            T::AwsVpnGatewayAttachment => {
+                let (vgw, vpc) = id.split_once('/').unwrap_or((id.as_str(), ""));
+                match self.ec2.detach_vpn_gateway().vpn_gateway_id(vgw).vpc_id(vpc).send().await {
+                    Ok(_) => {}
+                    Err(x) => {
+                        let x = x.into_service_error();
+                        if !x.code().is_some_and(|c| c.contains("NotFound")) {
+                            return Err(sdk_error(a, x));
+                        }
+                    }
+                }
+                Ok(())
+            }
+            T::AwsRoutePropagation => {
+                for rt in strings(req.attributes, "route_table_ids") {
+                    let _ = self.ec2.disable_vgw_route_propagation().gateway_id(&id).route_table_id(rt).send().await;
+                }
+                Ok(())
+            }
+            T::AwsCustomerGateway => {
+                self.ec2
+                    .delete_customer_gateway()
+                    .customer_gateway_id(&id)
+                    .send()
+                    .await
+                    .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                Ok(())
+            }
+            T::AwsVpnConnection => {
+                self.ec2
+                    .delete_vpn_connection()
+                    .vpn_connection_id(&id)
+                    .send()
+                    .await
+                    .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                self.wait(a, "waiting for the VPN connection to be deleted", progress, || async {
+                    Ok(matches!(self.read_connection(a, &id, None).await, Ok((Some(s), _)) if s == "deleted"))
+                })
+                .await
+            }
+            T::AwsVpnConnectionRoute => {
+                let (conn, cidr) = id.split_once('/').unwrap_or((id.as_str(), ""));
+                self.ec2
+                    .delete_vpn_connection_route()
+                    .vpn_connection_id(conn)
+                    .destination_cidr_block(cidr)
+                    .send()
+                    .await
+                    .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                Ok(())
+            }
+            T::AwsSecurityGroupIngress => {
+                let perms = Self::permissions(req.stack, a, req.attributes);
+                for g in id.split(',').filter(|g| !g.is_empty()) {
+                    for p in &perms {
+                        let _ =
+                            self.ec2.revoke_security_group_ingress().group_id(g).ip_permissions(p.clone()).send().await;
+                    }
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn list(&self, stack: &str, rtype: T) -> Result<Vec<Observed>, ProviderError> {
+        let probe = Address::new(rtype, "refresh");
+        let by_stack = || vec![filter(&format!("tag:{STACK_TAG}"), &[stack])];
+        let live = |s: Option<&str>| matches!(s, Some("pending" | "available"));
+        let mut out = Vec::new();
+        match rtype {
+            T::AwsVpnGateway | T::AwsVpnGatewayAttachment | T::AwsRoutePropagation => {
+                let r = self
+                    .ec2
+                    .describe_vpn_gateways()
+                    .set_filters(Some(by_stack()))
+                    .send()
+                    .await
+                    .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
+                let tables = if rtype == T::AwsRoutePropagation {
+                    let mut all = Vec::new();
+                    let mut pages = self.ec2.describe_route_tables().into_paginator().send();
+                    while let Some(page) = pages.next().await {
+                        all.extend(
+                            page.map_err(|x| sdk_error(&probe, x.into_service_error()))?.route_tables().to_vec(),
+                        );
+                    }
+                    all
+                } else {
+                    Vec::new()
+                };
+                for g in r.vpn_gateways().iter().filter(|g| live(g.state().map(|s| s.as_str()))) {
+                    let Some(addr) = owner(stack, g.tags()) else { continue };
+                    let id = g.vpn_gateway_id().unwrap_or_default().to_string();
+                    let sibling = |t: T| Address { rtype: t, name: addr.name.clone(), index: addr.index };
+                    match rtype {
+                        T::AwsVpnGateway => {
+                            let mut attrs = Attributes::new();
+                            attrs.insert("amazon_side_asn".into(), Value::int(g.amazon_side_asn().unwrap_or_default()));
+                            attrs.insert("type".into(), Value::string("ipsec.1"));
+                            attrs.insert("id".into(), Value::string(&id));
+                            out.push(Observed { address: addr, id, attributes: attrs });
+                        }
+                        T::AwsVpnGatewayAttachment => {
+                            for att in g
+                                .vpc_attachments()
+                                .iter()
+                                .filter(|x| matches!(x.state().map(|s| s.as_str()), Some("attached" | "attaching")))
+                            {
+                                let vpc = att.vpc_id().unwrap_or_default();
+                                let mut attrs = Attributes::new();
+                                attrs.insert("vpn_gateway_id".into(), Value::string(&id));
+                                attrs.insert("vpc_id".into(), Value::string(vpc));
+                                out.push(Observed {
+                                    address: sibling(T::AwsVpnGatewayAttachment),
+                                    id: format!("{id}/{vpc}"),
+                                    attributes: attrs,
+                                });
+                            }
+                        }
+                        _ => {
+                            let ids: Vec<String> = tables
+                                .iter()
+                                .filter(|t| t.propagating_vgws().iter().any(|p| p.gateway_id() == Some(id.as_str())))
+                                .filter_map(|t| t.route_table_id().map(String::from))
+                                .collect();
+                            if !ids.is_empty() {
+                                let mut attrs = Attributes::new();
+                                attrs.insert("vpn_gateway_id".into(), Value::string(&id));
+                                attrs.insert("route_table_ids".into(), Value::strings(ids.iter()));
+                                out.push(Observed {
+                                    address: sibling(T::AwsRoutePropagation),
+                                    id: id.clone(),
+                                    attributes: attrs,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+            T::AwsCustomerGateway => {
+                let r = self
+                    .ec2
+                    .describe_customer_gateways()
+                    .set_filters(Some(by_stack()))
+                    .send()
+                    .await
+                    .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
+                for g in r.customer_gateways().iter().filter(|g| live(g.state())) {
+                    let Some(addr) = owner(stack, g.tags()) else { continue };
+                    let id = g.customer_gateway_id().unwrap_or_default().to_string();
+                    let mut attrs = Attributes::new();
+                    attrs.insert("ip_address".into(), Value::string(g.ip_address().unwrap_or_default()));
+                    attrs.insert(
+                        "bgp_asn".into(),
+                        Value::int(g.bgp_asn().and_then(|s| s.parse().ok()).unwrap_or_default()),
+                    );
+                    attrs.insert("type".into(), Value::string(g.r#type().unwrap_or("ipsec.1")));
+                    attrs.insert("id".into(), Value::string(&id));
+                    out.push(Observed { address: addr, id, attributes: attrs });
+                }
+            }
+            T::AwsVpnConnection => {
+                let r = self
+                    .ec2
+                    .describe_vpn_connections()
+                    .set_filters(Some(by_stack()))
+                    .send()
+                    .await
+                    .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
+                for c in r.vpn_connections().iter().filter(|c| live(c.state().map(|s| s.as_str()))) {
+                    let Some(addr) = owner(stack, c.tags()) else { continue };
+                    let id = c.vpn_connection_id().unwrap_or_default().to_string();
+                    let mut attrs = Attributes::new();
+                    attrs.insert("customer_gateway".into(), Value::string(c.customer_gateway_id().unwrap_or_default()));
+                    attrs.insert("vpn_gateway_id".into(), Value::string(c.vpn_gateway_id().unwrap_or_default()));
+                    // Tunnel order follows the inside CIDRs: the lower one is tunnel 1 in the plan.
+                    let mut cidrs: Vec<&str> = c
+                        .options()
+                        .map(|o| o.tunnel_options().iter().filter_map(|t| t.tunnel_inside_cidr()).collect())
+                        .unwrap_or_default();
+                    cidrs.sort();
+                    tunnel_outputs(&mut attrs, c.options(), c.vgw_telemetry(), cidrs.first().copied());
+                    attrs.insert("id".into(), Value::string(&id));
+                    out.push(Observed { address: addr, id, attributes: attrs });
+                }
+            }
+            T::AwsSecurityGroupIngress => {
+                let mut pages = self.ec2.describe_security_groups().into_paginator().send();
+                let mut found: std::collections::BTreeMap<Address, Vec<String>> = Default::default();
+                while let Some(page) = pages.next().await {
+                    for g in page.map_err(|x| sdk_error(&probe, x.into_service_error()))?.security_groups() {
+                        for p in g.ip_permissions() {
+                            for r in p.ip_ranges() {
+                                let d = r.description().unwrap_or_default();
+                                let Some(start) = d.find(&format!("[xcsp {stack} ")) else { continue };
+                                let inner = d[start + 1..].trim_end_matches(']');
+                                let Some(addr) = inner.split(' ').nth(2).and_then(|x| x.parse::<Address>().ok()) else {
+                                    continue;
+                                };
+                                let ids = found.entry(addr).or_default();
+                                let gid = g.group_id().unwrap_or_default().to_string();
+                                if !ids.contains(&gid) {
+                                    ids.push(gid);
+                                }
+                            }
+                        }
+                    }
+                }
+                for (addr, groups) in found {
+                    let mut attrs = Attributes::new();
+                    attrs.insert("security_group_ids".into(), Value::strings(groups.iter()));
+                    out.push(Observed { address: addr, id: groups.join(","), attributes: attrs });
+                }
+            }
+            _ => {}
+        }
+        Ok(out)
+    }
+}
+
+impl Provider for AwsProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Aws
+    }
+
+    fn refresh<'a>(&'a self, stack: &'a str, rtype: T) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+        Box::pin(self.list(stack, rtype))
+    }
+
+    fn create<'a>(
+        &'a self,
+        req: Request<'a>,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<Observed, ProviderError>> {
+        Box::pin(async move { self.create_or_update(&req, progress).await })
+    }
+
+    fn update<'a>(
+        &'a self,
+        req: Request<'a>,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<Observed, ProviderError>> {
+        Box::pin(async move { self.create_or_update(&req, progress).await })
+    }
+
+    fn delete<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async move {
+            match self.remove(&req, progress).await {
+                Err(ProviderError::NotFound { .. }) => Ok(()),
+                other => other,
+            }
+        })
+    }
+}

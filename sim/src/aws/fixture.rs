@@ -78,7 +78,9 @@ pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluste
             ec2.call(&params).await
         }
     };
-    let vpc = call("CreateVpc", vec![("CidrBlock".into(), "10.0.0.0/16".into())], tagged("vpc", format!("{infra}-vpc"))).await?;
+    let vpc =
+        call("CreateVpc", vec![("CidrBlock".into(), "10.0.0.0/16".into())], tagged("vpc", format!("{infra}-vpc")))
+            .await?;
     let vpc_id = first(&vpc, "vpcId")?;
     let mut out = Cluster {
         infra: infra.into(),
@@ -90,11 +92,17 @@ pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluste
     };
     for (i, zone) in ["a", "b", "c"].iter().enumerate() {
         let az = format!("{region}{zone}");
-        for (kind, cidr) in [("private", format!("10.0.{}.0/19", i * 32)), ("public", format!("10.0.{}.0/20", 96 + i * 16))] {
+        for (kind, cidr) in
+            [("private", format!("10.0.{}.0/19", i * 32)), ("public", format!("10.0.{}.0/20", 96 + i * 16))]
+        {
             let name = format!("{infra}-subnet-{kind}-{az}");
             let subnet = call(
                 "CreateSubnet",
-                vec![("VpcId".into(), vpc_id.clone()), ("CidrBlock".into(), cidr), ("AvailabilityZone".into(), az.clone())],
+                vec![
+                    ("VpcId".into(), vpc_id.clone()),
+                    ("CidrBlock".into(), cidr),
+                    ("AvailabilityZone".into(), az.clone()),
+                ],
                 tagged("subnet", name.clone()),
             )
             .await?;
@@ -102,10 +110,19 @@ pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluste
             out.subnet_ids.push(subnet_id.clone());
             // One route table per private subnet, one shared by the public ones (IPI's layout).
             if kind == "private" || i == 0 {
-                let rt = call("CreateRouteTable", vec![("VpcId".into(), vpc_id.clone())], tagged("route-table", format!("{infra}-{kind}-{az}")))
-                    .await?;
+                let rt = call(
+                    "CreateRouteTable",
+                    vec![("VpcId".into(), vpc_id.clone())],
+                    tagged("route-table", format!("{infra}-{kind}-{az}")),
+                )
+                .await?;
                 let rt_id = first(&rt, "routeTableId")?;
-                call("AssociateRouteTable", vec![("RouteTableId".into(), rt_id.clone()), ("SubnetId".into(), subnet_id)], vec![]).await?;
+                call(
+                    "AssociateRouteTable",
+                    vec![("RouteTableId".into(), rt_id.clone()), ("SubnetId".into(), subnet_id)],
+                    vec![],
+                )
+                .await?;
                 out.route_table_ids.push(rt_id);
             }
         }

@@ -119,6 +119,11 @@ impl Aws {
         self.requests.lock().expect("requests lock").clear();
     }
 
+    /// Forgets the request counts (a test measuring one phase).
+    pub fn reset_counts(&self) {
+        self.requests.lock().expect("requests lock").clear();
+    }
+
     /// Requests per EC2 action since the last reset.
     pub fn counts(&self) -> std::collections::BTreeMap<String, u64> {
         self.requests.lock().expect("requests lock").clone()
@@ -147,7 +152,11 @@ pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
     let action = p.action().to_string();
     *sim.aws.requests.lock().expect("requests lock").entry(action.clone()).or_default() += 1;
     if headers.get(axum::http::header::AUTHORIZATION).is_none() {
-        return xml(401, Ec2Error::new(401, "AuthFailure", "AWS was not able to validate the provided access credentials").body(&request_id));
+        return xml(
+            401,
+            Ec2Error::new(401, "AuthFailure", "AWS was not able to validate the provided access credentials")
+                .body(&request_id),
+        );
     }
     let faults = sim.world.config().faults;
     if sim.world.chance(faults.aws_throttle_rate) {
@@ -193,7 +202,8 @@ pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
         "EnableVgwRoutePropagation" | "DisableVgwRoutePropagation" => {
             let rt = p.get("RouteTableId").unwrap_or_default().to_string();
             let exists =
-                moto_has(sim, headers, &[("Action", "DescribeRouteTables"), ("RouteTableId.1", &rt)], "<routeTableId>").await;
+                moto_has(sim, headers, &[("Action", "DescribeRouteTables"), ("RouteTableId.1", &rt)], "<routeTableId>")
+                    .await;
             let enable = action == "EnableVgwRoutePropagation";
             own(sim.aws.vpn.lock().expect("vpn").propagate(&p, enable, now, exists))
         }
@@ -210,7 +220,10 @@ pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
             }
             // The rest are moto's: forward with only those ids.
             let mut form: Vec<(String, String)> =
-                p.0.iter().filter(|(k, _)| !k.starts_with("ResourceId.")).map(|(k, v)| (k.clone(), v.clone())).collect();
+                p.0.iter()
+                    .filter(|(k, _)| !k.starts_with("ResourceId."))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
             form.extend(others.iter().enumerate().map(|(i, id)| (format!("ResourceId.{}", i + 1), id.clone())));
             let body = serde_urlencoded::to_string(&form).unwrap_or_default();
             forward(sim, headers, body.into_bytes(), &request_id).await.0
@@ -234,7 +247,10 @@ async fn forward(sim: &Sim, headers: &HeaderMap, body: Vec<u8>, request_id: &str
     };
     let mut req = sim.aws.http.post(format!("{url}/")).body(body);
     for (k, v) in headers {
-        if matches!(k.as_str(), "authorization" | "x-amz-date" | "content-type" | "x-amz-security-token" | "x-moto-account-id") {
+        if matches!(
+            k.as_str(),
+            "authorization" | "x-amz-date" | "content-type" | "x-amz-security-token" | "x-moto-account-id"
+        ) {
             req = req.header(k.as_str(), v.as_bytes());
         }
     }
@@ -262,24 +278,25 @@ async fn moto_has(sim: &Sim, headers: &HeaderMap, form: &[(&str, &str)], needle:
 }
 
 /// Adds `propagatingVgwSet` items to moto's route tables (moto never has any).
-fn with_propagation(text: &str, propagation: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>) -> String {
+fn with_propagation(
+    text: &str,
+    propagation: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> String {
     let mut out = text.to_string();
     for (rt, gws) in propagation.iter().filter(|(_, g)| !g.is_empty()) {
         let anchor = format!("<routeTableId>{rt}</routeTableId>");
         let items: String = gws.iter().map(|g| format!("<item><gatewayId>{g}</gatewayId></item>")).collect();
         let set = format!("<propagatingVgwSet>{items}</propagatingVgwSet>");
-        // Replace an empty set moto may have written for this table, else add one after its id.
-        if let Some(start) = out.find(&anchor) {
-            let after = start + anchor.len();
-            let rest = &out[after..];
-            let end_of_item = rest.find("<routeTableId>").unwrap_or(rest.len());
-            let scope = &rest[..end_of_item];
-            if let Some(empty) = scope.find("<propagatingVgwSet/>").or_else(|| scope.find("<propagatingVgwSet></propagatingVgwSet>")) {
-                let len = if scope[empty..].starts_with("<propagatingVgwSet/>") { 20 } else { 39 };
-                out.replace_range(after + empty..after + empty + len, &set);
-            } else {
-                out.insert_str(after, &set);
-            }
+        // The table's own id (not the one repeated inside its associations) follows the end of
+        // its association set, or opens its item when it has none.
+        let own = out.match_indices(&anchor).map(|(i, _)| i).find(|&i| {
+            let before = &out[..i];
+            before.ends_with("</associationSet>")
+                || before.ends_with("<associationSet/>")
+                || before.ends_with("<item>") && !before.ends_with("<associationSet><item>")
+        });
+        if let Some(start) = own {
+            out.insert_str(start + anchor.len(), &set);
         }
     }
     out
@@ -291,5 +308,20 @@ impl IntoResponse for Ec2Error {
         let mut r = Response::new(Body::from(body));
         *r.status_mut() = StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_REQUEST);
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn propagation_goes_to_the_table_not_its_association() {
+        let moto = "<routeTableSet><item><associationSet><item><main>false</main><routeTableId>rtb-1</routeTableId><subnetId>s</subnetId></item></associationSet><routeTableId>rtb-1</routeTableId><routeSet/></item></routeTableSet>";
+        let mut p = std::collections::BTreeMap::new();
+        p.insert("rtb-1".to_string(), ["vgw-9".to_string()].into_iter().collect());
+        let out = with_propagation(moto, &p);
+        assert!(out.contains("</associationSet><routeTableId>rtb-1</routeTableId><propagatingVgwSet><item><gatewayId>vgw-9</gatewayId></item></propagatingVgwSet><routeSet/>"), "{out}");
+        assert_eq!(out.matches("propagatingVgwSet>").count(), 2);
     }
 }

@@ -47,10 +47,7 @@ impl Params {
 
     /// Filters: name -> accepted values.
     pub fn filters(&self) -> Vec<(String, Vec<String>)> {
-        self.members("Filter")
-            .into_iter()
-            .filter_map(|f| Some((f.get("Name")?.to_string(), f.list("Value"))))
-            .collect()
+        self.members("Filter").into_iter().filter_map(|f| Some((f.get("Name")?.to_string(), f.list("Value")))).collect()
     }
 
     /// Tags from `TagSpecification.N` for a resource type (or any type when None).

@@ -36,7 +36,10 @@ fn of_type<'a>(store: &'a Store, arm_type: &'a str) -> impl Iterator<Item = &'a 
 }
 
 fn by_id<'a>(store: &'a Store, id: &str) -> Option<&'a crate::arm::store::Resource> {
-    store.resources.get(&id.to_ascii_lowercase()).or_else(|| store.resources.values().find(|r| r.id.eq_ignore_ascii_case(id)))
+    store
+        .resources
+        .get(&id.to_ascii_lowercase())
+        .or_else(|| store.resources.values().find(|r| r.id.eq_ignore_ascii_case(id)))
 }
 
 /// Azure's IKE names -> AWS's, for the proposals both must share.
@@ -63,7 +66,13 @@ fn offers(list: &[String], azure: &str) -> bool {
     list.is_empty() || list.iter().any(|v| v.eq_ignore_ascii_case(aws_name(azure)))
 }
 
-fn judge(store: &Store, conn: &Conn, t: &Tunnel, cgw: Option<&Cgw>, vgw: Option<&Vgw>) -> (Result<(), String>, Option<String>) {
+fn judge(
+    store: &Store,
+    conn: &Conn,
+    t: &Tunnel,
+    cgw: Option<&Cgw>,
+    vgw: Option<&Vgw>,
+) -> (Result<(), String>, Option<String>) {
     let Some(lng) = of_type(store, "Microsoft.Network/localNetworkGateways")
         .find(|l| l.body["properties"]["gatewayIpAddress"].as_str() == Some(t.outside_ip.as_str()))
     else {
@@ -93,7 +102,10 @@ fn judge(store: &Store, conn: &Conn, t: &Tunnel, cgw: Option<&Cgw>, vgw: Option<
         .collect();
     let Some(cgw) = cgw else { return (Err("the customer gateway is gone".into()), named) };
     if !gateway_ips.contains(&cgw.ip) {
-        return (Err(format!("customer gateway address {} is not an address of Azure gateway {}", cgw.ip, gw.name)), named);
+        return (
+            Err(format!("customer gateway address {} is not an address of Azure gateway {}", cgw.ip, gw.name)),
+            named,
+        );
     }
     if az.secret.as_deref() != Some(t.psk.as_str()) {
         return (Err("pre-shared keys differ".into()), named);
@@ -122,7 +134,13 @@ fn judge(store: &Store, conn: &Conn, t: &Tunnel, cgw: Option<&Cgw>, vgw: Option<
         let aws_inside = host(&t.inside_cidr, 1).unwrap_or_default();
         let azure_inside = host(&t.inside_cidr, 2).unwrap_or_default();
         if bgp.get("bgpPeeringAddress").and_then(Value::as_str) != Some(aws_inside.as_str()) {
-            return (Err(format!("Azure expects the AWS BGP peer at {}, the tunnel's is {aws_inside}", bgp["bgpPeeringAddress"])), named);
+            return (
+                Err(format!(
+                    "Azure expects the AWS BGP peer at {}, the tunnel's is {aws_inside}",
+                    bgp["bgpPeeringAddress"]
+                )),
+                named,
+            );
         }
         let custom: Vec<&str> = p["gatewayCustomBgpIpAddresses"]
             .as_array()
@@ -131,7 +149,10 @@ fn judge(store: &Store, conn: &Conn, t: &Tunnel, cgw: Option<&Cgw>, vgw: Option<
             .filter_map(|c| c["customBgpIpAddress"].as_str())
             .collect();
         if !custom.contains(&azure_inside.as_str()) {
-            return (Err(format!("Azure's BGP address is not {azure_inside}, the tunnel's customer-side inside address")), named);
+            return (
+                Err(format!("Azure's BGP address is not {azure_inside}, the tunnel's customer-side inside address")),
+                named,
+            );
         }
         if let Some(v) = vgw {
             if bgp.get("asn").and_then(Value::as_i64) != Some(v.asn) {
@@ -139,7 +160,13 @@ fn judge(store: &Store, conn: &Conn, t: &Tunnel, cgw: Option<&Cgw>, vgw: Option<
             }
         }
         if gp["bgpSettings"]["asn"].as_i64() != Some(cgw.asn) {
-            return (Err(format!("the customer gateway says ASN {}, Azure's gateway has {}", cgw.asn, gp["bgpSettings"]["asn"])), named);
+            return (
+                Err(format!(
+                    "the customer gateway says ASN {}, Azure's gateway has {}",
+                    cgw.asn, gp["bgpSettings"]["asn"]
+                )),
+                named,
+            );
         }
     }
     let _ = conn;
@@ -171,7 +198,13 @@ pub fn verdicts(sim: &Sim) -> Vec<Verdict> {
                 }
                 Err(why) => (false, why),
             };
-            out.push(Verdict { vpn_connection: conn.id.clone(), outside_ip: t.outside_ip.clone(), up, reason, azure_connection: azure });
+            out.push(Verdict {
+                vpn_connection: conn.id.clone(),
+                outside_ip: t.outside_ip.clone(),
+                up,
+                reason,
+                azure_connection: azure,
+            });
         }
     }
     out

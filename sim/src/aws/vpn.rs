@@ -168,8 +168,9 @@ fn check_inside_cidr(cidr: &str) -> Result<(), Ec2Error> {
         "169.254.5.0/30",
         "169.254.169.252/30",
     ];
-    let net: ipnet::Ipv4Net =
-        cidr.parse().map_err(|_| Ec2Error::bad("InvalidParameterValue", format!("invalid tunnel inside CIDR {cidr}")))?;
+    let net: ipnet::Ipv4Net = cidr
+        .parse()
+        .map_err(|_| Ec2Error::bad("InvalidParameterValue", format!("invalid tunnel inside CIDR {cidr}")))?;
     let link_local: ipnet::Ipv4Net = "169.254.0.0/16".parse().expect("constant");
     if net.prefix_len() != 30 || !link_local.contains(&net) || RESERVED.contains(&cidr) {
         return Err(Ec2Error::bad(
@@ -198,7 +199,13 @@ impl VpnStore {
     pub fn create_vgw(&mut self, p: &Params, t: &Timing) -> Result<String, Ec2Error> {
         let id = self.id("vgw");
         let asn = p.get("AmazonSideAsn").and_then(|a| a.parse().ok()).unwrap_or(64512);
-        let vgw = Vgw { id: id.clone(), asn, life: Life::new(t.now, (t.scaled)(60.0, 120.0)), attachment: None, tags: p.tag_specs() };
+        let vgw = Vgw {
+            id: id.clone(),
+            asn,
+            life: Life::new(t.now, (t.scaled)(60.0, 120.0)),
+            attachment: None,
+            tags: p.tag_specs(),
+        };
         let mut x = Xml::default();
         self.vgws.insert(id.clone(), vgw);
         self.vgw_xml(&mut x, &id, t.now);
@@ -207,10 +214,19 @@ impl VpnStore {
 
     fn vgw_xml(&self, x: &mut Xml, id: &str, now: Instant) {
         let g = &self.vgws[id];
-        x.leaf("vpnGatewayId", &g.id).leaf("state", g.life.state(now)).leaf("type", "ipsec.1").leaf("amazonSideAsn", g.asn);
+        x.leaf("vpnGatewayId", &g.id)
+            .leaf("state", g.life.state(now))
+            .leaf("type", "ipsec.1")
+            .leaf("amazonSideAsn", g.asn);
         x.open("attachments");
         if let Some((vpc, at, attached)) = &g.attachment {
-            let state = if !attached { "detached" } else if now >= *at { "attached" } else { "attaching" };
+            let state = if !attached {
+                "detached"
+            } else if now >= *at {
+                "attached"
+            } else {
+                "attaching"
+            };
             x.open("item").leaf("vpcId", vpc).leaf("state", state).close("item");
         }
         x.close("attachments");
@@ -261,10 +277,16 @@ impl VpnStore {
             return Err(not_found("VpnGateway", &id));
         }
         if g.attachment.as_ref().is_some_and(|a| a.2) {
-            return Err(Ec2Error::bad("IncorrectState", format!("The vpn gateway {id} is attached to a VPC; detach it first.")));
+            return Err(Ec2Error::bad(
+                "IncorrectState",
+                format!("The vpn gateway {id} is attached to a VPC; detach it first."),
+            ));
         }
         if self.conns.values().any(|c| c.vgw == id && c.life.live(now)) {
-            return Err(Ec2Error::bad("IncorrectState", format!("The vpn gateway {id} has VPN connections; delete them first.")));
+            return Err(Ec2Error::bad(
+                "IncorrectState",
+                format!("The vpn gateway {id} has VPN connections; delete them first."),
+            ));
         }
         let g = self.vgws.get_mut(&id).expect("checked");
         if g.life.gone.is_none() {
@@ -324,7 +346,10 @@ impl VpnStore {
         }
         let asn = p.get("BgpAsn").and_then(|a| a.parse().ok()).unwrap_or(65000);
         let id = self.id("cgw");
-        self.cgws.insert(id.clone(), Cgw { id: id.clone(), ip, asn, life: Life::new(t.now, Duration::ZERO), tags: p.tag_specs() });
+        self.cgws.insert(
+            id.clone(),
+            Cgw { id: id.clone(), ip, asn, life: Life::new(t.now, Duration::ZERO), tags: p.tag_specs() },
+        );
         let mut x = Xml::default();
         self.cgw_xml(&mut x, &id, t.now);
         Ok(format!("<customerGateway>{}</customerGateway>", x.0))
@@ -383,7 +408,10 @@ impl VpnStore {
             return Err(not_found("CustomerGateway", &id));
         }
         if self.conns.values().any(|v| v.cgw == id && v.life.live(now)) {
-            return Err(Ec2Error::bad("IncorrectState", format!("The customer gateway {id} is in use by a VPN connection.")));
+            return Err(Ec2Error::bad(
+                "IncorrectState",
+                format!("The customer gateway {id} is in use by a VPN connection."),
+            ));
         }
         self.cgws.get_mut(&id).expect("checked").life.gone = Some(now + (t.scaled)(5.0, 15.0));
         Ok("<return>true</return>".into())
@@ -395,12 +423,19 @@ impl VpnStore {
         let vgw = p.get("VpnGatewayId").unwrap_or_default().to_string();
         match self.cgws.get(&cgw) {
             Some(c) if c.life.state(now) == "available" => {}
-            Some(c) => return Err(Ec2Error::bad("IncorrectState", format!("The customer gateway {cgw} is {}", c.life.state(now)))),
+            Some(c) => {
+                return Err(Ec2Error::bad(
+                    "IncorrectState",
+                    format!("The customer gateway {cgw} is {}", c.life.state(now)),
+                ));
+            }
             None => return Err(not_found("CustomerGateway", &cgw)),
         }
         match self.vgws.get(&vgw) {
             Some(g) if g.life.state(now) == "available" => {}
-            Some(g) => return Err(Ec2Error::bad("IncorrectState", format!("The vpn gateway {vgw} is {}", g.life.state(now)))),
+            Some(g) => {
+                return Err(Ec2Error::bad("IncorrectState", format!("The vpn gateway {vgw} is {}", g.life.state(now))));
+            }
             None => return Err(not_found("VpnGateway", &vgw)),
         }
         let mut tunnels = tunnel_options(p);
@@ -481,13 +516,20 @@ impl VpnStore {
         x.close("tunnelOptionSet").close("options");
         x.open("routes");
         for r in &c.routes {
-            x.open("item").leaf("destinationCidrBlock", r).leaf("source", "Static").leaf("state", "available").close("item");
+            x.open("item")
+                .leaf("destinationCidrBlock", r)
+                .leaf("source", "Static")
+                .leaf("state", "available")
+                .close("item");
         }
         x.close("routes");
         x.open("vgwTelemetry");
         for t in &c.tunnels {
             let (up, why) = if state == "available" {
-                telemetry.get(&(c.id.clone(), t.outside_ip.clone())).cloned().unwrap_or((false, "no peer configured".into()))
+                telemetry
+                    .get(&(c.id.clone(), t.outside_ip.clone()))
+                    .cloned()
+                    .unwrap_or((false, "no peer configured".into()))
             } else {
                 (false, format!("the VPN connection is {state}"))
             };
@@ -570,7 +612,10 @@ impl VpnStore {
             return Err(Ec2Error::bad("IncorrectState", format!("The VPN connection {id} is {}", c.life.state(now))));
         }
         let Some(t) = c.tunnels.iter_mut().find(|t| t.outside_ip == ip) else {
-            return Err(Ec2Error::bad("InvalidParameterValue", format!("{id} has no tunnel with outside address {ip}")));
+            return Err(Ec2Error::bad(
+                "InvalidParameterValue",
+                format!("{id} has no tunnel with outside address {ip}"),
+            ));
         };
         if let Some(psk) = p.get("TunnelOptions.PreSharedKey") {
             check_psk(psk)?;
@@ -595,7 +640,10 @@ impl VpnStore {
             return Err(Ec2Error::bad("IncorrectState", format!("The VPN connection {id} is {}", c.life.state(now))));
         }
         if !c.static_only {
-            return Err(Ec2Error::bad("InvalidParameterValue", format!("{id} uses BGP; static routes need StaticRoutesOnly")));
+            return Err(Ec2Error::bad(
+                "InvalidParameterValue",
+                format!("{id} uses BGP; static routes need StaticRoutesOnly"),
+            ));
         }
         if add {
             c.routes.insert(cidr);
@@ -606,15 +654,27 @@ impl VpnStore {
     }
 
     /// https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_EnableVgwRoutePropagation.html
-    pub fn propagate(&mut self, p: &Params, enable: bool, now: Instant, table_exists: bool) -> Result<String, Ec2Error> {
+    pub fn propagate(
+        &mut self,
+        p: &Params,
+        enable: bool,
+        now: Instant,
+        table_exists: bool,
+    ) -> Result<String, Ec2Error> {
         let rt = p.get("RouteTableId").unwrap_or_default().to_string();
         let gw = p.get("GatewayId").unwrap_or_default().to_string();
         if !table_exists {
-            return Err(Ec2Error::bad("InvalidRouteTableID.NotFound", format!("The routeTable ID '{rt}' does not exist")));
+            return Err(Ec2Error::bad(
+                "InvalidRouteTableID.NotFound",
+                format!("The routeTable ID '{rt}' does not exist"),
+            ));
         }
         let Some(g) = self.vgws.get(&gw) else { return Err(not_found("VpnGateway", &gw)) };
         if enable && !(g.attachment.as_ref().is_some_and(|a| a.2 && now >= a.1)) {
-            return Err(Ec2Error::bad("Gateway.NotAttached", format!("The gateway {gw} is not attached to the route table's VPC")));
+            return Err(Ec2Error::bad(
+                "Gateway.NotAttached",
+                format!("The gateway {gw} is not attached to the route table's VPC"),
+            ));
         }
         let set = self.propagation.entry(rt).or_default();
         if enable {

@@ -9,18 +9,49 @@ use serde::Serialize;
 use xcsp_core::{Address, ProviderKind, ResourceType, Value};
 use xcsp_engine::Providers;
 use xcsp_engine::local::LocalProvider;
+use xcsp_aws::{AwsConfig, AwsProvider};
+use xcsp_azure::{AzureConfig, AzureProvider, Cloud};
+use xcsp_plans::spec::AzureCloud;
 use xcsp_plans::validate::Model;
 use xcsp_state::State;
 
-/// The providers for `kinds`, configured from the spec, with the usual environment overrides.
+/// The providers for `kinds`, configured from the spec, with the usual environment overrides:
+/// AWS reads its default credential chain and `AWS_ENDPOINT_URL`; Azure its credential chain
+/// (`AZURE_CLIENT_ID`/`AZURE_CLIENT_SECRET`/`AZURE_TENANT_ID`, `AZURE_FEDERATED_TOKEN_FILE`,
+/// managed identity, Azure CLI), with `XCSP_AZURE_ENDPOINT` and `AZURE_AUTHORITY_HOST` pointing
+/// it at another Resource Manager (the local clouds) while keeping the spec's cloud audience.
 pub async fn providers(model: &Model, kinds: &BTreeSet<ProviderKind>) -> Result<Providers, ExitCode> {
-    let _ = model;
-    let providers = Providers::new().with(Arc::new(LocalProvider));
-    for kind in kinds {
-        match kind {
-            ProviderKind::Local => {}
-            other => {
-                eprintln!("Error: the {} provider is not wired into the command line yet.", other.title());
+    let mut providers = Providers::new().with(Arc::new(LocalProvider));
+    if kinds.contains(&ProviderKind::Aws) {
+        let mut config = AwsConfig::new(&model.aws.region.value);
+        config.use_fips = model.aws.fips;
+        providers = providers.with(Arc::new(AwsProvider::new(config).await));
+    }
+    if kinds.contains(&ProviderKind::Azure) {
+        let az = &model.azure;
+        let spec_cloud = match (az.cloud.value, &az.endpoints) {
+            (AzureCloud::Public, _) => Cloud::Public,
+            (AzureCloud::UsGovernment, _) => Cloud::UsGovernment,
+            (AzureCloud::Custom, Some(e)) => Cloud::Custom {
+                resource_manager: e.resource_manager.value.clone(),
+                authority_host: e.authority.value.clone(),
+                audience: e.resource_manager.value.clone(),
+            },
+            (AzureCloud::Custom, None) => Cloud::Public,
+        };
+        let cloud = match std::env::var("XCSP_AZURE_ENDPOINT") {
+            Ok(endpoint) => Cloud::Custom {
+                authority_host: std::env::var("AZURE_AUTHORITY_HOST").unwrap_or_else(|_| endpoint.clone()),
+                resource_manager: endpoint,
+                audience: spec_cloud.scope().trim_end_matches("/.default").to_string(),
+            },
+            Err(_) => spec_cloud,
+        };
+        let config = AzureConfig::new(&az.subscription_id.value, &az.tenant_id.value, &az.resource_group.value, cloud);
+        match AzureProvider::new(config) {
+            Ok(p) => providers = providers.with(Arc::new(p)),
+            Err(e) => {
+                crate::report(&e);
                 return Err(ExitCode::from(1));
             }
         }

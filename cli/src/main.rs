@@ -52,7 +52,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 16)]
     parallelism: usize,
     /// Skip checks that reach outside the clouds (the OIDC issuer's discovery document).
-    #[arg(long, env = "XCSP_OFFLINE")]
+    #[arg(long, env = "XCSP_OFFLINE", value_parser = clap::builder::BoolishValueParser::new())]
     offline: bool,
 }
 
@@ -79,7 +79,7 @@ enum Command {
         #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
         refresh: bool,
         /// Skip checks that reach outside the clouds (the OIDC issuer's discovery document).
-        #[arg(long, env = "XCSP_OFFLINE")]
+        #[arg(long, env = "XCSP_OFFLINE", value_parser = clap::builder::BoolishValueParser::new())]
         offline: bool,
     },
     /// Create, update and delete cloud resources until they match the spec.

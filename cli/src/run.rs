@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, watch};
 use xcsp_core::{Address, ProviderKind};
 use xcsp_engine::{Adopt, Events, Limits, Order, Providers, Retries, Run, Summary};
 use xcsp_plans::Loaded;
+use xcsp_plans::graph::ResourceGraph;
 use xcsp_plans::plan::{self, Action, SavedPlan};
 use xcsp_state::State;
 use xcsp_state::local::{LocalBackend, LockGuard};
@@ -58,9 +59,22 @@ fn open(l: &Loaded, args: &StateArgs, operation: &str) -> Result<(LocalBackend, 
     Ok((backend, guard, state))
 }
 
+/// The part of the graph this version can apply: everything but the Kubernetes objects, which
+/// no provider reaches yet. Says so once, on stderr, when it leaves any out.
+fn in_reach(l: &Loaded) -> ResourceGraph {
+    let kept: Vec<_> = l.graph.nodes().filter(|n| n.address.rtype.provider() != ProviderKind::Kubernetes).cloned().collect();
+    let left_out = l.graph.len() - kept.len();
+    if left_out > 0 {
+        eprintln!(
+            "Note: xcsp does not apply Kubernetes objects yet; the {left_out} CAPZ/CAPI objects of the spec are left out of this run."
+        );
+    }
+    ResourceGraph::new(kept).expect("no resource depends on a Kubernetes object")
+}
+
 /// The providers kinds a run needs: those of the graph and of what state records.
-fn needed(l: &Loaded, state: &State) -> BTreeSet<ProviderKind> {
-    l.graph
+fn needed(graph: &ResourceGraph, state: &State) -> BTreeSet<ProviderKind> {
+    graph
         .nodes()
         .map(|n| n.address.rtype.provider())
         .chain(state.resources.keys().map(|a| a.rtype.provider()))
@@ -83,13 +97,14 @@ async fn refresh(
 
 pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> Result<ExitCode, ExitCode> {
     check_issuers(l, opts.offline).await?;
+    let graph = in_reach(l);
     let (_, guard, mut state) = open(l, args, "plan")?;
     if opts.refresh && !state.resources.is_empty() {
-        let providers = clouds::providers(&l.model, &needed(l, &state)).await?;
+        let providers = clouds::providers(&l.model, &needed(&graph, &state)).await?;
         refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
     }
     drop(guard);
-    let p = plan::diff(&l.model.stack, &l.model.digest, &l.graph, &state.attributes());
+    let p = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes());
     if let Some(out) = opts.out {
         let lineage = (state.serial > 0).then(|| state.lineage.clone());
         let saved = SavedPlan::new(p.redacted(), lineage, state.serial);
@@ -179,7 +194,8 @@ pub async fn apply(
         saved.check_fresh(&l.model.digest, lineage, state.serial).map_err(|e| fail(&e))?;
     }
     check_issuers(l, run_args.offline).await?;
-    let providers = clouds::providers(&l.model, &needed(l, &state)).await?;
+    let graph = in_reach(l);
+    let providers = clouds::providers(&l.model, &needed(&graph, &state)).await?;
     let mode = Mode::pick(run_args.json);
     let (tx, rx) = mpsc::unbounded_channel();
     let events = Events::new(tx);
@@ -187,7 +203,7 @@ pub async fn apply(
         refresh(&providers, &l.model.stack, &mut state, Adopt::All, &events).await?;
         backend.write(&mut state).map_err(|e| fail(&e))?;
     }
-    let p = plan::diff(&l.model.stack, &l.model.digest, &l.graph, &state.attributes());
+    let p = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes());
     let changes = p.changes.iter().filter(|c| c.action != Action::NoOp).count();
     if mode != Mode::Json {
         print!("{}", plan::render(&p));
@@ -199,7 +215,7 @@ pub async fn apply(
     let view = progress::spawn(mode, rx, changes);
     let run = new_run(l, providers, run_args, events);
     let mut store = |s: &mut State| backend.write(s);
-    let summary = xcsp_engine::apply(&run, &l.graph, &mut state, &mut store).await.map_err(|e| fail(&e))?;
+    let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut store).await.map_err(|e| fail(&e))?;
     drop(run);
     let _ = view.await;
     let code = finish("Apply", &summary);
@@ -241,7 +257,7 @@ fn finish(what: &str, summary: &Summary) -> Result<ExitCode, ExitCode> {
 
 pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bool) -> Result<ExitCode, ExitCode> {
     let (backend, _guard, mut state) = open(l, args, "destroy")?;
-    let kinds = if sweep { needed(l, &state) } else { state.resources.keys().map(|a| a.rtype.provider()).collect() };
+    let kinds = if sweep { needed(&l.graph, &state) } else { state.resources.keys().map(|a| a.rtype.provider()).collect() };
     let providers = clouds::providers(&l.model, &kinds).await?;
     let mode = Mode::pick(run_args.json);
     let (tx, rx) = mpsc::unbounded_channel();
@@ -301,7 +317,7 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
 pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -> Result<ExitCode, ExitCode> {
     let (_, guard, mut state) = open(l, args, "status")?;
     if !state.resources.is_empty() {
-        let providers = clouds::providers(&l.model, &needed(l, &state)).await?;
+        let providers = clouds::providers(&l.model, &needed(&l.graph, &state)).await?;
         refresh(&providers, &l.model.stack, &mut state, Adopt::Known, &Events::none()).await?;
     }
     drop(guard);
@@ -321,6 +337,9 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
                 t.azure_connection.as_ref().map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
                 t.azure_status
             );
+            if t.aws_status != "UP" && t.aws_detail != "-" {
+                println!("    {}", t.aws_detail);
+            }
         }
     }
     let up = tunnels.iter().filter(|t| t.aws_status == "UP" && t.azure_status == "Connected").count();

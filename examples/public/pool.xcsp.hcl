@@ -10,7 +10,8 @@ cluster {
 
 aws {
   region = "us-east-1"
-  vpc_id = "vpc-0a1b2c3d4e5f60718"
+  # The cluster's VPC may be named (vpc_id = "vpc-..."); without it, xcsp finds the VPC
+  # tagged kubernetes.io/cluster/<infrastructure_name>, as the IL5 example does.
 }
 
 azure {

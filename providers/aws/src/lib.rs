@@ -65,8 +65,15 @@ fn failed(address: &Address, code: &str, message: impl Into<String>) -> Provider
 fn sdk_error<E: ProvideErrorMetadata + std::fmt::Display>(address: &Address, e: E) -> ProviderError {
     let code = e.code().unwrap_or("Unknown").to_string();
     let message = e.message().map(String::from).unwrap_or_else(|| e.to_string());
+    // Only "this resource is gone" is NotFound; another's absence (a VPC, a route table) is a failure.
+    let own = match address.rtype {
+        T::AwsVpnGateway | T::AwsVpnGatewayAttachment | T::AwsRoutePropagation => "InvalidVpnGatewayID.NotFound",
+        T::AwsCustomerGateway => "InvalidCustomerGatewayID.NotFound",
+        T::AwsVpnConnection | T::AwsVpnConnectionRoute => "InvalidVpnConnectionID.NotFound",
+        _ => "-",
+    };
     match code.as_str() {
-        c if c.ends_with(".NotFound") => ProviderError::NotFound { address: address.to_string() },
+        c if c == own => ProviderError::NotFound { address: address.to_string() },
         "IncorrectState" | "DependencyViolation" | "InvalidGatewayID.InUse" => {
             ProviderError::InUse { address: address.to_string(), detail: format!("{code}: {message}") }
         }

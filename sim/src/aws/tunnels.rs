@@ -54,9 +54,11 @@ fn aws_name(azure: &str) -> &str {
         "SHA1" => "SHA1",
         "ECP384" => "20",
         "ECP256" => "19",
-        "DHGroup14" | "DHGroup2048" => "14",
-        "DHGroup24" => "24",
-        "DHGroup2" => "2",
+        // IKE DH groups and IPsec PFS groups (Azure spells them differently, AWS numbers both).
+        "DHGroup14" | "DHGroup2048" | "PFS14" | "PFS2048" => "14",
+        "DHGroup24" | "PFS24" => "24",
+        "DHGroup2" | "PFS2" => "2",
+        "DHGroup1" | "PFS1" => "1",
         other => other,
     }
 }

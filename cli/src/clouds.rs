@@ -6,11 +6,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use serde::Serialize;
+use xcsp_aws::{AwsConfig, AwsProvider};
+use xcsp_azure::{AzureConfig, AzureProvider, Cloud};
 use xcsp_core::{Address, ProviderKind, ResourceType, Value};
 use xcsp_engine::Providers;
 use xcsp_engine::local::LocalProvider;
-use xcsp_aws::{AwsConfig, AwsProvider};
-use xcsp_azure::{AzureConfig, AzureProvider, Cloud};
 use xcsp_plans::spec::AzureCloud;
 use xcsp_plans::validate::Model;
 use xcsp_state::State;

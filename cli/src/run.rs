@@ -62,7 +62,8 @@ fn open(l: &Loaded, args: &StateArgs, operation: &str) -> Result<(LocalBackend, 
 /// The part of the graph this version can apply: everything but the Kubernetes objects, which
 /// no provider reaches yet. Says so once, on stderr, when it leaves any out.
 fn in_reach(l: &Loaded) -> ResourceGraph {
-    let kept: Vec<_> = l.graph.nodes().filter(|n| n.address.rtype.provider() != ProviderKind::Kubernetes).cloned().collect();
+    let kept: Vec<_> =
+        l.graph.nodes().filter(|n| n.address.rtype.provider() != ProviderKind::Kubernetes).cloned().collect();
     let left_out = l.graph.len() - kept.len();
     if left_out > 0 {
         eprintln!(
@@ -257,7 +258,8 @@ fn finish(what: &str, summary: &Summary) -> Result<ExitCode, ExitCode> {
 
 pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bool) -> Result<ExitCode, ExitCode> {
     let (backend, _guard, mut state) = open(l, args, "destroy")?;
-    let kinds = if sweep { needed(&l.graph, &state) } else { state.resources.keys().map(|a| a.rtype.provider()).collect() };
+    let kinds =
+        if sweep { needed(&l.graph, &state) } else { state.resources.keys().map(|a| a.rtype.provider()).collect() };
     let providers = clouds::providers(&l.model, &kinds).await?;
     let mode = Mode::pick(run_args.json);
     let (tx, rx) = mpsc::unbounded_channel();

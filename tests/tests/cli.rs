@@ -29,18 +29,26 @@ fn detailed_exitcode_is_2_with_changes_and_1_on_errors() {
 
 #[test]
 fn variables_come_from_flags_over_the_environment() {
+    // The IL5 example with its resource group and VNet range taken from variables.
+    let dir = tempfile::tempdir().unwrap();
+    let spec = std::fs::read_to_string(root().join("examples/il5-govcloud/pool.xcsp.hcl")).unwrap();
+    let spec = spec
+        .replace(r#"resource_group  = "il5-gpu-workers""#, "resource_group  = var.rg")
+        .replace(r#"vnet_cidr      = "10.200.0.0/16""#, "vnet_cidr      = var.vnet");
+    let spec = format!("variable \"rg\" {{ type = string }}\nvariable \"vnet\" {{ type = string }}\n{spec}");
+    std::fs::write(dir.path().join("pool.xcsp.hcl"), spec).unwrap();
     let out = xcsp()
-        .args(["plan", "--json", "--var", "tenant_id=00000000-0000-0000-0000-00000000000a"])
-        .arg(root().join("examples/il5-govcloud"))
-        .env("XCSP_VAR_tenant_id", "00000000-0000-0000-0000-00000000000b")
-        .env("XCSP_VAR_subscription_id", "00000000-0000-0000-0000-00000000000c")
+        .args(["plan", "--offline", "--json", "--var", "rg=rg-from-flag"])
+        .arg(dir.path())
+        .env("XCSP_VAR_rg", "rg-from-env")
+        .env("XCSP_VAR_vnet", "10.200.0.0/16")
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("00000000-0000-0000-0000-00000000000a"));
-    assert!(!text.contains("00000000-0000-0000-0000-00000000000b"));
-    assert!(text.contains("00000000-0000-0000-0000-00000000000c"));
+    assert!(text.contains("rg-from-flag"), "the flag wins");
+    assert!(!text.contains("rg-from-env"));
+    assert!(text.contains("10.200.0.0/16"), "the environment fills what no flag sets");
 }
 
 #[test]

@@ -1,0 +1,238 @@
+//! End to end through the built binaries: `xcsp-sim` (ARM emulator, moto behind the EC2 fidelity
+//! layer, an IPI cluster fixture) and `xcsp`, driving the real SDK clients over HTTP.
+//! - The IL5 example: plan, apply, all four tunnels UP as the sim judges them, a second plan with
+//!   no changes (exit 0 with --detailed-exitcode), destroy --sweep leaving nothing in either cloud.
+//! - Crash safety: apply killed with SIGKILL at five points across the run, re-run each time; it
+//!   converges and each cloud holds exactly one of every resource, none untracked.
+//! Needs moto (scripts/moto-setup); fails saying so when it is missing.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().and_then(Path::parent).unwrap().join(name);
+    assert!(bin.exists(), "{} is missing: run `cargo test --workspace` (it builds every binary) first", bin.display());
+    bin
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+/// A running `xcsp-sim` with the IL5 cluster fixture; killed (with its moto) when dropped.
+struct Clouds {
+    child: Child,
+    url: String,
+}
+
+impl Clouds {
+    fn start() -> Clouds {
+        let venv = std::env::var("XCSP_MOTO_VENV")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/xcsp-moto"));
+        assert!(
+            venv.join("bin/moto_server").exists(),
+            "moto is not installed at {}: run scripts/moto-setup (scripts/test does)",
+            venv.display()
+        );
+        let mut child = Command::new(bin("xcsp-sim"))
+            .args(["--latency", "fast", "--fixture", "il5-gpu-x7k2p:us-gov-west-1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("xcsp-sim starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a first line").unwrap();
+        let url = first.split_whitespace().nth(3).expect("xcsp-sim listening on URL").to_string();
+        for line in lines.by_ref() {
+            if line.unwrap().starts_with("xcsp-sim fixture") {
+                break;
+            }
+        }
+        Clouds { child, url }
+    }
+
+    /// `xcsp` with the environment that points the SDKs here.
+    fn xcsp(&self, state: &Path) -> Command {
+        let mut c = Command::new(bin("xcsp"));
+        c.env("AWS_ENDPOINT_URL", &self.url)
+            .env("AWS_ACCESS_KEY_ID", "local")
+            .env("AWS_SECRET_ACCESS_KEY", "local")
+            .env("XCSP_AZURE_ENDPOINT", &self.url)
+            .env("AZURE_AUTHORITY_HOST", &self.url)
+            .env("AZURE_CLIENT_ID", "xcsp-e2e")
+            .env("AZURE_CLIENT_SECRET", "local")
+            .env("AZURE_TENANT_ID", "00000000-0000-0000-0000-000000000001")
+            .env("XCSP_OFFLINE", "1")
+            .env("XCSP_STATE_DIR", state)
+            .env_remove("AWS_PROFILE");
+        c
+    }
+
+    fn get(&self, path: &str) -> serde_json::Value {
+        let out = Command::new("curl").args(["-sf", &format!("{}{path}", self.url)]).output().expect("curl");
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Live EC2 VPN resources by kind, through the fidelity layer.
+    fn aws_live(&self) -> (usize, usize, usize) {
+        let call = |action: &str, tag: &str| -> usize {
+            let out = Command::new("curl")
+                .args(["-s", "-X", "POST", &format!("{}/", self.url)])
+                .args(["-H", "Authorization: AWS4-HMAC-SHA256 Credential=x/20260101/us-gov-west-1/ec2/aws4_request, SignedHeaders=host, Signature=0"])
+                .args(["-H", "Content-Type: application/x-www-form-urlencoded"])
+                .args(["--data", &format!("Action={action}&Version=2016-11-15")])
+                .output()
+                .expect("curl");
+            let text = String::from_utf8_lossy(&out.stdout);
+            text.matches(&format!("<{tag}>")).count()
+                - text.matches("<state>deleted</state>").count()
+                - text.matches("<state>deleting</state>").count()
+        };
+        (
+            call("DescribeVpnGateways", "vpnGatewayId"),
+            call("DescribeCustomerGateways", "customerGatewayId"),
+            call("DescribeVpnConnections", "vpnConnectionId"),
+        )
+    }
+
+    /// ARM resources, without the rules inside security groups (xcsp manages those as part of
+    /// their group).
+    fn arm_resources(&self) -> Vec<String> {
+        let all = self.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
+        all.iter()
+            .filter(|r| !r["type"].as_str().unwrap_or_default().ends_with("/securityRules"))
+            .map(|r| r["id"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    fn arm_count(&self) -> usize {
+        self.arm_resources().len()
+    }
+}
+
+impl Drop for Clouds {
+    fn drop(&mut self) {
+        // SIGTERM lets the sim stop its moto child.
+        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+    }
+}
+
+fn il5() -> PathBuf {
+    root().join("examples/il5-govcloud")
+}
+
+fn ok(out: &std::process::Output) -> String {
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "exit {:?}\n{text}", out.status.code());
+    text
+}
+
+fn tunnels_up(clouds: &Clouds, state: &Path) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let up = v
+            .as_array()
+            .map_or(0, |t| t.iter().filter(|x| x["aws_status"] == "UP" && x["azure_status"] == "Connected").count());
+        if up == 4 || Instant::now() > deadline {
+            return up;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    ok(&clouds.xcsp(state).arg("plan").arg(il5()).output().unwrap());
+    let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert!(applied.contains("Apply complete! Resources: 31 added"), "{applied}");
+    assert_eq!(tunnels_up(&clouds, state), 4);
+
+    let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+
+    // No secret in what a user sees.
+    let state_text = std::fs::read_to_string(state.join("state.json")).unwrap();
+    let psks: Vec<String> = serde_json::from_str::<serde_json::Value>(&state_text).unwrap()["resources"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(a, _)| a.starts_with("xcsp_preshared_key"))
+        .map(|(_, r)| r["attributes"]["value"]["$sensitive"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(psks.len(), 4);
+    for p in &psks {
+        assert!(!applied.contains(p.as_str()), "a PSK reached apply's output");
+    }
+
+    let destroyed = ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert!(destroyed.contains("31 destroyed"), "{destroyed}");
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+    assert_eq!(clouds.arm_count(), 0);
+}
+
+#[test]
+fn apply_killed_at_five_points_converges_without_twins() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    // Kill after this many events of the run (JSON lines): early, mid-gateway, late.
+    for kill_after in [2, 9, 17, 25, 33] {
+        let mut child = clouds
+            .xcsp(state)
+            .args(["apply", "--auto-approve", "--json"])
+            .arg(il5())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut seen = 0;
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        while let Some(Ok(line)) = lines.next() {
+            if line.starts_with('{') {
+                seen += 1;
+            }
+            if seen >= kill_after {
+                break;
+            }
+        }
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        // The lock of the killed run stays; the next run is told who holds it. Clear it as an
+        // operator would, with the id from the lock file.
+        let lock = state.join("state.lock");
+        if lock.exists() {
+            let id = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&lock).unwrap()).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            ok(&clouds.xcsp(state).args(["force-unlock", &id]).arg(il5()).output().unwrap());
+        }
+    }
+    let last = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert!(last.contains("Apply complete!") || last.contains("No changes"), "{last}");
+    let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+
+    // Exactly one of each: 1 VPN gateway, 2 customer gateways, 2 VPN connections, and as many
+    // ARM resources as state records Azure ones (subnets are children of the VNet in ARM too).
+    assert_eq!(clouds.aws_live(), (1, 2, 2));
+    let state_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(state.join("state.json")).unwrap()).unwrap();
+    let azure = state_json["resources"].as_object().unwrap().keys().filter(|a| a.starts_with("azure_")).count();
+    assert_eq!(clouds.arm_count(), azure, "{:#?}", clouds.arm_resources());
+    assert_eq!(tunnels_up(&clouds, state), 4);
+
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+    assert_eq!(clouds.arm_count(), 0);
+}

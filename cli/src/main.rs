@@ -54,6 +54,9 @@ pub struct RunArgs {
     /// Skip checks that reach outside the clouds (the OIDC issuer's discovery document).
     #[arg(long, env = "XCSP_OFFLINE", value_parser = clap::builder::BoolishValueParser::new())]
     offline: bool,
+    /// Which ready operation starts first (`fifo` only to compare against, in benchmarks).
+    #[arg(long, default_value = "critical-path", hide = true, value_parser = ["critical-path", "fifo"])]
+    order: String,
 }
 
 #[derive(Subcommand)]

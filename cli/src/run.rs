@@ -160,7 +160,7 @@ fn new_run(l: &Loaded, providers: Providers, args: &RunArgs, events: Events) -> 
         stack: l.model.stack.clone(),
         providers,
         limits: Limits::default().capped(args.parallelism),
-        order: Order::CriticalPath,
+        order: if args.order == "fifo" { Order::Fifo } else { Order::CriticalPath },
         retries: Retries::default(),
         events,
         cancel: interrupts(),

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Apply wall time against the critical path, on the local clouds.
+
+Starts xcsp-sim with the realistic durations scaled (default: 1 real minute = 1 s), applies an
+example with `xcsp apply --json`, and compares the wall time of the run with its critical path:
+the longest chain of the graph (from `xcsp graph`) weighted by how long each operation took in
+this very run. A ratio of 1.00 means the run took no longer than its slowest chain.
+
+usage: scripts/bench-apply.py EXAMPLE [--scale 0.0166] [--parallelism N] [--order critical-path|fifo]
+"""
+import argparse, json, os, re, subprocess, sys, tempfile, time
+
+p = argparse.ArgumentParser()
+p.add_argument("example")
+p.add_argument("--scale", type=float, default=1 / 60)
+p.add_argument("--parallelism", type=int, default=16)
+p.add_argument("--order", default="critical-path")
+p.add_argument("--fixture", default="il5-gpu-x7k2p:us-gov-west-1")
+a = p.parse_args()
+
+target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/xcsp-target"))
+bin_dir = os.path.join(target, os.environ.get("XCSP_PROFILE", "debug"))
+sim = subprocess.Popen([f"{bin_dir}/xcsp-sim", "--latency", "fast", "--time-scale", str(a.scale), "--no-throttle",
+                        "--fixture", a.fixture], stdout=subprocess.PIPE, text=True)
+try:
+    url = sim.stdout.readline().split()[3]
+    while not sim.stdout.readline().startswith("xcsp-sim fixture"):
+        pass
+    state = tempfile.mkdtemp()
+    env = dict(os.environ, AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local",
+               XCSP_AZURE_ENDPOINT=url, AZURE_AUTHORITY_HOST=url, AZURE_CLIENT_ID="bench", AZURE_CLIENT_SECRET="local",
+               AZURE_TENANT_ID="00000000-0000-0000-0000-000000000001", XCSP_OFFLINE="1", XCSP_STATE_DIR=state)
+    dot = subprocess.run([f"{bin_dir}/xcsp", "graph", a.example], capture_output=True, text=True, env=env).stdout
+    edges = re.findall(r'"([^"]+)" -> "([^"]+)"', dot)
+    started = time.monotonic()
+    out = subprocess.run([f"{bin_dir}/xcsp", "apply", "--auto-approve", "--json", "--parallelism", str(a.parallelism),
+                          "--order", a.order, a.example], capture_output=True, text=True, env=env)
+    wall = time.monotonic() - started
+    if out.returncode != 0:
+        sys.exit(f"apply failed:\n{out.stdout}\n{out.stderr}")
+    took = {}
+    first = last = None
+    for line in out.stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        e = json.loads(line)
+        if e["event"] == "finished":
+            took[e["address"]] = e["elapsed"] / 1000
+    # Longest chain through the nodes that ran, weighted by their own durations.
+    deps = {}
+    for src, dst in edges:
+        deps.setdefault(dst, []).append(src)
+    memo = {}
+    def longest(n):
+        if n not in memo:
+            memo[n] = took.get(n, 0) + max((longest(d) for d in deps.get(n, [])), default=0)
+        return memo[n]
+    critical = max(longest(n) for n in took)
+    print(json.dumps({"example": a.example, "scale": a.scale, "parallelism": a.parallelism, "order": a.order,
+                      "operations": len(took), "wall_s": round(wall, 2), "critical_path_s": round(critical, 2),
+                      "ratio": round(wall / critical, 3)}))
+finally:
+    sim.terminate()
+    sim.wait()

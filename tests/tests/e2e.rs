@@ -236,3 +236,36 @@ fn apply_killed_at_five_points_converges_without_twins() {
     assert_eq!(clouds.aws_live(), (0, 0, 0));
     assert_eq!(clouds.arm_count(), 0);
 }
+
+#[test]
+fn apply_converges_through_throttling_and_server_errors_on_both_clouds() {
+    let clouds = Clouds::start();
+    let faults = r#"{"faults": {"aws_throttle_rate": 0.3, "aws_error_rate": 0.05, "error_rate": 0.05, "error_status": 500},
+        "throttle": {"enabled": true, "writes": {"capacity": 4, "refill_per_sec": 4.0}, "reads": {"capacity": 10, "refill_per_sec": 10.0}}}"#;
+    let patched = Command::new("curl")
+        .args(["-sf", "-o", "/dev/null", "-X", "PATCH", "-H", "Content-Type: application/json", "--data", faults])
+        .arg(format!("{}/_sim/config", clouds.url))
+        .status()
+        .unwrap();
+    assert!(patched.success());
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let applied = clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&applied.stdout), String::from_utf8_lossy(&applied.stderr));
+    let counters = clouds.get("/_sim/counters");
+    assert!(counters["injected_errors"].as_u64().unwrap_or(0) > 10, "faults were injected: {counters}");
+    // The providers' retries absorb every fault: one run is enough.
+    assert!(applied.status.success() && text.contains("Apply complete!"), "{text}");
+    let quiet = r#"{"faults": {"aws_throttle_rate": 0.0, "aws_error_rate": 0.0, "error_rate": 0.0}, "throttle": {"enabled": false}}"#;
+    Command::new("curl")
+        .args(["-sf", "-o", "/dev/null", "-X", "PATCH", "-H", "Content-Type: application/json", "--data", quiet])
+        .arg(format!("{}/_sim/config", clouds.url))
+        .status()
+        .unwrap();
+    let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+    assert_eq!(clouds.aws_live(), (1, 2, 2));
+    assert_eq!(tunnels_up(&clouds, state), 4);
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.arm_count(), 0);
+}

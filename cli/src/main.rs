@@ -121,6 +121,15 @@ enum Command {
     },
     /// Print the resource graph as Graphviz DOT.
     Graph(SpecArgs),
+    /// Write the pool's CAPZ/CAPI objects as YAML into DIR, for `oc apply` or GitOps
+    /// (values such as the identity's client id come from state: apply first).
+    Render {
+        dir: PathBuf,
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// Remove the lock of a run that died, given the lock id its error message showed.
     ForceUnlock {
         lock_id: String,
@@ -213,6 +222,7 @@ fn main() -> ExitCode {
         Command::Status { spec, state, json } => {
             load(&spec).and_then(|l| runtime().block_on(run::status(&spec, &l, &state, json)))
         }
+        Command::Render { dir, spec, state } => load(&spec).and_then(|l| run::render(&l, &state, &dir)),
         Command::ForceUnlock { lock_id, spec, state } => {
             load(&spec).and_then(|l| run::force_unlock(&l, &state, &lock_id))
         }

@@ -352,6 +352,41 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
     Ok(ExitCode::SUCCESS)
 }
 
+pub fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> Result<ExitCode, ExitCode> {
+    let (_, guard, state) = open(l, args, "render")?;
+    drop(guard);
+    let output_of = |from: &xcsp_core::Address, output: &str| {
+        let r = state.resources.get(from)?;
+        r.attributes
+            .get(output)
+            .cloned()
+            .or_else(|| (output == "id").then(|| r.id.clone().map(xcsp_core::Value::string)).flatten())
+    };
+    let mut objects = Vec::new();
+    for node in l.graph.in_order().into_iter().filter(|n| n.address.rtype.provider() == ProviderKind::Kubernetes) {
+        match xcsp_kube::object(&l.model.stack, &node.address, &node.filled(output_of)) {
+            Ok(o) => objects.push(o),
+            Err(e) => {
+                eprintln!("Error: {e}");
+                return Err(ExitCode::from(1));
+            }
+        }
+    }
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        eprintln!("Error: cannot create {}: {e}", dir.display());
+        return Err(ExitCode::from(1));
+    }
+    for (name, text) in xcsp_kube::render(&objects) {
+        let path = dir.join(&name);
+        if let Err(e) = std::fs::write(&path, text) {
+            eprintln!("Error: cannot write {}: {e}", path.display());
+            return Err(ExitCode::from(1));
+        }
+        println!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn force_unlock(l: &Loaded, args: &StateArgs, id: &str) -> Result<ExitCode, ExitCode> {
     let dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
     let held = LocalBackend::new(dir).force_unlock(id).map_err(|e| fail(&e))?;

@@ -160,6 +160,15 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
     assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
 
+    // The CAPZ/CAPI objects, with the identity's client id from state.
+    let objects = dir.path().join("objects");
+    ok(&clouds.xcsp(state).arg("render").arg(&objects).arg(il5()).output().unwrap());
+    let mut files: Vec<_> = std::fs::read_dir(&objects).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert_eq!(files.len(), 6);
+    let identity = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(identity.contains("kind: AzureClusterIdentity") && identity.contains("clientID:"), "{identity}");
+
     // No secret in what a user sees.
     let state_text = std::fs::read_to_string(state.join("state.json")).unwrap();
     let psks: Vec<String> = serde_json::from_str::<serde_json::Value>(&state_text).unwrap()["resources"]

@@ -114,6 +114,8 @@ async fn the_il5_azure_side_applies_refreshes_cleanly_and_destroys_to_nothing() 
         counters.injected_errors > 0 || counters.errors.contains_key("SubscriptionRequestsThrottled"),
         "{counters:?}"
     );
+    // Writes to the gateway and its connections were serialized: Azure never had to refuse one.
+    assert_eq!(counters.errors.get("AnotherOperationInProgress"), None, "{counters:?}");
     sim.sim.world.patch_config(&json!({"throttle": {"enabled": false}, "faults": {"error_rate": 0.0}})).unwrap();
 
     // The identity came out with the ids the Kubernetes side needs.
@@ -135,6 +137,8 @@ async fn the_il5_azure_side_applies_refreshes_cleanly_and_destroys_to_nothing() 
         lists.values().all(|n| *n <= 2),
         "one list per type (VNets twice: themselves and their subnets): {lists:?}"
     );
+    let calls: u64 = lists.iter().filter(|(k, _)| !k.contains("token")).map(|(_, n)| n).sum();
+    eprintln!("refresh of the IL5 Azure side ({} resources): {calls} ARM calls {lists:?}", state.resources.len());
 
     // Planned again against the refreshed state: nothing to do.
     let plan = xcsp_plans::plan::diff(&loaded.model.stack, &loaded.model.digest, &graph, &refreshed.attributes());
@@ -145,6 +149,28 @@ async fn the_il5_azure_side_applies_refreshes_cleanly_and_destroys_to_nothing() 
         .map(|c| format!("{} {:?}: {:?} -> {:?}", c.address, c.action, c.before, c.after))
         .collect();
     assert!(changed.is_empty(), "{changed:#?}");
+
+    // Changed behind xcsp's back: the federated credential deleted out of band is drift.
+    let fic: Address = "azure_federated_identity_credential.capz".parse().unwrap();
+    let fic_id = refreshed.resources[&fic].id.clone().unwrap();
+    let deleted = reqwest::Client::new()
+        .delete(format!("{}/_sim/resource", sim.base_url))
+        .query(&[("id", fic_id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success());
+    let mut drifted = refreshed.clone();
+    let r =
+        xcsp_engine::refresh(&providers, &loaded.model.stack, &mut drifted, Adopt::All, &Events::none()).await.unwrap();
+    assert_eq!(r.vanished, vec![fic.clone()]);
+    let plan = xcsp_plans::plan::diff(&loaded.model.stack, &loaded.model.digest, &graph, &drifted.attributes());
+    let creates: Vec<&Address> =
+        plan.changes.iter().filter(|c| c.action == xcsp_plans::plan::Action::Create).map(|c| &c.address).collect();
+    assert_eq!(creates, vec![&fic]);
+    let summary = xcsp_engine::apply(&run, &graph, &mut drifted, &mut store).await.unwrap();
+    assert!(summary.succeeded() && summary.done.len() == 1, "{summary:?}");
+    let mut refreshed = drifted;
 
     // Government audience on every token request.
     let tokens: serde_json::Value =

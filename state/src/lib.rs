@@ -1,7 +1,10 @@
 //! State: what xcsp has made, by address, in a versioned JSON format, and the local backend
 //! that stores it atomically and locks it. Knows nothing of providers or plans.
 
+pub mod backend;
+pub mod crypto;
 pub mod local;
+pub mod s3;
 
 use std::collections::BTreeMap;
 
@@ -71,6 +74,23 @@ pub enum StateError {
         help("wait for it to finish; if its holder died, run `xcsp force-unlock {id}`")
     )]
     Locked { id: String, holder: String, operation: String, since: String },
+    #[error("state encryption: {0}")]
+    #[diagnostic(
+        code(xcsp::state::key),
+        help(
+            "keys come from XCSP_STATE_KEY (base64 of 32 bytes) or XCSP_STATE_PASSPHRASE; during a rotation the previous one goes in XCSP_STATE_KEY_OLD or XCSP_STATE_PASSPHRASE_OLD"
+        )
+    )]
+    Key(String),
+    #[error("{what} at {location}: {message}")]
+    #[diagnostic(code(xcsp::state::remote))]
+    Remote { what: &'static str, location: String, message: String },
+    #[error("state at {location} changed since it was read (another run wrote it); nothing was overwritten")]
+    #[diagnostic(
+        code(xcsp::state::conflict),
+        help("another process holds or held the stack without the lock; check `xcsp state list`, then run again")
+    )]
+    Conflict { location: String },
     #[error("state is not locked")]
     #[diagnostic(code(xcsp::state::not_locked))]
     NotLocked,

@@ -21,6 +21,7 @@ pub struct LockInfo {
 
 pub struct LocalBackend {
     dir: PathBuf,
+    codec: crate::crypto::Codec,
 }
 
 /// Held while an operation runs; removes the lock file when dropped.
@@ -37,7 +38,17 @@ impl Drop for LockGuard {
 
 impl LocalBackend {
     pub fn new(dir: impl Into<PathBuf>) -> LocalBackend {
-        LocalBackend { dir: dir.into() }
+        LocalBackend { dir: dir.into(), codec: Default::default() }
+    }
+
+    /// Seals what it writes and opens what it reads with `codec` (client-side encryption).
+    pub fn with_codec(mut self, codec: crate::crypto::Codec) -> LocalBackend {
+        self.codec = codec;
+        self
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     fn state_path(&self) -> PathBuf {
@@ -55,8 +66,11 @@ impl LocalBackend {
     /// The recorded state, or `None` if the stack has none yet.
     pub fn read(&self) -> Result<Option<State>, StateError> {
         let path = self.state_path();
-        match fs::read_to_string(&path) {
-            Ok(text) => decode(&path.display().to_string(), &text).map(Some),
+        match fs::read(&path) {
+            Ok(bytes) => {
+                let plain = self.codec.open(&bytes)?;
+                decode(&path.display().to_string(), &String::from_utf8_lossy(&plain)).map(Some)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Self::io(&path)(e)),
         }
@@ -68,7 +82,7 @@ impl LocalBackend {
         state.serial += 1;
         let path = self.state_path();
         let tmp = self.dir.join(format!(".state.json.{}.tmp", std::process::id()));
-        let text = serde_json::to_vec_pretty(state).expect("state serializes");
+        let text = self.codec.seal(&serde_json::to_vec_pretty(state).expect("state serializes"))?;
         let mut f = File::create(&tmp).map_err(Self::io(&tmp))?;
         f.write_all(&text).and_then(|_| f.sync_all()).map_err(Self::io(&tmp))?;
         if path.exists() {

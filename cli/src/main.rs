@@ -222,9 +222,11 @@ fn main() -> ExitCode {
         Command::Status { spec, state, json } => {
             load(&spec).and_then(|l| runtime().block_on(run::status(&spec, &l, &state, json)))
         }
-        Command::Render { dir, spec, state } => load(&spec).and_then(|l| run::render(&l, &state, &dir)),
+        Command::Render { dir, spec, state } => {
+            load(&spec).and_then(|l| runtime().block_on(run::render(&l, &state, &dir)))
+        }
         Command::ForceUnlock { lock_id, spec, state } => {
-            load(&spec).and_then(|l| run::force_unlock(&l, &state, &lock_id))
+            load(&spec).and_then(|l| runtime().block_on(run::force_unlock(&l, &state, &lock_id)))
         }
     };
     result.unwrap_or_else(|code| code)

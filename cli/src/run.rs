@@ -5,6 +5,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use xcsp_core::{Address, ProviderKind};
 use xcsp_engine::{Adopt, Events, Limits, Order, Providers, Retries, Run, Summary};
@@ -12,7 +13,11 @@ use xcsp_plans::Loaded;
 use xcsp_plans::graph::ResourceGraph;
 use xcsp_plans::plan::{self, Action, SavedPlan};
 use xcsp_state::State;
-use xcsp_state::local::{LocalBackend, LockGuard};
+
+use xcsp_state::backend::Backend;
+use xcsp_state::crypto::Codec;
+use xcsp_state::local::LocalBackend;
+use xcsp_state::s3::{S3Backend, S3Config};
 
 use crate::progress::{self, Mode};
 use crate::{RunArgs, SpecArgs, StateArgs, clouds, report};
@@ -50,13 +55,65 @@ fn holder() -> String {
     format!("{}@{} pid {}", std::env::var("USER").unwrap_or_else(|_| "unknown".into()), hostname(), std::process::id())
 }
 
-/// The stack's backend, locked for `operation`, and its state (new if there is none yet).
-fn open(l: &Loaded, args: &StateArgs, operation: &str) -> Result<(LocalBackend, LockGuard, State), ExitCode> {
+/// The stack's state store, chosen by the environment like Terraform's `-backend-config`:
+/// `XCSP_BACKEND=s3` with `XCSP_BACKEND_BUCKET`, `XCSP_BACKEND_KEY` (default `<stack>/state.json`),
+/// `XCSP_BACKEND_REGION` (default the spec's AWS region), `XCSP_BACKEND_ENDPOINT`,
+/// `XCSP_BACKEND_SSE`; otherwise the local directory. Both seal state with the key from
+/// `XCSP_STATE_KEY` / `XCSP_STATE_PASSPHRASE` when one is set.
+pub async fn backend(l: &Loaded, args: &StateArgs) -> Result<Arc<dyn Backend>, ExitCode> {
+    let codec = Codec::from_env().map_err(|e| fail(&e))?;
+    if std::env::var("XCSP_BACKEND").is_ok_and(|b| b == "s3") {
+        let Ok(bucket) = std::env::var("XCSP_BACKEND_BUCKET") else {
+            eprintln!("Error: XCSP_BACKEND=s3 needs XCSP_BACKEND_BUCKET.");
+            return Err(ExitCode::from(1));
+        };
+        let config = S3Config {
+            bucket,
+            key: std::env::var("XCSP_BACKEND_KEY").unwrap_or_else(|_| format!("{}/state.json", l.model.stack)),
+            region: std::env::var("XCSP_BACKEND_REGION").unwrap_or_else(|_| l.model.aws.region.value.clone()),
+            endpoint: std::env::var("XCSP_BACKEND_ENDPOINT").ok(),
+            server_side_encryption: std::env::var("XCSP_BACKEND_SSE").ok(),
+            static_credentials: None,
+        };
+        return Ok(Arc::new(S3Backend::new(config, codec).await));
+    }
     let dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
-    let backend = LocalBackend::new(dir);
-    let guard = backend.lock(&holder(), operation).map_err(|e| fail(&e))?;
-    let state = backend.read().map_err(|e| fail(&e))?.unwrap_or_else(|| State::new(&l.model.stack));
-    Ok((backend, guard, state))
+    Ok(Arc::new(LocalBackend::new(dir).with_codec(codec)))
+}
+
+/// The stack's lock while a command runs; released when dropped (also on early returns).
+pub struct Held {
+    backend: Arc<dyn Backend>,
+    id: String,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let (backend, id) = (self.backend.clone(), self.id.clone());
+        let release = async move { backend.unlock(&id).await };
+        let _ = tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(release));
+    }
+}
+
+/// The stack's backend, locked for `operation`, and its state (new if there is none yet).
+async fn open(l: &Loaded, args: &StateArgs, operation: &str) -> Result<(Arc<dyn Backend>, Held, State), ExitCode> {
+    let backend = backend(l, args).await?;
+    let lock = backend.lock(&holder(), operation).await.map_err(|e| fail(&e))?;
+    let held = Held { backend: backend.clone(), id: lock.id };
+    let state = backend.read().await.map_err(|e| fail(&e))?.unwrap_or_else(|| State::new(&l.model.stack));
+    Ok((backend, held, state))
+}
+
+/// Saves through the backend after every step of a run.
+struct Saver(Arc<dyn Backend>);
+
+impl xcsp_engine::Store for Saver {
+    fn save<'a>(
+        &'a mut self,
+        state: &'a mut State,
+    ) -> xcsp_core::provider::BoxFuture<'a, Result<(), xcsp_state::StateError>> {
+        self.0.write(state)
+    }
 }
 
 /// The part of the graph this version can apply: everything but the Kubernetes objects, which
@@ -99,7 +156,7 @@ async fn refresh(
 pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> Result<ExitCode, ExitCode> {
     check_issuers(l, opts.offline).await?;
     let graph = in_reach(l);
-    let (_, guard, mut state) = open(l, args, "plan")?;
+    let (_, guard, mut state) = open(l, args, "plan").await?;
     if opts.refresh && !state.resources.is_empty() {
         let providers = clouds::providers(&l.model, &needed(&graph, &state)).await?;
         refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
@@ -109,7 +166,10 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> Result<Exi
     if let Some(out) = opts.out {
         let lineage = (state.serial > 0).then(|| state.lineage.clone());
         let saved = SavedPlan::new(p.redacted(), lineage, state.serial);
-        let text = serde_json::to_vec_pretty(&saved).expect("plans serialize");
+        // Sealed like state when a state key is configured.
+        let text = Codec::from_env()
+            .and_then(|c| c.seal(&serde_json::to_vec_pretty(&saved).expect("plans serialize")))
+            .map_err(|e| fail(&e))?;
         if let Err(e) = std::fs::write(&out, text) {
             eprintln!("Error: cannot write {}: {e}", out.display());
             return Err(ExitCode::from(1));
@@ -181,13 +241,14 @@ pub async fn apply(
     run_args: &RunArgs,
     saved: Option<PathBuf>,
 ) -> Result<ExitCode, ExitCode> {
-    let (backend, _guard, mut state) = open(l, args, "apply")?;
+    let (backend, _held, mut state) = open(l, args, "apply").await?;
     if let Some(path) = saved {
-        let text = std::fs::read_to_string(&path).map_err(|e| {
+        let bytes = std::fs::read(&path).map_err(|e| {
             eprintln!("Error: cannot read the plan {}: {e}", path.display());
             ExitCode::from(1)
         })?;
-        let saved: SavedPlan = serde_json::from_str(&text).map_err(|e| {
+        let text = Codec::from_env().and_then(|c| c.open(&bytes)).map_err(|e| fail(&e))?;
+        let saved: SavedPlan = serde_json::from_slice(&text).map_err(|e| {
             eprintln!("Error: {} is not a saved plan: {e}", path.display());
             ExitCode::from(1)
         })?;
@@ -202,7 +263,7 @@ pub async fn apply(
     let events = Events::new(tx);
     if !state.resources.is_empty() {
         refresh(&providers, &l.model.stack, &mut state, Adopt::All, &events).await?;
-        backend.write(&mut state).map_err(|e| fail(&e))?;
+        backend.write(&mut state).await.map_err(|e| fail(&e))?;
     }
     let p = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes());
     let changes = p.changes.iter().filter(|c| c.action != Action::NoOp).count();
@@ -215,7 +276,7 @@ pub async fn apply(
     confirm(run_args, "Do you want to perform these actions?")?;
     let view = progress::spawn(mode, rx, changes);
     let run = new_run(l, providers, run_args, events);
-    let mut store = |s: &mut State| backend.write(s);
+    let mut store = Saver(backend.clone());
     let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut store).await.map_err(|e| fail(&e))?;
     drop(run);
     let _ = view.await;
@@ -257,7 +318,7 @@ fn finish(what: &str, summary: &Summary) -> Result<ExitCode, ExitCode> {
 }
 
 pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bool) -> Result<ExitCode, ExitCode> {
-    let (backend, _guard, mut state) = open(l, args, "destroy")?;
+    let (backend, _held, mut state) = open(l, args, "destroy").await?;
     let kinds =
         if sweep { needed(&l.graph, &state) } else { state.resources.keys().map(|a| a.rtype.provider()).collect() };
     let providers = clouds::providers(&l.model, &kinds).await?;
@@ -267,7 +328,7 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
     if sweep || !state.resources.is_empty() {
         let adopt = if sweep { Adopt::All } else { Adopt::Known };
         refresh(&providers, &l.model.stack, &mut state, adopt, &events).await?;
-        backend.write(&mut state).map_err(|e| fail(&e))?;
+        backend.write(&mut state).await.map_err(|e| fail(&e))?;
     }
     let doomed: Vec<&Address> = state.resources.iter().filter(|(_, r)| r.id.is_some()).map(|(a, _)| a).collect();
     if mode != Mode::Json {
@@ -285,14 +346,14 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
         confirm(run_args, "Do you really want to destroy all resources of this stack?")?;
         let view = progress::spawn(mode, rx, total);
         let run = new_run(l, providers.clone(), run_args, events);
-        let mut store = |s: &mut State| backend.write(s);
+        let mut store = Saver(backend.clone());
         let summary = xcsp_engine::destroy(&run, &mut state, &mut store).await.map_err(|e| fail(&e))?;
         drop(run);
         let _ = view.await;
         Some(summary)
     } else {
         state.resources.clear();
-        backend.write(&mut state).map_err(|e| fail(&e))?;
+        backend.write(&mut state).await.map_err(|e| fail(&e))?;
         None
     };
     if sweep {
@@ -317,7 +378,7 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
 }
 
 pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -> Result<ExitCode, ExitCode> {
-    let (_, guard, mut state) = open(l, args, "status")?;
+    let (_, guard, mut state) = open(l, args, "status").await?;
     if !state.resources.is_empty() {
         let providers = clouds::providers(&l.model, &needed(&l.graph, &state)).await?;
         refresh(&providers, &l.model.stack, &mut state, Adopt::Known, &Events::none()).await?;
@@ -352,8 +413,8 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> Result<ExitCode, ExitCode> {
-    let (_, guard, state) = open(l, args, "render")?;
+pub async fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> Result<ExitCode, ExitCode> {
+    let (_, guard, state) = open(l, args, "render").await?;
     drop(guard);
     let output_of = |from: &xcsp_core::Address, output: &str| {
         let r = state.resources.get(from)?;
@@ -387,9 +448,8 @@ pub fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn force_unlock(l: &Loaded, args: &StateArgs, id: &str) -> Result<ExitCode, ExitCode> {
-    let dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
-    let held = LocalBackend::new(dir).force_unlock(id).map_err(|e| fail(&e))?;
+pub async fn force_unlock(l: &Loaded, args: &StateArgs, id: &str) -> Result<ExitCode, ExitCode> {
+    let held = backend(l, args).await?.force_unlock(id).await.map_err(|e| fail(&e))?;
     println!("Removed the lock held by {} for `{}`.", held.holder, held.operation);
     Ok(ExitCode::SUCCESS)
 }

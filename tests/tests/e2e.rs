@@ -26,6 +26,7 @@ fn root() -> &'static Path {
 struct Clouds {
     child: Child,
     url: String,
+    moto: String,
 }
 
 impl Clouds {
@@ -47,12 +48,17 @@ impl Clouds {
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let first = lines.next().expect("a first line").unwrap();
         let url = first.split_whitespace().nth(3).expect("xcsp-sim listening on URL").to_string();
+        let mut moto = String::new();
         for line in lines.by_ref() {
-            if line.unwrap().starts_with("xcsp-sim fixture") {
+            let line = line.unwrap();
+            if let Some(rest) = line.split("(moto at ").nth(1) {
+                moto = rest.trim_end_matches(')').to_string();
+            }
+            if line.starts_with("xcsp-sim fixture") {
                 break;
             }
         }
-        Clouds { child, url }
+        Clouds { child, url, moto }
     }
 
     /// `xcsp` with the environment that points the SDKs here.
@@ -276,5 +282,66 @@ fn apply_converges_through_throttling_and_server_errors_on_both_clouds() {
     assert_eq!(clouds.aws_live(), (1, 2, 2));
     assert_eq!(tunnels_up(&clouds, state), 4);
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.arm_count(), 0);
+}
+
+#[test]
+fn state_in_s3_is_encrypted_locked_and_shared() {
+    let clouds = Clouds::start();
+    let created =
+        Command::new("curl").args(["-sf", "-X", "PUT", &format!("{}/xcsp-state", clouds.moto)]).status().unwrap();
+    assert!(created.success(), "bucket created in moto");
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = |c: &mut Command| {
+        c.env("XCSP_BACKEND", "s3")
+            .env("XCSP_BACKEND_BUCKET", "xcsp-state")
+            .env("XCSP_BACKEND_ENDPOINT", &clouds.moto)
+            .env("XCSP_BACKEND_REGION", "us-east-1")
+            .env("XCSP_STATE_PASSPHRASE", "correct horse battery staple")
+            .env("XCSP_STATE_ENCRYPTION", "enforced");
+    };
+    let mut apply = clouds.xcsp(dir.path());
+    s3(&mut apply);
+    ok(&apply.args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+
+    // The stored object is an envelope: no attribute, no sensitive marker, readable.
+    let raw = Command::new("curl")
+        .args(["-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "local:local"])
+        .arg(format!("{}/xcsp-state/il5-gpu/state.json", clouds.moto))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw.stdout);
+    assert!(
+        raw.status.success(),
+        "GET from moto at {:?}: {:?} {}",
+        clouds.moto,
+        raw.status,
+        String::from_utf8_lossy(&raw.stderr)
+    );
+    assert!(
+        text.contains("xcsp_encrypted") && !text.contains("$sensitive") && !text.contains("xcsp_preshared_key"),
+        "{text}"
+    );
+
+    // Another machine with the key sees the same stack: nothing to change.
+    let mut plan = clouds.xcsp(&dir.path().join("elsewhere"));
+    s3(&mut plan);
+    let out = plan.args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Without the key it is refused with a clear error.
+    let mut keyless = clouds.xcsp(dir.path());
+    s3(&mut keyless);
+    let out = keyless.env_remove("XCSP_STATE_PASSPHRASE").args(["plan"]).arg(il5()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("XCSP_STATE_KEY"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut destroy = clouds.xcsp(dir.path());
+    s3(&mut destroy);
+    ok(&destroy.args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_eq!(clouds.arm_count(), 0);
 }

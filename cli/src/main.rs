@@ -5,6 +5,7 @@ mod clouds;
 mod discovery;
 mod progress;
 mod run;
+mod state_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -130,6 +131,11 @@ enum Command {
         #[command(flatten)]
         state: StateArgs,
     },
+    /// Look at or repair recorded state (under the stack's lock).
+    State {
+        #[command(subcommand)]
+        command: StateCommand,
+    },
     /// Remove the lock of a run that died, given the lock id its error message showed.
     ForceUnlock {
         lock_id: String,
@@ -138,6 +144,62 @@ enum Command {
         #[command(flatten)]
         state: StateArgs,
     },
+}
+
+#[derive(Subcommand)]
+pub enum StateCommand {
+    /// Every recorded resource and its cloud id.
+    List {
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// One resource's recorded attributes (secrets shown as markers).
+    Show {
+        address: String,
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Forget a resource (the cloud resource stays; apply adopts it again by its tags).
+    Rm {
+        address: String,
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Print the state (sealed with the configured key, if any) for a backup or a repair.
+    Pull {
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Replace the state with FILE (same lineage and a serial not older, unless --force).
+    Push {
+        file: PathBuf,
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+}
+
+impl StateCommand {
+    fn args(&self) -> (&SpecArgs, &StateArgs) {
+        match self {
+            StateCommand::List { spec, state }
+            | StateCommand::Show { spec, state, .. }
+            | StateCommand::Rm { spec, state, .. }
+            | StateCommand::Pull { spec, state }
+            | StateCommand::Push { spec, state, .. } => (spec, state),
+        }
+    }
 }
 
 fn inputs(args: &SpecArgs) -> VarInputs {
@@ -224,6 +286,10 @@ fn main() -> ExitCode {
         }
         Command::Render { dir, spec, state } => {
             load(&spec).and_then(|l| runtime().block_on(run::render(&l, &state, &dir)))
+        }
+        Command::State { command } => {
+            let (spec, state) = command.args();
+            load(spec).and_then(|l| runtime().block_on(state_cmd::run(&l, state, &command)))
         }
         Command::ForceUnlock { lock_id, spec, state } => {
             load(&spec).and_then(|l| runtime().block_on(run::force_unlock(&l, &state, &lock_id)))

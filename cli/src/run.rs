@@ -42,7 +42,7 @@ async fn check_issuers(l: &Loaded, offline: bool) -> Result<(), ExitCode> {
     if problems.iter().any(|p| p.is_error()) { Err(ExitCode::from(1)) } else { Ok(()) }
 }
 
-fn fail(diag: &dyn miette::Diagnostic) -> ExitCode {
+pub fn fail(diag: &dyn miette::Diagnostic) -> ExitCode {
     report(diag);
     ExitCode::from(1)
 }
@@ -96,7 +96,7 @@ impl Drop for Held {
 }
 
 /// The stack's backend, locked for `operation`, and its state (new if there is none yet).
-async fn open(l: &Loaded, args: &StateArgs, operation: &str) -> Result<(Arc<dyn Backend>, Held, State), ExitCode> {
+pub async fn open(l: &Loaded, args: &StateArgs, operation: &str) -> Result<(Arc<dyn Backend>, Held, State), ExitCode> {
     let backend = backend(l, args).await?;
     let lock = backend.lock(&holder(), operation).await.map_err(|e| fail(&e))?;
     let held = Held { backend: backend.clone(), id: lock.id };

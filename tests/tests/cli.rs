@@ -104,3 +104,37 @@ fn preshared_keys_never_reach_plan_output_or_plan_files() {
         assert!(!all.contains("SECRET"), "a pre-shared key leaked with {args:?}");
     }
 }
+
+#[test]
+fn state_commands_list_show_redacted_remove_and_refuse_going_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("backup.json");
+    std::fs::write(
+        &file,
+        r#"{"version":1,"serial":3,"lineage":"abc","stack":"il5-gpu","resources":{"xcsp_preshared_key.link[0]":{"id":"k","attributes":{"value":{"$sensitive":"Secret_PSK_value_1"}},"dependencies":[]}}}"#,
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let run = |args: &[&str]| {
+        xcsp()
+            .args(["state"])
+            .args(args)
+            .arg(root().join("examples/il5-govcloud"))
+            .arg("--state-dir")
+            .arg(&state)
+            .output()
+            .unwrap()
+    };
+    assert!(run(&["push", file.to_str().unwrap()]).status.success());
+    let listed = String::from_utf8_lossy(&run(&["list"]).stdout).to_string();
+    assert!(listed.contains("xcsp_preshared_key.link[0]\tk"), "{listed}");
+    let shown = run(&["show", "xcsp_preshared_key.link[0]"]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("(sensitive value)") && !shown.contains("Secret_PSK_value_1"), "{shown}");
+    // An older copy is not pushed over a newer state.
+    let older = dir.path().join("older.json");
+    std::fs::write(&older, std::fs::read_to_string(&file).unwrap().replace("\"serial\":3", "\"serial\":1")).unwrap();
+    assert_eq!(run(&["push", older.to_str().unwrap()]).status.code(), Some(1));
+    assert!(run(&["rm", "xcsp_preshared_key.link[0]"]).status.success());
+    assert!(String::from_utf8_lossy(&run(&["list"]).stdout).trim().is_empty());
+}

@@ -1,0 +1,96 @@
+//! `xcsp state ...`: look at and repair recorded state, always under the stack's lock.
+
+use std::process::ExitCode;
+
+use xcsp_core::{Address, Value};
+use xcsp_plans::Loaded;
+use xcsp_state::crypto::Codec;
+
+use crate::run::{fail, open};
+use crate::{StateArgs, StateCommand};
+
+/// Secrets as a marker: what `show` prints.
+fn redact(v: &Value) -> serde_json::Value {
+    match v {
+        Value::Sensitive(_) => serde_json::Value::String("(sensitive value)".into()),
+        Value::List(l) => serde_json::Value::Array(l.iter().map(redact).collect()),
+        Value::Map(m) => serde_json::Value::Object(m.iter().map(|(k, x)| (k.clone(), redact(x))).collect()),
+        other => other.to_json(),
+    }
+}
+
+fn address(text: &str) -> Result<Address, ExitCode> {
+    text.parse().map_err(|e| {
+        eprintln!("Error: `{text}` is not a resource address: {e}");
+        ExitCode::from(1)
+    })
+}
+
+pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> Result<ExitCode, ExitCode> {
+    let (backend, _held, mut state) = open(l, args, "state").await?;
+    match command {
+        StateCommand::List { .. } => {
+            for (a, r) in &state.resources {
+                match &r.id {
+                    Some(id) => println!("{a}\t{id}"),
+                    None => println!("{a}\t(intent: create not confirmed)"),
+                }
+            }
+        }
+        StateCommand::Show { address: text, .. } => {
+            let a = address(text)?;
+            let Some(r) = state.resources.get(&a) else {
+                eprintln!("Error: state has no {a}.");
+                return Err(ExitCode::from(1));
+            };
+            let attrs: serde_json::Map<String, serde_json::Value> =
+                r.attributes.iter().map(|(k, v)| (k.clone(), redact(v))).collect();
+            let shown = serde_json::json!({ "address": a.to_string(), "id": r.id, "attributes": attrs, "dependencies": r.dependencies });
+            println!("{}", serde_json::to_string_pretty(&shown).expect("json"));
+        }
+        StateCommand::Rm { address: text, .. } => {
+            let a = address(text)?;
+            if state.resources.remove(&a).is_none() {
+                eprintln!("Error: state has no {a}.");
+                return Err(ExitCode::from(1));
+            }
+            backend.write(&mut state).await.map_err(|e| fail(&e))?;
+            println!(
+                "Removed {a} from state (the cloud resource itself is untouched; apply will adopt it again by its tags)."
+            );
+        }
+        StateCommand::Pull { .. } => {
+            // Sealed with the configured key, so the copy is as safe as the stored one.
+            let codec = Codec::from_env().map_err(|e| fail(&e))?;
+            let bytes =
+                codec.seal(&serde_json::to_vec_pretty(&state).expect("state serializes")).map_err(|e| fail(&e))?;
+            use std::io::Write;
+            let _ = std::io::stdout().write_all(&bytes);
+        }
+        StateCommand::Push { file, force, .. } => {
+            let codec = Codec::from_env().map_err(|e| fail(&e))?;
+            let bytes = std::fs::read(file).map_err(|e| {
+                eprintln!("Error: cannot read {}: {e}", file.display());
+                ExitCode::from(1)
+            })?;
+            let plain = codec.open(&bytes).map_err(|e| fail(&e))?;
+            let mut pushed = xcsp_state::decode(&file.display().to_string(), &String::from_utf8_lossy(&plain))
+                .map_err(|e| fail(&e))?;
+            if !force && state.serial > 0 && (pushed.lineage != state.lineage || pushed.serial < state.serial) {
+                eprintln!(
+                    "Error: {} is lineage {} serial {}, the stack has lineage {} serial {}: refusing to go back or across (--force overrides).",
+                    file.display(),
+                    pushed.lineage,
+                    pushed.serial,
+                    state.lineage,
+                    state.serial
+                );
+                return Err(ExitCode::from(1));
+            }
+            pushed.serial = pushed.serial.max(state.serial);
+            backend.write(&mut pushed).await.map_err(|e| fail(&e))?;
+            println!("Pushed {} resources (serial {}).", pushed.resources.len(), pushed.serial);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -55,29 +55,41 @@ fn holder() -> String {
     format!("{}@{} pid {}", std::env::var("USER").unwrap_or_else(|_| "unknown".into()), hostname(), std::process::id())
 }
 
-/// The stack's state store, chosen by the environment like Terraform's `-backend-config`:
-/// `XCSP_BACKEND=s3` with `XCSP_BACKEND_BUCKET`, `XCSP_BACKEND_KEY` (default `<stack>/state.json`),
-/// `XCSP_BACKEND_REGION` (default the spec's AWS region), `XCSP_BACKEND_ENDPOINT`,
-/// `XCSP_BACKEND_SSE`; otherwise the local directory. Both seal state with the key from
-/// `XCSP_STATE_KEY` / `XCSP_STATE_PASSPHRASE` when one is set.
+/// The stack's state store: the spec's `backend` block, each setting overridable by the
+/// environment like Terraform's `-backend-config` (`XCSP_BACKEND=s3|local`, `XCSP_BACKEND_BUCKET`,
+/// `XCSP_BACKEND_KEY` (default `<stack>/state.json`), `XCSP_BACKEND_REGION` (default the spec's
+/// AWS region), `XCSP_BACKEND_ENDPOINT`, `XCSP_BACKEND_SSE`); without either, the local directory.
+/// Both seal state with the key from `XCSP_STATE_KEY` / `XCSP_STATE_PASSPHRASE` when one is set.
 pub async fn backend(l: &Loaded, args: &StateArgs) -> Result<Arc<dyn Backend>, ExitCode> {
     let codec = Codec::from_env().map_err(|e| fail(&e))?;
-    if std::env::var("XCSP_BACKEND").is_ok_and(|b| b == "s3") {
-        let Ok(bucket) = std::env::var("XCSP_BACKEND_BUCKET") else {
-            eprintln!("Error: XCSP_BACKEND=s3 needs XCSP_BACKEND_BUCKET.");
+    let block = l.model.backend.as_ref();
+    let env = |name: &str| std::env::var(name).ok();
+    let kind = env("XCSP_BACKEND").or_else(|| block.map(|b| b.kind.clone())).unwrap_or_else(|| "local".into());
+    if kind == "s3" {
+        let Some(bucket) = env("XCSP_BACKEND_BUCKET").or_else(|| block.and_then(|b| b.bucket.clone())) else {
+            eprintln!("Error: the s3 backend needs a bucket: `bucket` in the backend block or XCSP_BACKEND_BUCKET.");
             return Err(ExitCode::from(1));
         };
         let config = S3Config {
             bucket,
-            key: std::env::var("XCSP_BACKEND_KEY").unwrap_or_else(|_| format!("{}/state.json", l.model.stack)),
-            region: std::env::var("XCSP_BACKEND_REGION").unwrap_or_else(|_| l.model.aws.region.value.clone()),
-            endpoint: std::env::var("XCSP_BACKEND_ENDPOINT").ok(),
-            server_side_encryption: std::env::var("XCSP_BACKEND_SSE").ok(),
+            key: env("XCSP_BACKEND_KEY")
+                .or_else(|| block.and_then(|b| b.key.clone()))
+                .unwrap_or_else(|| format!("{}/state.json", l.model.stack)),
+            region: env("XCSP_BACKEND_REGION")
+                .or_else(|| block.and_then(|b| b.region.clone()))
+                .unwrap_or_else(|| l.model.aws.region.value.clone()),
+            endpoint: env("XCSP_BACKEND_ENDPOINT").or_else(|| block.and_then(|b| b.endpoint.clone())),
+            server_side_encryption: env("XCSP_BACKEND_SSE")
+                .or_else(|| block.and_then(|b| b.server_side_encryption.clone())),
             static_credentials: None,
         };
         return Ok(Arc::new(S3Backend::new(config, codec).await));
     }
-    let dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
+    let dir = args
+        .state_dir
+        .clone()
+        .or_else(|| block.and_then(|b| b.path.clone()).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
     Ok(Arc::new(LocalBackend::new(dir).with_codec(codec)))
 }
 

@@ -307,6 +307,46 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
         }
     }
 
+    let mut backend = None;
+    for (i, b) in blocks("backend").iter().enumerate() {
+        let fields = evaluate_block(b, &schema::BACKEND, &env, problems);
+        let (kind, span) = b.labels[0].clone();
+        if i > 0 {
+            problems.push(
+                Problem::error("xcsp::backend::duplicate", "a stack has one state backend")
+                    .label(&b.head_span(), "a second `backend` block")
+                    .with_help("keep one `backend` block"),
+            );
+            continue;
+        }
+        if kind != "local" && kind != "s3" {
+            problems.push(
+                Problem::error("xcsp::backend::kind", format!("unknown backend `{kind}`"))
+                    .label(&span, "")
+                    .with_help("backends are `local` and `s3`"),
+            );
+            continue;
+        }
+        let get = |k: &str, problems: &mut Problems| fields.get_string(k, problems).map(|s| s.value);
+        let decoded = Backend {
+            path: get("path", problems),
+            bucket: get("bucket", problems),
+            key: get("key", problems),
+            region: get("region", problems),
+            endpoint: get("endpoint", problems),
+            server_side_encryption: get("server_side_encryption", problems),
+            kind,
+        };
+        if decoded.kind == "s3" && decoded.bucket.is_none() {
+            problems.push(
+                Problem::error("xcsp::backend::bucket", "an `s3` backend needs `bucket`")
+                    .label(&b.head_span(), "")
+                    .with_help("add `bucket = \"...\"` (the key defaults to `<stack>/state.json`)"),
+            );
+        }
+        backend = Some(decoded);
+    }
+
     for (kind, present) in [("cluster", cluster.is_some()), ("aws", aws.is_some()), ("azure", azure.is_some())] {
         if !present && blocks(kind).is_empty() {
             let at = raw.files.first().map(|f| Span::new(f, 0..0));
@@ -343,6 +383,7 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
         references,
         digest: hex::encode(digest.finalize()),
         secrets,
+        backend,
     }
 }
 

@@ -214,9 +214,25 @@ pub const OUTPUT: BlockSpec = BlockSpec {
     computed: &[],
 };
 
+/// Where state lives: `backend "local" { path = ... }` or `backend "s3" { bucket = ... }`.
+pub const BACKEND: BlockSpec = BlockSpec {
+    kind: "backend",
+    labelled: true,
+    attrs: &[
+        opt("path", Ty::String),
+        opt("bucket", Ty::String),
+        opt("key", Ty::String),
+        opt("region", Ty::String),
+        opt("endpoint", Ty::String),
+        opt("server_side_encryption", Ty::String),
+    ],
+    blocks: &[],
+    computed: &[],
+};
+
 /// Every top-level block kind.
 pub const TOP_LEVEL: &[&BlockSpec] =
-    &[&VARIABLE, &CLUSTER, &AWS, &AZURE, &NETWORK, &WORKLOAD_IDENTITY, &WORKER_POOL, &OUTPUT];
+    &[&VARIABLE, &CLUSTER, &AWS, &AZURE, &NETWORK, &WORKLOAD_IDENTITY, &WORKER_POOL, &OUTPUT, &BACKEND];
 
 /// Block kinds an expression may refer to.
 pub const REFERENCEABLE: &[&str] = &["cluster", "aws", "azure", "network", "workload_identity", "worker_pool"];

@@ -215,4 +215,18 @@ pub struct Spec {
     pub digest: String,
     /// Secret strings (pre-shared keys, sensitive variables), hidden wherever sources are shown.
     pub secrets: Vec<String>,
+    pub backend: Option<Backend>,
+}
+
+/// Where the stack's state lives (the `backend` block; the environment may override it).
+#[derive(Debug, Clone)]
+pub struct Backend {
+    /// `local` or `s3`.
+    pub kind: String,
+    pub path: Option<String>,
+    pub bucket: Option<String>,
+    pub key: Option<String>,
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
+    pub server_side_encryption: Option<String>,
 }

@@ -21,6 +21,7 @@ pub struct Model {
     pub outputs: Vec<Output>,
     pub references: Vec<(String, String)>,
     pub digest: String,
+    pub backend: Option<crate::spec::Backend>,
 }
 
 /// Runs every rule. Returns the model if no rule found an error (warnings are allowed).
@@ -54,6 +55,7 @@ pub fn validate(spec: Spec, problems: &mut Problems) -> Option<Model> {
         outputs: spec.outputs,
         references: spec.references,
         digest: spec.digest,
+        backend: spec.backend,
     })
 }
 

@@ -323,10 +323,23 @@ fn state_in_s3_is_encrypted_locked_and_shared() {
         "{text}"
     );
 
-    // Another machine with the key sees the same stack: nothing to change.
-    let mut plan = clouds.xcsp(&dir.path().join("elsewhere"));
-    s3(&mut plan);
-    let out = plan.args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    // Another machine whose spec names the backend in a `backend "s3"` block (no XCSP_BACKEND*)
+    // and has the key sees the same stack: nothing to change.
+    let spec_dir = dir.path().join("spec");
+    std::fs::create_dir_all(&spec_dir).unwrap();
+    let spec = std::fs::read_to_string(il5().join("pool.xcsp.hcl")).unwrap();
+    let block = format!(
+        "backend \"s3\" {{\n  bucket = \"xcsp-state\"\n  region = \"us-east-1\"\n  endpoint = \"{}\"\n}}\n",
+        clouds.moto
+    );
+    std::fs::write(spec_dir.join("pool.xcsp.hcl"), format!("{spec}\n{block}")).unwrap();
+    let out = clouds
+        .xcsp(&dir.path().join("elsewhere"))
+        .env("XCSP_STATE_PASSPHRASE", "correct horse battery staple")
+        .args(["plan", "--detailed-exitcode"])
+        .arg(&spec_dir)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 
     // Without the key it is refused with a clear error.

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use xcsp_core::{Address, ProviderKind};
-use xcsp_engine::{Adopt, Events, Limits, Order, Providers, Retries, Run, Summary};
+use xcsp_engine::{Adopt, Events, Limits, Order, Providers, Run, Summary};
 use xcsp_plans::Loaded;
 use xcsp_plans::graph::ResourceGraph;
 use xcsp_plans::plan::{self, Action, SavedPlan};
@@ -228,16 +228,13 @@ fn interrupts() -> watch::Receiver<u32> {
 }
 
 fn new_run(l: &Loaded, providers: Providers, args: &RunArgs, events: Events) -> Run {
-    Run {
-        stack: l.model.stack.clone(),
-        providers,
-        limits: Limits::default().capped(args.parallelism),
-        order: if args.order == "fifo" { Order::Fifo } else { Order::CriticalPath },
-        retries: Retries::default(),
-        events,
-        cancel: interrupts(),
-        protected: l.graph.nodes().filter(|n| n.prevent_destroy).map(|n| n.address.clone()).collect(),
-    }
+    let mut run = Run::new(&l.model.stack, providers);
+    run.limits = Limits::default().capped(args.parallelism);
+    run.order = if args.order == "fifo" { Order::Fifo } else { Order::CriticalPath };
+    run.events = events;
+    run.cancel = interrupts();
+    run.protected = l.graph.nodes().filter(|n| n.prevent_destroy).map(|n| n.address.clone()).collect();
+    run
 }
 
 fn print_failures(summary: &Summary) {

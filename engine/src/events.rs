@@ -127,6 +127,18 @@ impl Events {
         Events(Some(tx))
     }
 
+    /// Events written to stderr, one JSON object per line (for tests: shown when one fails).
+    /// Needs a tokio runtime.
+    pub fn to_stderr() -> Events {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+        tokio::spawn(async move {
+            while let Some(e) = rx.recv().await {
+                eprintln!("{}", serde_json::to_string(&e).unwrap_or_default());
+            }
+        });
+        Events::new(tx)
+    }
+
     /// Events nobody watches.
     pub fn none() -> Events {
         Events(None)

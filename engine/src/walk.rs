@@ -122,6 +122,23 @@ pub struct Run {
     pub protected: HashSet<Address>,
 }
 
+impl Run {
+    /// A run with the default limits and retries, critical path first, watched by nobody and
+    /// never interrupted; callers change what they need.
+    pub fn new(stack: &str, providers: Providers) -> Run {
+        Run {
+            stack: stack.to_string(),
+            providers,
+            limits: Limits::default(),
+            order: Order::CriticalPath,
+            retries: Retries::default(),
+            events: Events::none(),
+            cancel: watch::channel(0).1,
+            protected: HashSet::new(),
+        }
+    }
+}
+
 /// Saves state; called after every change the walk makes to it, and awaited before the walk
 /// goes on (a backend may be remote).
 pub trait Store: Send {

@@ -12,12 +12,11 @@ use std::time::{Duration, Instant};
 
 use azure_core::auth::TokenCredential;
 use serde_json::{Value as Json, json};
-use tokio::sync::watch;
 use xcsp_aws::{AwsConfig, AwsProvider};
 use xcsp_azure::{AzureConfig, AzureProvider, Cloud};
 use xcsp_core::{Address, ProviderKind};
 use xcsp_engine::local::LocalProvider;
-use xcsp_engine::{Adopt, Events, Limits, Order, Providers, Retries, Run};
+use xcsp_engine::{Adopt, Events, Providers, Run};
 use xcsp_plans::graph::{Node, ResourceGraph};
 use xcsp_sim::aws::Moto;
 use xcsp_sim::{SimConfig, SimServer};
@@ -37,24 +36,10 @@ fn network_side() -> (xcsp_plans::Loaded, ResourceGraph) {
 }
 
 fn run(providers: Providers, stack: &str) -> Run {
-    let (tx, cancel) = watch::channel(0);
-    std::mem::forget(tx);
-    let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Some(e) = events_rx.recv().await {
-            eprintln!("{}", serde_json::to_string(&e).unwrap_or_default());
-        }
-    });
-    Run {
-        stack: stack.into(),
-        providers,
-        limits: Limits::default(),
-        order: Order::CriticalPath,
-        retries: Retries { in_use_wait: Duration::from_millis(200), ..Retries::default() },
-        events: Events::new(events_tx),
-        cancel,
-        protected: Default::default(),
-    }
+    let mut run = Run::new(stack, providers);
+    run.retries.in_use_wait = Duration::from_millis(200);
+    run.events = Events::to_stderr();
+    run
 }
 
 async fn tunnels(base: &str) -> Vec<Json> {

@@ -10,11 +10,10 @@ use std::sync::Arc;
 use azure_core::auth::TokenCredential;
 use azure_identity::ClientSecretCredential;
 use serde_json::json;
-use tokio::sync::watch;
 use xcsp_azure::{AzureConfig, AzureProvider, Cloud};
 use xcsp_core::{Address, ProviderKind, Value};
 use xcsp_engine::local::LocalProvider;
-use xcsp_engine::{Adopt, Events, Limits, Order, Providers, Retries, Run};
+use xcsp_engine::{Adopt, Events, Providers, Run};
 use xcsp_plans::graph::{Node, ResourceGraph};
 use xcsp_sim::{SimConfig, SimServer};
 use xcsp_state::State;
@@ -62,25 +61,10 @@ fn provider(base: &str, sub: &str, tenant: &str, rg: &str) -> AzureProvider {
 }
 
 fn run(providers: Providers, stack: &str) -> Run {
-    let (_tx, cancel) = watch::channel(0);
-    std::mem::forget(_tx);
-    // Progress goes to the test's output (shown when it fails).
-    let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Some(e) = events_rx.recv().await {
-            eprintln!("{}", serde_json::to_string(&e).unwrap_or_default());
-        }
-    });
-    Run {
-        stack: stack.into(),
-        providers,
-        limits: Limits::default(),
-        order: Order::CriticalPath,
-        retries: Retries { in_use_wait: std::time::Duration::from_millis(100), ..Retries::default() },
-        events: Events::new(events_tx),
-        cancel,
-        protected: Default::default(),
-    }
+    let mut run = Run::new(stack, providers);
+    run.retries.in_use_wait = std::time::Duration::from_millis(100);
+    run.events = Events::to_stderr();
+    run
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,7 @@
 //!   no changes (exit 0 with --detailed-exitcode), destroy --sweep leaving nothing in either cloud.
 //! - Crash safety: apply killed with SIGKILL at five points across the run, re-run each time; it
 //!   converges and each cloud holds exactly one of every resource, none untracked.
+//!
 //! Needs moto (scripts/moto-setup); fails saying so when it is missing.
 
 use std::io::{BufRead, BufReader};

@@ -653,20 +653,20 @@ impl AwsProvider {
             let want = str_attr(attrs, &format!("tunnel{n}_psk"));
             let have = str_attr(&current, &format!("tunnel{n}_psk"));
             let ip = str_attr(&current, &format!("tunnel{n}_address")).unwrap_or_default();
-            if let (Some(want), Some(have)) = (want, have) {
-                if want != have {
-                    progress.waiting(a, &format!("rotating the pre-shared key of tunnel {n}"));
-                    let spec =
-                        aws_sdk_ec2::types::ModifyVpnTunnelOptionsSpecification::builder().pre_shared_key(want).build();
-                    self.ec2
-                        .modify_vpn_tunnel_options()
-                        .vpn_connection_id(&id)
-                        .vpn_tunnel_outside_ip_address(ip)
-                        .tunnel_options(spec)
-                        .send()
-                        .await
-                        .map_err(|x| sdk_error(a, x.into_service_error()))?;
-                }
+            if let (Some(want), Some(have)) = (want, have)
+                && want != have
+            {
+                progress.waiting(a, &format!("rotating the pre-shared key of tunnel {n}"));
+                let spec =
+                    aws_sdk_ec2::types::ModifyVpnTunnelOptionsSpecification::builder().pre_shared_key(want).build();
+                self.ec2
+                    .modify_vpn_tunnel_options()
+                    .vpn_connection_id(&id)
+                    .vpn_tunnel_outside_ip_address(ip)
+                    .tunnel_options(spec)
+                    .send()
+                    .await
+                    .map_err(|x| sdk_error(a, x.into_service_error()))?;
             }
         }
         let (_, out) = self.read_connection(a, &id, first_cidr.as_deref()).await?;

@@ -263,38 +263,35 @@ impl AzureProvider {
                 self.credential.get_token(&[&self.config.cloud.scope()]).await.map_err(|e| failed(e.to_string()))?;
             let r = self.http.get(&url).bearer_auth(token.token.secret()).send().await;
             let mut after = self.config.poll_interval;
-            match r {
-                Ok(r) => {
-                    if let Some(secs) =
-                        r.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok())
-                    {
-                        after = Duration::from_secs_f64(secs.max(0.05));
+            // A dropped connection (Err) just polls again.
+            if let Ok(r) = r {
+                if let Some(secs) =
+                    r.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok())
+                {
+                    after = Duration::from_secs_f64(secs.max(0.05));
+                }
+                let code = r.status().as_u16();
+                let body: Json = r.json().await.unwrap_or(Json::Null);
+                if is_async && body["status"].is_string() {
+                    match body["status"].as_str() {
+                        Some("Succeeded") => return Ok(()),
+                        Some("Failed" | "Canceled") => {
+                            return Err(failed(
+                                body["error"]["message"].as_str().unwrap_or("the delete failed").to_string(),
+                            ));
+                        }
+                        _ => {}
                     }
-                    let code = r.status().as_u16();
-                    let body: Json = r.json().await.unwrap_or(Json::Null);
-                    if is_async && body["status"].is_string() {
-                        match body["status"].as_str() {
-                            Some("Succeeded") => return Ok(()),
-                            Some("Failed" | "Canceled") => {
-                                return Err(failed(
-                                    body["error"]["message"].as_str().unwrap_or("the delete failed").to_string(),
-                                ));
-                            }
-                            _ => {}
-                        }
-                    } else {
-                        // A Location-style answer (also what some services put behind the
-                        // Azure-AsyncOperation header): 202 until done, then 200 or 204.
-                        match code {
-                            200 | 204 => return Ok(()),
-                            202 => {}
-                            429 | 500..=599 => {}
-                            other => return Err(failed(format!("polling the delete answered HTTP {other}"))),
-                        }
+                } else {
+                    // A Location-style answer (also what some services put behind the
+                    // Azure-AsyncOperation header): 202 until done, then 200 or 204.
+                    match code {
+                        200 | 204 => return Ok(()),
+                        202 => {}
+                        429 | 500..=599 => {}
+                        other => return Err(failed(format!("polling the delete answered HTTP {other}"))),
                     }
                 }
-                // A dropped connection: poll again.
-                Err(_) => {}
             }
             if Instant::now() + after > deadline {
                 return Err(ProviderError::Timeout { address: address.to_string(), operation: "delete", timeout });

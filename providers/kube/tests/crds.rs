@@ -49,20 +49,20 @@ fn validate(schema: &Json, v: &Json, path: &str, out: &mut Vec<String>) {
         out.push(format!("{path}: expected {}, got {v}", ty.unwrap_or("?")));
         return;
     }
-    if let Some(allowed) = schema["enum"].as_array() {
-        if !allowed.contains(v) {
-            out.push(format!("{path}: {v} is not one of {allowed:?}"));
-        }
+    if let Some(allowed) = schema["enum"].as_array()
+        && !allowed.contains(v)
+    {
+        out.push(format!("{path}: {v} is not one of {allowed:?}"));
     }
-    if let (Some(s), Some(max)) = (v.as_str(), schema["maxLength"].as_u64()) {
-        if s.len() as u64 > max {
-            out.push(format!("{path}: longer than {max}"));
-        }
+    if let (Some(s), Some(max)) = (v.as_str(), schema["maxLength"].as_u64())
+        && s.len() as u64 > max
+    {
+        out.push(format!("{path}: longer than {max}"));
     }
-    if let (Some(s), Some(min)) = (v.as_str(), schema["minLength"].as_u64()) {
-        if (s.len() as u64) < min {
-            out.push(format!("{path}: shorter than {min}"));
-        }
+    if let (Some(s), Some(min)) = (v.as_str(), schema["minLength"].as_u64())
+        && (s.len() as u64) < min
+    {
+        out.push(format!("{path}: shorter than {min}"));
     }
     match v {
         Json::Object(map) => {

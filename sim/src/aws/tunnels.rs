@@ -125,10 +125,10 @@ fn judge(
             (&t.p2_dh, "pfsGroup", "phase 2 DH group"),
         ];
         for (list, field, what) in checks {
-            if let Some(choice) = policy[field].as_str() {
-                if !offers(list, choice) {
-                    return (Err(format!("no common {what}: Azure wants {choice}, AWS offers {list:?}")), named);
-                }
+            if let Some(choice) = policy[field].as_str()
+                && !offers(list, choice)
+            {
+                return (Err(format!("no common {what}: Azure wants {choice}, AWS offers {list:?}")), named);
             }
         }
     }
@@ -156,10 +156,10 @@ fn judge(
                 named,
             );
         }
-        if let Some(v) = vgw {
-            if bgp.get("asn").and_then(Value::as_i64) != Some(v.asn) {
-                return (Err(format!("Azure expects AWS ASN {}, the gateway has {}", bgp["asn"], v.asn)), named);
-            }
+        if let Some(v) = vgw
+            && bgp.get("asn").and_then(Value::as_i64) != Some(v.asn)
+        {
+            return (Err(format!("Azure expects AWS ASN {}, the gateway has {}", bgp["asn"], v.asn)), named);
         }
         if gp["bgpSettings"]["asn"].as_i64() != Some(cgw.asn) {
             return (

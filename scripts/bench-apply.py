@@ -7,16 +7,21 @@ the longest chain of the graph (from `xcsp graph`) weighted by how long each ope
 this very run. A ratio of 1.00 means the run took no longer than its slowest chain.
 
 usage: scripts/bench-apply.py EXAMPLE [--scale 0.0166] [--parallelism N] [--order critical-path|fifo]
+       scripts/bench-apply.py --links 10 --pools 5 [...]   (a generated stack, one local VPC per link)
 """
 import argparse, json, os, re, subprocess, sys, tempfile, time
 
 p = argparse.ArgumentParser()
-p.add_argument("example")
+p.add_argument("example", nargs="?")
+p.add_argument("--links", type=int, default=0)
+p.add_argument("--pools", type=int, default=5)
 p.add_argument("--scale", type=float, default=1 / 60)
 p.add_argument("--parallelism", type=int, default=16)
 p.add_argument("--order", default="critical-path")
 p.add_argument("--fixture", default="il5-gpu-x7k2p:us-gov-west-1")
 a = p.parse_args()
+if a.links:
+    a.fixture = "bench-x1:us-gov-west-1"
 
 target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/xcsp-target"))
 bin_dir = os.path.join(target, os.environ.get("XCSP_PROFILE", "debug"))
@@ -27,6 +32,20 @@ try:
     while not sim.stdout.readline().startswith("xcsp-sim fixture"):
         pass
     state = tempfile.mkdtemp()
+    if a.links:
+        # One VPC per link (AWS allows one virtual private gateway per VPC), made through the
+        # sim's EC2 front; the generated spec names them.
+        import urllib.request
+        vpcs = []
+        for _ in range(a.links):
+            req = urllib.request.Request(f"{url}/", data=b"Action=CreateVpc&CidrBlock=10.0.0.0/16&Version=2016-11-15",
+                headers={"Content-Type": "application/x-www-form-urlencoded",
+                         "Authorization": "AWS4-HMAC-SHA256 Credential=x/20260101/us-gov-west-1/ec2/aws4_request, SignedHeaders=host, Signature=0"})
+            vpcs.append(re.search(r"<vpcId>([^<]+)</vpcId>", urllib.request.urlopen(req).read().decode()).group(1))
+        a.example = os.path.join(state, "bench.xcsp.hcl")
+        here = os.path.dirname(os.path.abspath(__file__))
+        subprocess.run([sys.executable, os.path.join(here, "gen-bench-spec.py"), str(a.links), str(a.pools), a.example,
+                        ",".join(vpcs)], check=True)
     env = dict(os.environ, AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local",
                XCSP_AZURE_ENDPOINT=url, AZURE_AUTHORITY_HOST=url, AZURE_CLIENT_ID="bench", AZURE_CLIENT_SECRET="local",
                AZURE_TENANT_ID="00000000-0000-0000-0000-000000000001", XCSP_OFFLINE="1", XCSP_STATE_DIR=state)
@@ -56,7 +75,7 @@ try:
             memo[n] = took.get(n, 0) + max((longest(d) for d in deps.get(n, [])), default=0)
         return memo[n]
     critical = max(longest(n) for n in took)
-    print(json.dumps({"example": a.example, "scale": a.scale, "parallelism": a.parallelism, "order": a.order,
+    print(json.dumps({"example": a.example if not a.links else f"{a.links} links x {a.pools} pools", "scale": a.scale, "parallelism": a.parallelism, "order": a.order,
                       "operations": len(took), "wall_s": round(wall, 2), "critical_path_s": round(critical, 2),
                       "ratio": round(wall / critical, 3)}))
 finally:

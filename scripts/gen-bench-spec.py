@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Writes a large spec for the planner benchmark: LINKS networks x POOLS worker pools each.
 
-usage: gen-bench-spec.py LINKS POOLS OUT_FILE
+usage: gen-bench-spec.py LINKS POOLS OUT_FILE [VPC_ID,VPC_ID,...]
 Each link has its own VPC and /16 VNet; each pool a /24 subnet and a MachineHealthCheck.
+VPC ids, when given (one per link, e.g. made in the local clouds), replace the made-up ones.
 """
 import sys
 
 links, pools, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+vpcs = sys.argv[4].split(",") if len(sys.argv) > 4 else [f"vpc-{l:017x}" for l in range(links)]
+assert len(vpcs) >= links
 octets = [o for o in range(1, 256) if not (128 <= o <= 131)]
 assert links <= len(octets) and pools <= 200
 parts = ['''cluster {
@@ -31,7 +34,7 @@ for l in range(links):
     parts.append(f'''network "l{l}" {{
   vnet_cidr      = "10.{o}.0.0/16"
   gateway_subnet = "10.{o}.255.0/27"
-  vpc_id         = "vpc-{l:017x}"
+  vpc_id         = "{vpcs[l]}"
   azure_asn      = 65010
 }}
 ''')

@@ -359,3 +359,49 @@ fn state_in_s3_is_encrypted_locked_and_shared() {
     ok(&destroy.args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_eq!(clouds.arm_count(), 0);
 }
+
+#[test]
+fn apply_killed_right_after_create_vpn_connection_adopts_it() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let mut child = clouds
+        .xcsp(state)
+        .args(["apply", "--auto-approve", "--json"])
+        .arg(il5())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while let Some(Ok(line)) = lines.next() {
+        if line.contains(r#""event":"started""#) && line.contains("aws_vpn_connection.link[0]") {
+            break;
+        }
+    }
+    // Wait until the layer has answered CreateVpnConnection, then SIGKILL before state records it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while clouds.aws_live().2 == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(clouds.aws_live().2 >= 1, "the connection was created before the kill");
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(state.join("state.json")).unwrap()).unwrap();
+    assert!(
+        recorded["resources"]["aws_vpn_connection.link[0]"]["id"].is_null(),
+        "state holds only the intent: {}",
+        recorded["resources"]["aws_vpn_connection.link[0]"]
+    );
+    let lock = state.join("state.lock");
+    let id = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&lock).unwrap()).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(&clouds.xcsp(state).args(["force-unlock", &id]).arg(il5()).output().unwrap());
+    let resumed = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert!(resumed.contains("aws_vpn_connection.link[0]: found in the cloud"), "adopted, not re-created: {resumed}");
+    assert_eq!(clouds.aws_live(), (1, 2, 2), "no twin");
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+}

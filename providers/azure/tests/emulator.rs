@@ -134,6 +134,41 @@ async fn the_il5_azure_side_applies_refreshes_cleanly_and_destroys_to_nothing() 
         .collect();
     assert!(changed.is_empty(), "{changed:#?}");
 
+    // Update in place: a tag added to every taggable Azure resource is PUT to each, read back,
+    // and planned again with no changes.
+    let tagged: Vec<Node> = graph
+        .nodes()
+        .cloned()
+        .map(|mut n| {
+            if n.address.rtype.provider() == ProviderKind::Azure
+                && let Some(Value::Map(tags)) = n.attributes.get_mut("tags")
+            {
+                tags.insert("team".into(), Value::string("gpu-platform"));
+            }
+            n
+        })
+        .collect();
+    let graph = ResourceGraph::new(tagged).unwrap();
+    let summary = xcsp_engine::apply(&run, &graph, &mut refreshed, &mut store).await.unwrap();
+    assert!(summary.succeeded(), "{:?}", summary.failed);
+    let updated = summary.done.iter().filter(|(_, op)| *op == xcsp_engine::Op::Update).count();
+    assert!(updated >= 15, "every taggable resource updated: {:?}", summary.done);
+    let mut after_update = refreshed.clone();
+    xcsp_engine::refresh(&providers, &loaded.model.stack, &mut after_update, Adopt::All, &Events::none())
+        .await
+        .unwrap();
+    let vng: Address = "azure_virtual_network_gateway.link".parse().unwrap();
+    assert_eq!(
+        after_update.resources[&vng].attributes["tags"].as_map().unwrap()["team"],
+        Value::string("gpu-platform")
+    );
+    let plan = xcsp_plans::plan::diff(&loaded.model.stack, &loaded.model.digest, &graph, &after_update.attributes());
+    assert!(
+        !plan.has_changes(),
+        "{:?}",
+        plan.changes.iter().filter(|c| c.action != xcsp_plans::plan::Action::NoOp).collect::<Vec<_>>()
+    );
+
     // Changed behind xcsp's back: the federated credential deleted out of band is drift.
     let fic: Address = "azure_federated_identity_credential.capz".parse().unwrap();
     let fic_id = refreshed.resources[&fic].id.clone().unwrap();

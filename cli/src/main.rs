@@ -1,6 +1,7 @@
 //! The `xcsp` binary: parses flags, reads the environment, renders diagnostics, plans and
 //! progress. Only this crate knows about terminals, exit codes and environment variables.
 
+mod backend;
 mod clouds;
 mod discovery;
 mod progress;
@@ -39,6 +40,13 @@ pub struct StateArgs {
     /// Where the local backend keeps state (default: .xcsp/<stack>).
     #[arg(long, env = "XCSP_STATE_DIR")]
     state_dir: Option<PathBuf>,
+    /// The state backend, `local` or `s3` (wins over the spec's `backend` block).
+    #[arg(long, env = "XCSP_BACKEND", value_parser = ["local", "s3"])]
+    backend: Option<String>,
+    /// A backend setting, KEY=VALUE (repeatable; wins over XCSP_BACKEND_* and the spec's
+    /// `backend` block): bucket, key, region, endpoint, server_side_encryption, path, encryption.
+    #[arg(long = "backend-config", value_name = "KEY=VALUE")]
+    backend_config: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -155,9 +163,12 @@ pub enum StateCommand {
         #[command(flatten)]
         state: StateArgs,
     },
-    /// One resource's recorded attributes (secrets shown as markers).
+    /// One resource's recorded attributes (secrets shown as markers unless --show-sensitive).
     Show {
         address: String,
+        /// Print secrets (pre-shared keys) in the clear.
+        #[arg(long)]
+        show_sensitive: bool,
         #[command(flatten)]
         spec: SpecArgs,
         #[command(flatten)]

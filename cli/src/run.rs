@@ -5,7 +5,6 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use xcsp_core::{Address, ProviderKind};
 use xcsp_engine::{Adopt, Events, Limits, Order, Providers, Run, Summary};
@@ -14,11 +13,7 @@ use xcsp_plans::graph::ResourceGraph;
 use xcsp_plans::plan::{self, Action, SavedPlan};
 use xcsp_state::State;
 
-use xcsp_state::backend::Backend;
-use xcsp_state::crypto::Codec;
-use xcsp_state::local::LocalBackend;
-use xcsp_state::s3::{S3Backend, S3Config};
-
+use crate::backend::{Saver, backend, codec, open};
 use crate::progress::{self, Mode};
 use crate::{RunArgs, SpecArgs, StateArgs, clouds, report};
 
@@ -45,87 +40,6 @@ async fn check_issuers(l: &Loaded, offline: bool) -> Result<(), ExitCode> {
 pub fn fail(diag: &dyn miette::Diagnostic) -> ExitCode {
     report(diag);
     ExitCode::from(1)
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into())
-}
-
-fn holder() -> String {
-    format!("{}@{} pid {}", std::env::var("USER").unwrap_or_else(|_| "unknown".into()), hostname(), std::process::id())
-}
-
-/// The stack's state store: the spec's `backend` block, each setting overridable by the
-/// environment like Terraform's `-backend-config` (`XCSP_BACKEND=s3|local`, `XCSP_BACKEND_BUCKET`,
-/// `XCSP_BACKEND_KEY` (default `<stack>/state.json`), `XCSP_BACKEND_REGION` (default the spec's
-/// AWS region), `XCSP_BACKEND_ENDPOINT`, `XCSP_BACKEND_SSE`); without either, the local directory.
-/// Both seal state with the key from `XCSP_STATE_KEY` / `XCSP_STATE_PASSPHRASE` when one is set.
-pub async fn backend(l: &Loaded, args: &StateArgs) -> Result<Arc<dyn Backend>, ExitCode> {
-    let codec = Codec::from_env().map_err(|e| fail(&e))?;
-    let block = l.model.backend.as_ref();
-    let env = |name: &str| std::env::var(name).ok();
-    let kind = env("XCSP_BACKEND").or_else(|| block.map(|b| b.kind.clone())).unwrap_or_else(|| "local".into());
-    if kind == "s3" {
-        let Some(bucket) = env("XCSP_BACKEND_BUCKET").or_else(|| block.and_then(|b| b.bucket.clone())) else {
-            eprintln!("Error: the s3 backend needs a bucket: `bucket` in the backend block or XCSP_BACKEND_BUCKET.");
-            return Err(ExitCode::from(1));
-        };
-        let config = S3Config {
-            bucket,
-            key: env("XCSP_BACKEND_KEY")
-                .or_else(|| block.and_then(|b| b.key.clone()))
-                .unwrap_or_else(|| format!("{}/state.json", l.model.stack)),
-            region: env("XCSP_BACKEND_REGION")
-                .or_else(|| block.and_then(|b| b.region.clone()))
-                .unwrap_or_else(|| l.model.aws.region.value.clone()),
-            endpoint: env("XCSP_BACKEND_ENDPOINT").or_else(|| block.and_then(|b| b.endpoint.clone())),
-            server_side_encryption: env("XCSP_BACKEND_SSE")
-                .or_else(|| block.and_then(|b| b.server_side_encryption.clone())),
-            static_credentials: None,
-        };
-        return Ok(Arc::new(S3Backend::new(config, codec).await));
-    }
-    let dir = args
-        .state_dir
-        .clone()
-        .or_else(|| block.and_then(|b| b.path.clone()).map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
-    Ok(Arc::new(LocalBackend::new(dir).with_codec(codec)))
-}
-
-/// The stack's lock while a command runs; released when dropped (also on early returns).
-pub struct Held {
-    backend: Arc<dyn Backend>,
-    id: String,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        let (backend, id) = (self.backend.clone(), self.id.clone());
-        let release = async move { backend.unlock(&id).await };
-        let _ = tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(release));
-    }
-}
-
-/// The stack's backend, locked for `operation`, and its state (new if there is none yet).
-pub async fn open(l: &Loaded, args: &StateArgs, operation: &str) -> Result<(Arc<dyn Backend>, Held, State), ExitCode> {
-    let backend = backend(l, args).await?;
-    let lock = backend.lock(&holder(), operation).await.map_err(|e| fail(&e))?;
-    let held = Held { backend: backend.clone(), id: lock.id };
-    let state = backend.read().await.map_err(|e| fail(&e))?.unwrap_or_else(|| State::new(&l.model.stack));
-    Ok((backend, held, state))
-}
-
-/// Saves through the backend after every step of a run.
-struct Saver(Arc<dyn Backend>);
-
-impl xcsp_engine::Store for Saver {
-    fn save<'a>(
-        &'a mut self,
-        state: &'a mut State,
-    ) -> xcsp_core::provider::BoxFuture<'a, Result<(), xcsp_state::StateError>> {
-        self.0.write(state)
-    }
 }
 
 /// The part of the graph this version can apply: everything but the Kubernetes objects, which
@@ -179,9 +93,8 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> Result<Exi
         let lineage = (state.serial > 0).then(|| state.lineage.clone());
         let saved = SavedPlan::new(p.redacted(), lineage, state.serial);
         // Sealed like state when a state key is configured.
-        let text = Codec::from_env()
-            .and_then(|c| c.seal(&serde_json::to_vec_pretty(&saved).expect("plans serialize")))
-            .map_err(|e| fail(&e))?;
+        let text =
+            codec(l, args)?.seal(&serde_json::to_vec_pretty(&saved).expect("plans serialize")).map_err(|e| fail(&e))?;
         if let Err(e) = std::fs::write(&out, text) {
             eprintln!("Error: cannot write {}: {e}", out.display());
             return Err(ExitCode::from(1));
@@ -256,7 +169,7 @@ pub async fn apply(
             eprintln!("Error: cannot read the plan {}: {e}", path.display());
             ExitCode::from(1)
         })?;
-        let text = Codec::from_env().and_then(|c| c.open(&bytes)).map_err(|e| fail(&e))?;
+        let text = codec(l, args)?.open(&bytes).map_err(|e| fail(&e))?;
         let saved: SavedPlan = serde_json::from_slice(&text).map_err(|e| {
             eprintln!("Error: {} is not a saved plan: {e}", path.display());
             ExitCode::from(1)
@@ -459,6 +372,6 @@ pub async fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> Resu
 
 pub async fn force_unlock(l: &Loaded, args: &StateArgs, id: &str) -> Result<ExitCode, ExitCode> {
     let held = backend(l, args).await?.force_unlock(id).await.map_err(|e| fail(&e))?;
-    println!("Removed the lock held by {} for `{}`.", held.holder, held.operation);
+    println!("Removed the lock held by {} (pid {} on {}) for `{}`.", held.holder, held.pid, held.host, held.operation);
     Ok(ExitCode::SUCCESS)
 }

@@ -1,12 +1,15 @@
 //! `xcsp state ...`: look at and repair recorded state, always under the stack's lock.
+//!
+//! Secrets stay marked (`{"$sensitive": ...}`) in state, sealed or not, so what these commands
+//! print can redact them even after decryption: `show` prints a marker unless asked otherwise.
 
 use std::process::ExitCode;
 
 use xcsp_core::{Address, Value};
 use xcsp_plans::Loaded;
-use xcsp_state::crypto::Codec;
 
-use crate::run::{fail, open};
+use crate::backend::{codec, open};
+use crate::run::fail;
 use crate::{StateArgs, StateCommand};
 
 /// Secrets as a marker: what `show` prints.
@@ -37,14 +40,17 @@ pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> Result
                 }
             }
         }
-        StateCommand::Show { address: text, .. } => {
+        StateCommand::Show { address: text, show_sensitive, .. } => {
             let a = address(text)?;
             let Some(r) = state.resources.get(&a) else {
                 eprintln!("Error: state has no {a}.");
                 return Err(ExitCode::from(1));
             };
-            let attrs: serde_json::Map<String, serde_json::Value> =
-                r.attributes.iter().map(|(k, v)| (k.clone(), redact(v))).collect();
+            let attrs: serde_json::Map<String, serde_json::Value> = r
+                .attributes
+                .iter()
+                .map(|(k, v)| (k.clone(), if *show_sensitive { v.unmarked().to_json() } else { redact(v) }))
+                .collect();
             let shown = serde_json::json!({ "address": a.to_string(), "id": r.id, "attributes": attrs, "dependencies": r.dependencies });
             println!("{}", serde_json::to_string_pretty(&shown).expect("json"));
         }
@@ -61,14 +67,14 @@ pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> Result
         }
         StateCommand::Pull { .. } => {
             // Sealed with the configured key, so the copy is as safe as the stored one.
-            let codec = Codec::from_env().map_err(|e| fail(&e))?;
+            let codec = codec(l, args)?;
             let bytes =
                 codec.seal(&serde_json::to_vec_pretty(&state).expect("state serializes")).map_err(|e| fail(&e))?;
             use std::io::Write;
             let _ = std::io::stdout().write_all(&bytes);
         }
         StateCommand::Push { file, force, .. } => {
-            let codec = Codec::from_env().map_err(|e| fail(&e))?;
+            let codec = codec(l, args)?;
             let bytes = std::fs::read(file).map_err(|e| {
                 eprintln!("Error: cannot read {}: {e}", file.display());
                 ExitCode::from(1)

@@ -335,8 +335,16 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
             region: get("region", problems),
             endpoint: get("endpoint", problems),
             server_side_encryption: get("server_side_encryption", problems),
+            encryption: get("encryption", problems),
             kind,
         };
+        if let Some(e) = decoded.encryption.as_deref().filter(|e| !["enforced", "optional"].contains(e)) {
+            problems.push(
+                Problem::error("xcsp::backend::encryption", format!("unknown encryption mode `{e}`"))
+                    .label(&b.head_span(), "")
+                    .with_help("`enforced` (plaintext state and plans are refused) or `optional` (the default)"),
+            );
+        }
         if decoded.kind == "s3" && decoded.bucket.is_none() {
             problems.push(
                 Problem::error("xcsp::backend::bucket", "an `s3` backend needs `bucket`")

@@ -225,6 +225,7 @@ pub const BACKEND: BlockSpec = BlockSpec {
         opt("region", Ty::String),
         opt("endpoint", Ty::String),
         opt("server_side_encryption", Ty::String),
+        opt("encryption", Ty::String),
     ],
     blocks: &[],
     computed: &[],

@@ -229,4 +229,6 @@ pub struct Backend {
     pub region: Option<String>,
     pub endpoint: Option<String>,
     pub server_side_encryption: Option<String>,
+    /// Client-side encryption: `enforced` refuses to read or write plaintext state and plans.
+    pub encryption: Option<String>,
 }

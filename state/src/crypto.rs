@@ -1,11 +1,20 @@
 //! Client-side encryption of state and plan files: AES-256-GCM (the `aes-gcm` crate), with a key
-//! given directly (32 bytes, base64) or derived from a passphrase with Argon2id (random salt per
-//! write, parameters recorded). Whoever can read the bucket or the directory sees an envelope,
+//! given directly (32 bytes) or derived from a passphrase with Argon2id (parameters and salt
+//! recorded in the envelope). Whoever can read the bucket or the directory sees an envelope,
 //! never a pre-shared key.
 //!
-//! Envelope (JSON): `{"xcsp_encrypted": 1, "kdf": {...} | null, "nonce": b64, "ciphertext": b64}`.
-//! Reading tries the current key, then the old one (rotation: read with the old, write with the
-//! new). In `enforced` mode plaintext is refused both ways.
+//! Envelope (JSON): `{"xcsp_encrypted": 1, "kdf": {"alg": "argon2id", "salt", "m_kib", "t", "p"}
+//! | null, "nonce": b64, "ciphertext": b64}`; `xcsp_encrypted` is the format version. Reading tries
+//! the current key, then the old one (rotation: read with the old, write with the new). In
+//! `enforced` mode plaintext is refused both ways.
+//!
+//! Argon2id is deliberately slow (about 25 ms in a release build, 0.3 s in a debug one) and state
+//! is written after every operation of an apply, so a codec derives each key once: it seals with
+//! one salt for its whole life (a fresh random nonce per write, as AES-GCM requires) and
+//! remembers the keys it derived to open envelopes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use aes_gcm::aead::{Aead, KeyInit};
 use aes_gcm::{Aes256Gcm, Nonce};
@@ -15,6 +24,9 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
 use crate::StateError;
+
+/// The envelope format this build writes (and the only one it reads).
+const ENVELOPE_VERSION: u32 = 1;
 
 /// Where a key comes from.
 #[derive(Clone)]
@@ -42,16 +54,36 @@ impl KeySource {
             .map_err(|_| StateError::Key("the key must be 32 bytes (base64 of 32 random bytes)".into()))?;
         Ok(KeySource::Key(key))
     }
+
+    /// A key file's content: exactly 32 raw bytes, or their base64 (`head -c32 /dev/urandom`
+    /// and `... | base64` both work).
+    pub fn from_key_file(content: &[u8]) -> Result<KeySource, StateError> {
+        if let Ok(key) = <[u8; 32]>::try_from(content) {
+            return Ok(KeySource::Key(key));
+        }
+        let text = std::str::from_utf8(content)
+            .map_err(|_| StateError::Key("a key file holds 32 raw bytes or their base64".into()))?;
+        KeySource::from_base64(text)
+    }
 }
 
 /// Argon2id parameters, recorded in each envelope so they can change later.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 struct Kdf {
     alg: String,
     salt: String,
     m_kib: u32,
     t: u32,
     p: u32,
+}
+
+impl Kdf {
+    /// OWASP's minimum for Argon2id (19 MiB, 2 passes, 1 lane), with a fresh salt.
+    fn fresh() -> Kdf {
+        let mut salt = [0u8; 16];
+        rand::rng().fill_bytes(&mut salt);
+        Kdf { alg: "argon2id".into(), salt: B64.encode(salt), m_kib: 19 * 1024, t: 2, p: 1 }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -62,111 +94,174 @@ struct Envelope {
     ciphertext: String,
 }
 
-/// How state bytes are sealed and opened.
-#[derive(Debug, Clone, Default)]
-pub struct Codec {
-    pub key: Option<KeySource>,
-    /// The previous key, accepted for reading during a rotation.
-    pub old_key: Option<KeySource>,
-    /// Refuse to read or write plaintext.
-    pub enforced: bool,
+/// Which configured key a derived key came from.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Slot {
+    Current,
+    Old,
 }
 
-fn derive(source: &KeySource, kdf: Option<&Kdf>) -> Result<[u8; 32], StateError> {
-    match (source, kdf) {
-        (KeySource::Key(k), _) => Ok(*k),
-        (KeySource::Passphrase(p), Some(kdf)) => {
-            let salt = B64.decode(&kdf.salt).map_err(|_| StateError::Key("corrupt salt".into()))?;
-            let params =
-                argon2::Params::new(kdf.m_kib, kdf.t, kdf.p, Some(32)).map_err(|e| StateError::Key(e.to_string()))?;
-            let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
-            let mut out = [0u8; 32];
-            argon.hash_password_into(p.as_bytes(), &salt, &mut out).map_err(|e| StateError::Key(e.to_string()))?;
-            Ok(out)
-        }
-        (KeySource::Passphrase(_), None) => {
-            Err(StateError::Key("this file was sealed with a key, not a passphrase".into()))
-        }
+/// How state bytes are sealed and opened. `Codec::default()` neither seals nor requires a key.
+#[derive(Debug, Clone, Default)]
+pub struct Codec {
+    key: Option<KeySource>,
+    /// The previous key, accepted for reading during a rotation.
+    old_key: Option<KeySource>,
+    /// Refuse to read or write plaintext.
+    enforced: bool,
+    derived: Arc<Mutex<Derived>>,
+}
+
+/// Keys derived from passphrases so far, and the parameters this codec seals with.
+#[derive(Default)]
+struct Derived {
+    sealing: Option<Kdf>,
+    keys: HashMap<(Slot, Kdf), [u8; 32]>,
+}
+
+impl std::fmt::Debug for Derived {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Derived({} keys)", self.keys.len())
     }
 }
 
+fn argon2id(passphrase: &str, kdf: &Kdf) -> Result<[u8; 32], StateError> {
+    if kdf.alg != "argon2id" {
+        return Err(StateError::Key(format!("unknown key derivation `{}`", kdf.alg)));
+    }
+    let salt = B64.decode(&kdf.salt).map_err(|_| StateError::Key("corrupt salt".into()))?;
+    let params = argon2::Params::new(kdf.m_kib, kdf.t, kdf.p, Some(32)).map_err(|e| StateError::Key(e.to_string()))?;
+    let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
+    let mut out = [0u8; 32];
+    argon.hash_password_into(passphrase.as_bytes(), &salt, &mut out).map_err(|e| StateError::Key(e.to_string()))?;
+    Ok(out)
+}
+
 impl Codec {
-    /// From the environment: `XCSP_STATE_KEY` (base64) or `XCSP_STATE_PASSPHRASE`; the same with
-    /// `_OLD` for rotation; `XCSP_STATE_ENCRYPTION=enforced`.
-    pub fn from_env() -> Result<Codec, StateError> {
-        let source = |suffix: &str| -> Result<Option<KeySource>, StateError> {
-            if let Ok(k) = std::env::var(format!("XCSP_STATE_KEY{suffix}")) {
-                return KeySource::from_base64(&k).map(Some);
-            }
-            Ok(std::env::var(format!("XCSP_STATE_PASSPHRASE{suffix}")).ok().map(KeySource::Passphrase))
-        };
-        Ok(Codec {
-            key: source("")?,
-            old_key: source("_OLD")?,
-            enforced: std::env::var("XCSP_STATE_ENCRYPTION").is_ok_and(|v| v == "enforced"),
-        })
+    /// Seals with `key` (when given); opens what it sealed.
+    pub fn new(key: Option<KeySource>) -> Codec {
+        Codec { key, ..Codec::default() }
+    }
+
+    /// Also opens what `old` sealed: a rotation reads with the old key and writes with the new.
+    pub fn with_old_key(mut self, old: Option<KeySource>) -> Codec {
+        self.old_key = old;
+        self
+    }
+
+    /// Refuses plaintext both ways: nothing is written unsealed, nothing unsealed is read.
+    pub fn enforced(mut self, enforced: bool) -> Codec {
+        self.enforced = enforced;
+        self
     }
 
     pub fn encrypts(&self) -> bool {
         self.key.is_some()
     }
 
-    /// Bytes to store.
+    pub fn is_enforced(&self) -> bool {
+        self.enforced
+    }
+
+    /// The AES key for `slot` under `kdf` (none: the raw key), derived at most once.
+    fn derive(&self, slot: Slot, kdf: Option<&Kdf>) -> Result<[u8; 32], StateError> {
+        let source = match slot {
+            Slot::Current => self.key.as_ref(),
+            Slot::Old => self.old_key.as_ref(),
+        };
+        match (source, kdf) {
+            (None, _) => Err(StateError::Key("no key".into())),
+            (Some(KeySource::Key(k)), _) => Ok(*k),
+            (Some(KeySource::Passphrase(_)), None) => {
+                Err(StateError::Key("this was sealed with a key, not a passphrase".into()))
+            }
+            (Some(KeySource::Passphrase(p)), Some(kdf)) => {
+                let cached = self.derived.lock().expect("key cache").keys.get(&(slot, kdf.clone())).copied();
+                if let Some(key) = cached {
+                    return Ok(key);
+                }
+                let key = argon2id(p, kdf)?;
+                self.derived.lock().expect("key cache").keys.insert((slot, kdf.clone()), key);
+                Ok(key)
+            }
+        }
+    }
+
+    /// Bytes to store: an envelope when a key is configured, the plaintext otherwise (refused
+    /// when enforced).
     pub fn seal(&self, plaintext: &[u8]) -> Result<Vec<u8>, StateError> {
         let Some(source) = &self.key else {
             if self.enforced {
                 return Err(StateError::Key(
-                    "encryption is enforced but no key is configured (XCSP_STATE_KEY or XCSP_STATE_PASSPHRASE)".into(),
+                    "encryption is enforced but no key is configured (XCSP_STATE_KEY, XCSP_STATE_KEY_FILE or XCSP_STATE_PASSPHRASE)".into(),
                 ));
             }
             return Ok(plaintext.to_vec());
         };
-        let mut rng = rand::rng();
         let kdf = match source {
             KeySource::Key(_) => None,
             KeySource::Passphrase(_) => {
-                let mut salt = [0u8; 16];
-                rng.fill_bytes(&mut salt);
-                Some(Kdf { alg: "argon2id".into(), salt: B64.encode(salt), m_kib: 19 * 1024, t: 2, p: 1 })
+                Some(self.derived.lock().expect("key cache").sealing.get_or_insert_with(Kdf::fresh).clone())
             }
         };
-        let key = derive(source, kdf.as_ref())?;
+        let key = self.derive(Slot::Current, kdf.as_ref())?;
         let mut nonce = [0u8; 12];
-        rng.fill_bytes(&mut nonce);
+        rand::rng().fill_bytes(&mut nonce);
         let cipher = Aes256Gcm::new_from_slice(&key).expect("32-byte key");
         let ciphertext = cipher
             .encrypt(Nonce::from_slice(&nonce), plaintext)
             .map_err(|_| StateError::Key("encryption failed".into()))?;
-        let env = Envelope { xcsp_encrypted: 1, kdf, nonce: B64.encode(nonce), ciphertext: B64.encode(ciphertext) };
+        let env = Envelope {
+            xcsp_encrypted: ENVELOPE_VERSION,
+            kdf,
+            nonce: B64.encode(nonce),
+            ciphertext: B64.encode(ciphertext),
+        };
         Ok(serde_json::to_vec(&env).expect("envelopes serialize"))
+    }
+
+    /// Whether stored bytes are an envelope (as opposed to plaintext state).
+    pub fn is_sealed(stored: &[u8]) -> bool {
+        serde_json::from_slice::<serde_json::Value>(stored).is_ok_and(|v| v.get("xcsp_encrypted").is_some())
     }
 
     /// The plaintext of stored bytes (sealed or not).
     pub fn open(&self, stored: &[u8]) -> Result<Vec<u8>, StateError> {
-        let env: Option<Envelope> = serde_json::from_slice::<serde_json::Value>(stored)
-            .ok()
-            .filter(|v| v.get("xcsp_encrypted").is_some())
-            .and_then(|v| serde_json::from_value(v).ok());
-        let Some(env) = env else {
+        if !Codec::is_sealed(stored) {
             if self.enforced {
-                return Err(StateError::Key("encryption is enforced, and this state is plaintext".into()));
+                return Err(StateError::Key("encryption is enforced, and this is plaintext".into()));
             }
             return Ok(stored.to_vec());
-        };
+        }
+        let env: Envelope =
+            serde_json::from_slice(stored).map_err(|e| StateError::Key(format!("corrupt envelope: {e}")))?;
+        if env.xcsp_encrypted != ENVELOPE_VERSION {
+            return Err(StateError::Key(format!(
+                "envelope format {} is newer than this xcsp understands ({ENVELOPE_VERSION}): upgrade xcsp",
+                env.xcsp_encrypted
+            )));
+        }
         let nonce = B64.decode(&env.nonce).map_err(|_| StateError::Key("corrupt nonce".into()))?;
         let ciphertext = B64.decode(&env.ciphertext).map_err(|_| StateError::Key("corrupt ciphertext".into()))?;
-        let candidates: Vec<&KeySource> = self.key.iter().chain(self.old_key.iter()).collect();
-        if candidates.is_empty() {
-            return Err(StateError::Key("the state is encrypted: set XCSP_STATE_KEY or XCSP_STATE_PASSPHRASE".into()));
+        if nonce.len() != 12 {
+            return Err(StateError::Key("corrupt nonce".into()));
         }
-        for source in candidates {
-            let Ok(key) = derive(source, env.kdf.as_ref()) else { continue };
+        if self.key.is_none() && self.old_key.is_none() {
+            return Err(StateError::Key(
+                "this is encrypted: set XCSP_STATE_KEY, XCSP_STATE_KEY_FILE or XCSP_STATE_PASSPHRASE".into(),
+            ));
+        }
+        for slot in [Slot::Current, Slot::Old] {
+            let Ok(key) = self.derive(slot, env.kdf.as_ref()) else { continue };
             let cipher = Aes256Gcm::new_from_slice(&key).expect("32-byte key");
             if let Ok(plain) = cipher.decrypt(Nonce::from_slice(&nonce), ciphertext.as_ref()) {
                 return Ok(plain);
             }
         }
-        Err(StateError::Key("the state cannot be decrypted with the configured key (wrong key or passphrase?)".into()))
+        let how = if env.kdf.is_some() { "a passphrase" } else { "a key" };
+        Err(StateError::Key(format!(
+            "this was sealed with {how} and cannot be decrypted with the configured one (wrong key or passphrase?)"
+        )))
     }
 }
 
@@ -180,12 +275,12 @@ mod tests {
     fn sealed_bytes_hold_no_secret_and_open_with_the_key_only() {
         let text = format!("{{\"psk\": \"{PSK}\"}}");
         for source in [KeySource::Passphrase("correct horse".into()), KeySource::Key([7u8; 32])] {
-            let codec = Codec { key: Some(source), ..Codec::default() };
+            let codec = Codec::new(Some(source));
             let sealed = codec.seal(text.as_bytes()).unwrap();
             assert!(!String::from_utf8_lossy(&sealed).contains(PSK));
             assert!(!sealed.windows(PSK.len()).any(|w| w == PSK.as_bytes()));
             assert_eq!(codec.open(&sealed).unwrap(), text.as_bytes());
-            let wrong = Codec { key: Some(KeySource::Passphrase("wrong".into())), ..Codec::default() };
+            let wrong = Codec::new(Some(KeySource::Passphrase("wrong".into())));
             assert!(wrong.open(&sealed).unwrap_err().to_string().contains("cannot be decrypted"));
             assert!(Codec::default().open(&sealed).unwrap_err().to_string().contains("XCSP_STATE_KEY"));
         }
@@ -193,25 +288,47 @@ mod tests {
 
     #[test]
     fn rotation_reads_with_the_old_key_and_writes_with_the_new() {
-        let old = Codec { key: Some(KeySource::Passphrase("old".into())), ..Codec::default() };
+        let old = Codec::new(Some(KeySource::Passphrase("old".into())));
         let sealed = old.seal(b"state").unwrap();
-        let rotating = Codec {
-            key: Some(KeySource::Passphrase("new".into())),
-            old_key: Some(KeySource::Passphrase("old".into())),
-            enforced: false,
-        };
+        let rotating = Codec::new(Some(KeySource::Passphrase("new".into())))
+            .with_old_key(Some(KeySource::Passphrase("old".into())));
         assert_eq!(rotating.open(&sealed).unwrap(), b"state");
         let resealed = rotating.seal(b"state").unwrap();
         assert!(old.open(&resealed).is_err());
-        let new_only = Codec { key: Some(KeySource::Passphrase("new".into())), ..Codec::default() };
+        let new_only = Codec::new(Some(KeySource::Passphrase("new".into())));
         assert_eq!(new_only.open(&resealed).unwrap(), b"state");
     }
 
     #[test]
     fn enforced_mode_refuses_plaintext() {
-        let enforced = Codec { enforced: true, ..Codec::default() };
+        let enforced = Codec::default().enforced(true);
         assert!(enforced.seal(b"{}").is_err());
         assert!(enforced.open(b"{\"version\": 1}").is_err());
         assert!(format!("{:?}", KeySource::Passphrase("hunter2".into())).contains("redacted"));
+    }
+
+    #[test]
+    fn key_files_hold_raw_bytes_or_base64() {
+        let raw = [9u8; 32];
+        let sealed = Codec::new(Some(KeySource::from_key_file(&raw).unwrap())).seal(b"s").unwrap();
+        let b64 = format!("{}\n", B64.encode(raw));
+        assert_eq!(Codec::new(Some(KeySource::from_key_file(b64.as_bytes()).unwrap())).open(&sealed).unwrap(), b"s");
+        let short = KeySource::from_key_file(b"too short").unwrap_err().to_string();
+        assert!(short.contains("base64") || short.contains("32 bytes"), "{short}");
+    }
+
+    #[test]
+    fn every_seal_has_its_own_nonce_and_a_newer_envelope_is_refused() {
+        let codec = Codec::new(Some(KeySource::Passphrase("p".into())));
+        let (a, b) = (codec.seal(b"same").unwrap(), codec.seal(b"same").unwrap());
+        assert_ne!(a, b);
+        assert_eq!(codec.open(&b).unwrap(), b"same");
+        // Rotating from a passphrase to a raw key.
+        let rotated = Codec::new(Some(KeySource::Key([1u8; 32]))).with_old_key(Some(KeySource::Passphrase("p".into())));
+        assert_eq!(rotated.open(&a).unwrap(), b"same");
+        let mut env: serde_json::Value = serde_json::from_slice(&a).unwrap();
+        env["xcsp_encrypted"] = 2.into();
+        let err = codec.open(&serde_json::to_vec(&env).unwrap()).unwrap_err().to_string();
+        assert!(err.contains("upgrade xcsp"), "{err}");
     }
 }

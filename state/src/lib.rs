@@ -1,5 +1,6 @@
-//! State: what xcsp has made, by address, in a versioned JSON format, and the local backend
-//! that stores it atomically and locks it. Knows nothing of providers or plans.
+//! State: what xcsp has made, by address, in a versioned JSON format, and the backends that
+//! store and lock it (a local directory, S3), sealed client-side when a key is configured.
+//! Knows nothing of providers, plans or the environment: the binary picks the backend and keys.
 
 pub mod backend;
 pub mod crypto;
@@ -68,12 +69,21 @@ pub enum StateError {
     #[error("state at {path} has format version {found}, newer than this xcsp understands ({FORMAT_VERSION})")]
     #[diagnostic(code(xcsp::state::too_new), help("upgrade xcsp"))]
     TooNew { path: String, found: u32 },
-    #[error("state is locked by {holder} for `{operation}` since {since} (lock id {id})")]
+    #[error("state is locked by {holder} ({process}) for `{operation}` since {since} (lock id {id})")]
     #[diagnostic(
         code(xcsp::state::locked),
-        help("wait for it to finish; if its holder died, run `xcsp force-unlock {id}`")
+        help(
+            "wait for it to finish; a lock is never taken over. If its holder died (check {process}), run `xcsp force-unlock {id}`"
+        )
     )]
-    Locked { id: String, holder: String, operation: String, since: String },
+    Locked {
+        id: String,
+        holder: String,
+        process: String,
+        operation: String,
+        /// When, and how long ago: the age is what shows a lock whose holder died.
+        since: String,
+    },
     #[error("state encryption: {0}")]
     #[diagnostic(
         code(xcsp::state::key),

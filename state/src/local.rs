@@ -1,23 +1,13 @@
 //! The local backend: `<dir>/state.json`, written atomically (temp file, fsync, rename, fsync
-//! of the directory), and `<dir>/state.lock`, created exclusively, recording who holds it.
+//! of the directory), and `<dir>/state.lock`, created exclusively with its record already in it
+//! (written to a temp file, then hard-linked into place), so a lock file is never empty.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
+use crate::backend::{Backend, BoxFuture, LockInfo, UNREADABLE_LOCK};
 use crate::{State, StateError, decode};
-
-/// Who holds a lock, for what, since when.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LockInfo {
-    pub id: String,
-    pub holder: String,
-    pub operation: String,
-    /// Seconds since the Unix epoch.
-    pub since: u64,
-}
 
 pub struct LocalBackend {
     dir: PathBuf,
@@ -97,33 +87,49 @@ impl LocalBackend {
     pub fn lock(&self, holder: &str, operation: &str) -> Result<LockGuard, StateError> {
         fs::create_dir_all(&self.dir).map_err(Self::io(&self.dir))?;
         let path = self.lock_path();
-        let info = LockInfo {
-            id: uuid::Uuid::new_v4().to_string(),
-            holder: holder.to_string(),
-            operation: operation.to_string(),
-            since: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-        };
-        match OpenOptions::new().write(true).create_new(true).open(&path) {
-            Ok(mut f) => {
-                let text = serde_json::to_vec(&info).expect("lock info serializes");
-                f.write_all(&text).and_then(|_| f.sync_all()).map_err(Self::io(&path))?;
-                Ok(LockGuard { path, info })
+        let info = LockInfo::new(holder, operation);
+        let text = serde_json::to_vec(&info).expect("lock info serializes");
+        // A holder may release between our attempt and our look at its record: try again then.
+        for _ in 0..3 {
+            match self.create_lock(&info, &text) {
+                Ok(()) => return Ok(LockGuard { path, info }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match self.held() {
+                    Ok(held) => return Err(held.refusal()),
+                    Err(StateError::NotLocked) => continue,
+                    Err(e) => return Err(e),
+                },
+                Err(e) => return Err(Self::io(&path)(e)),
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let held: Option<LockInfo> = fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok());
-                let held = held.unwrap_or(LockInfo {
-                    id: "?".into(),
-                    holder: "unknown".into(),
-                    operation: "unknown".into(),
-                    since: 0,
-                });
-                Err(StateError::Locked {
-                    id: held.id,
-                    holder: held.holder,
-                    operation: held.operation,
-                    since: format!("{} (Unix time)", held.since),
-                })
+        }
+        Err(self.held()?.refusal())
+    }
+
+    /// Creates the lock file with `text` in it, failing with `AlreadyExists` if there is one.
+    fn create_lock(&self, info: &LockInfo, text: &[u8]) -> std::io::Result<()> {
+        let path = self.lock_path();
+        let tmp = self.dir.join(format!(".state.lock.{}.tmp", info.id));
+        let mut f = File::create(&tmp)?;
+        f.write_all(text).and_then(|_| f.sync_all())?;
+        // A hard link is made only if nothing has the name yet: exclusive, and whole.
+        let linked = fs::hard_link(&tmp, &path);
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                // A file system without hard links (FAT, some network mounts): create it
+                // exclusively and write the record, the one moment it can be seen empty.
+                let mut f = fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
+                f.write_all(text).and_then(|_| f.sync_all())
             }
+            other => other,
+        }
+    }
+
+    /// The lock's record, or an "unreadable" one if the file holds something else.
+    fn held(&self) -> Result<LockInfo, StateError> {
+        let path = self.lock_path();
+        match fs::read_to_string(&path) {
+            Ok(t) => Ok(serde_json::from_str(&t).unwrap_or_else(|_| LockInfo::unreadable(UNREADABLE_LOCK))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StateError::NotLocked),
             Err(e) => Err(Self::io(&path)(e)),
         }
     }
@@ -132,18 +138,48 @@ impl LocalBackend {
     /// someone else is never removed by mistake.
     pub fn force_unlock(&self, id: &str) -> Result<LockInfo, StateError> {
         let path = self.lock_path();
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StateError::NotLocked),
-            Err(e) => return Err(Self::io(&path)(e)),
-        };
-        let held: LockInfo = serde_json::from_str(&text)
-            .map_err(|e| StateError::Corrupt { path: path.display().to_string(), message: e.to_string() })?;
+        let held = self.held()?;
         if held.id != id {
             return Err(StateError::LockMismatch { given: id.to_string(), held: held.id, holder: held.holder });
         }
         fs::remove_file(&path).map_err(Self::io(&path))?;
         Ok(held)
+    }
+}
+
+impl Backend for LocalBackend {
+    fn location(&self) -> String {
+        self.dir().display().to_string()
+    }
+
+    fn read(&self) -> BoxFuture<'_, Result<Option<State>, StateError>> {
+        let r = LocalBackend::read(self);
+        Box::pin(async move { r })
+    }
+
+    fn write<'a>(&'a self, state: &'a mut State) -> BoxFuture<'a, Result<(), StateError>> {
+        let r = LocalBackend::write(self, state);
+        Box::pin(async move { r })
+    }
+
+    fn lock<'a>(&'a self, holder: &'a str, operation: &'a str) -> BoxFuture<'a, Result<LockInfo, StateError>> {
+        // The file stays until unlock: the guard's drop would remove it here.
+        let r = LocalBackend::lock(self, holder, operation).map(|g| {
+            let info = g.info.clone();
+            std::mem::forget(g);
+            info
+        });
+        Box::pin(async move { r })
+    }
+
+    fn unlock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StateError>> {
+        let r = LocalBackend::force_unlock(self, id).map(|_| ());
+        Box::pin(async move { r })
+    }
+
+    fn force_unlock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<LockInfo, StateError>> {
+        let r = LocalBackend::force_unlock(self, id);
+        Box::pin(async move { r })
     }
 }
 
@@ -161,6 +197,18 @@ mod tests {
         std::mem::forget(guard);
         assert!(matches!(b.force_unlock("wrong"), Err(StateError::LockMismatch { .. })));
         assert_eq!(b.force_unlock(&id).unwrap().holder, "dead-ci-job");
+        b.lock("next", "apply").unwrap();
+    }
+
+    #[test]
+    fn an_unreadable_lock_is_reported_and_cleared_by_its_fixed_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = LocalBackend::new(dir.path());
+        fs::write(dir.path().join("state.lock"), "").unwrap();
+        let Err(StateError::Locked { id, .. }) = b.lock("next", "apply") else { panic!("an empty lock file holds") };
+        assert_eq!(id, UNREADABLE_LOCK);
+        assert!(matches!(b.force_unlock("other"), Err(StateError::LockMismatch { .. })));
+        b.force_unlock(UNREADABLE_LOCK).unwrap();
         b.lock("next", "apply").unwrap();
     }
 

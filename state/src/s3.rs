@@ -3,20 +3,26 @@
 //! - Reads remember the object's ETag; writes carry `If-Match: <etag>` (or `If-None-Match: *` for
 //!   the first one), so a write racing another is refused by S3 itself (412) and reported, never
 //!   lost (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html).
-//! - The lock is `<key>.lock`, created with `If-None-Match: *` and holding the holder, operation,
-//!   host and time; a held lock is never taken over, only reported with its holder and age;
-//!   `force-unlock` removes it given its id.
-//! - With bucket versioning on, every write leaves the previous state as an older version.
+//! - The lock is `<key>.lock`, created with `If-None-Match: *` and recording the holder,
+//!   operation, host, process and time; a held lock is never taken over, only reported with its
+//!   holder and age. Unlocking (and `force-unlock`, given the lock's id) deletes it with
+//!   `If-Match` on the ETag just read, so a lock someone took in between is never removed.
+//! - With bucket versioning on, every write leaves the previous state as an older version (and an
+//!   unlock leaves a delete marker on the lock key, which `If-None-Match: *` treats as absent).
 //! - Server-side encryption (`AES256` or `aws:kms`) on request; client-side encryption by the codec.
+//!
+//! The SDK retries a request whose answer was lost; a conditional request retried after it
+//! actually succeeded meets its own write and gets 412. Both paths check for that (the stored
+//! bytes are ours; the lock records our id) before reporting a conflict.
 
 use std::sync::Mutex;
 
 use aws_sdk_s3::Client;
+use aws_sdk_s3::error::{DisplayErrorContext, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 
-use crate::backend::{Backend, BoxFuture};
+use crate::backend::{Backend, BoxFuture, LockInfo, UNREADABLE_LOCK};
 use crate::crypto::Codec;
-use crate::local::LockInfo;
 use crate::{State, StateError, decode};
 
 /// Where the state object lives.
@@ -41,16 +47,22 @@ pub struct S3Backend {
     etag: Mutex<Option<String>>,
 }
 
-fn remote(what: &'static str, location: &str, e: impl std::fmt::Display) -> StateError {
-    StateError::Remote { what, location: location.to_string(), message: e.to_string() }
+/// How many times a request S3 answers with 409 (another conditional request on the same key
+/// was in flight) is sent again.
+const CONFLICT_ATTEMPTS: usize = 4;
+
+fn remote<E: std::error::Error + 'static>(what: &'static str, location: &str, e: SdkError<E>) -> StateError {
+    StateError::Remote { what, location: location.to_string(), message: DisplayErrorContext(e).to_string() }
 }
 
-fn status<E>(e: &aws_sdk_s3::error::SdkError<E>) -> Option<u16> {
+fn status<E>(e: &SdkError<E>) -> Option<u16> {
     e.raw_response().map(|r| r.status().as_u16())
 }
 
-fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+/// A stored object: its bytes and ETag.
+struct Object {
+    bytes: Vec<u8>,
+    etag: Option<String>,
 }
 
 impl S3Backend {
@@ -79,16 +91,60 @@ impl S3Backend {
         format!("{}.lock", self.config.key)
     }
 
-    async fn read_lock(&self) -> Result<Option<LockInfo>, StateError> {
-        let loc = format!("s3://{}/{}", self.config.bucket, self.lock_key());
-        match self.client.get_object().bucket(&self.config.bucket).key(self.lock_key()).send().await {
+    fn lock_location(&self) -> String {
+        format!("s3://{}/{}", self.config.bucket, self.lock_key())
+    }
+
+    async fn get(&self, key: &str, what: &'static str) -> Result<Option<Object>, StateError> {
+        let loc = format!("s3://{}/{key}", self.config.bucket);
+        match self.client.get_object().bucket(&self.config.bucket).key(key).send().await {
             Ok(o) => {
-                let bytes = o.body.collect().await.map_err(|e| remote("reading the lock", &loc, e))?.into_bytes();
-                Ok(serde_json::from_slice(&bytes).ok())
+                let etag = o.e_tag().map(String::from);
+                let bytes = o.body.collect().await.map_err(|e| StateError::Remote {
+                    what,
+                    location: loc,
+                    message: e.to_string(),
+                })?;
+                Ok(Some(Object { bytes: bytes.to_vec(), etag }))
             }
             Err(e) if status(&e) == Some(404) => Ok(None),
-            Err(e) => Err(remote("reading the lock", &loc, aws_sdk_s3::error::DisplayErrorContext(e))),
+            Err(e) => Err(remote(what, &loc, e)),
         }
+    }
+
+    /// The lock's record and ETag; an unreadable record is reported under a fixed id.
+    async fn held(&self) -> Result<Option<(LockInfo, Option<String>)>, StateError> {
+        Ok(self.get(&self.lock_key(), "reading the lock").await?.map(|o| {
+            let info = serde_json::from_slice(&o.bytes).unwrap_or_else(|_| LockInfo::unreadable(UNREADABLE_LOCK));
+            (info, o.etag)
+        }))
+    }
+
+    /// Deletes the lock if it records `id` and has not changed since it was read.
+    async fn remove_lock(&self, id: &str) -> Result<LockInfo, StateError> {
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let Some((held, etag)) = self.held().await? else { return Err(StateError::NotLocked) };
+            if held.id != id {
+                return Err(StateError::LockMismatch { given: id.to_string(), held: held.id, holder: held.holder });
+            }
+            let mut delete = self.client.delete_object().bucket(&self.config.bucket).key(self.lock_key());
+            if let Some(etag) = etag {
+                delete = delete.if_match(etag);
+            }
+            match delete.send().await {
+                Ok(_) => return Ok(held),
+                // Changed since read (412), or another conditional request in flight (409): look again.
+                Err(e) if matches!(status(&e), Some(412 | 409)) => continue,
+                // Gone since read (404 on a conditional delete).
+                Err(e) if status(&e) == Some(404) => return Err(StateError::NotLocked),
+                Err(e) => return Err(remote("removing the lock", &self.lock_location(), e)),
+            }
+        }
+        Err(StateError::Remote {
+            what: "removing the lock",
+            location: self.lock_location(),
+            message: "the lock kept changing while being removed".into(),
+        })
     }
 }
 
@@ -100,19 +156,11 @@ impl Backend for S3Backend {
     fn read(&self) -> BoxFuture<'_, Result<Option<State>, StateError>> {
         Box::pin(async move {
             let loc = self.location();
-            match self.client.get_object().bucket(&self.config.bucket).key(&self.config.key).send().await {
-                Ok(o) => {
-                    *self.etag.lock().expect("etag lock") = o.e_tag().map(String::from);
-                    let bytes = o.body.collect().await.map_err(|e| remote("reading state", &loc, e))?.into_bytes();
-                    let plain = self.codec.open(&bytes)?;
-                    decode(&loc, &String::from_utf8_lossy(&plain)).map(Some)
-                }
-                Err(e) if status(&e) == Some(404) => {
-                    *self.etag.lock().expect("etag lock") = None;
-                    Ok(None)
-                }
-                Err(e) => Err(remote("reading state", &loc, aws_sdk_s3::error::DisplayErrorContext(e))),
-            }
+            let found = self.get(&self.config.key, "reading state").await?;
+            *self.etag.lock().expect("etag lock") = found.as_ref().and_then(|o| o.etag.clone());
+            let Some(object) = found else { return Ok(None) };
+            let plain = self.codec.open(&object.bytes)?;
+            decode(&loc, &String::from_utf8_lossy(&plain)).map(Some)
         })
     }
 
@@ -120,29 +168,49 @@ impl Backend for S3Backend {
         Box::pin(async move {
             let loc = self.location();
             state.serial += 1;
-            let body = self.codec.seal(&serde_json::to_vec_pretty(state).expect("state serializes"))?;
-            let etag = self.etag.lock().expect("etag lock").clone();
-            let mut put =
-                self.client.put_object().bucket(&self.config.bucket).key(&self.config.key).body(ByteStream::from(body));
-            put = match etag {
-                Some(e) => put.if_match(e),
-                None => put.if_none_match("*"),
-            };
-            if let Some(sse) = &self.config.server_side_encryption {
-                put = put.server_side_encryption(sse.as_str().into());
-            }
-            match put.send().await {
-                Ok(r) => {
-                    *self.etag.lock().expect("etag lock") = r.e_tag().map(String::from);
-                    Ok(())
+            let result = async {
+                let body = self.codec.seal(&serde_json::to_vec_pretty(state).expect("state serializes"))?;
+                let etag = self.etag.lock().expect("etag lock").clone();
+                for _ in 0..CONFLICT_ATTEMPTS {
+                    let mut put = self
+                        .client
+                        .put_object()
+                        .bucket(&self.config.bucket)
+                        .key(&self.config.key)
+                        .body(ByteStream::from(body.clone()));
+                    put = match &etag {
+                        Some(e) => put.if_match(e),
+                        None => put.if_none_match("*"),
+                    };
+                    if let Some(sse) = &self.config.server_side_encryption {
+                        put = put.server_side_encryption(sse.as_str().into());
+                    }
+                    match put.send().await {
+                        Ok(r) => return Ok(r.e_tag().map(String::from)),
+                        Err(e) if status(&e) == Some(409) => continue,
+                        // 412: changed since read; 404: deleted since read (If-Match on nothing).
+                        Err(e) if matches!(status(&e), Some(412 | 404)) => {
+                            // Unless what is stored is what we sent (a retry after a lost answer).
+                            let stored = self.get(&self.config.key, "reading state").await?;
+                            return match stored {
+                                Some(o) if o.bytes == body => Ok(o.etag),
+                                _ => Err(StateError::Conflict { location: loc.clone() }),
+                            };
+                        }
+                        Err(e) => return Err(remote("writing state", &loc, e)),
+                    }
                 }
-                Err(e) if matches!(status(&e), Some(412 | 409)) => {
-                    state.serial -= 1;
-                    Err(StateError::Conflict { location: loc })
+                Err(StateError::Conflict { location: loc.clone() })
+            }
+            .await;
+            match result {
+                Ok(etag) => {
+                    *self.etag.lock().expect("etag lock") = etag;
+                    Ok(())
                 }
                 Err(e) => {
                     state.serial -= 1;
-                    Err(remote("writing state", &loc, aws_sdk_s3::error::DisplayErrorContext(e)))
+                    Err(e)
                 }
             }
         })
@@ -150,64 +218,47 @@ impl Backend for S3Backend {
 
     fn lock<'a>(&'a self, holder: &'a str, operation: &'a str) -> BoxFuture<'a, Result<LockInfo, StateError>> {
         Box::pin(async move {
-            let loc = format!("s3://{}/{}", self.config.bucket, self.lock_key());
-            let info = LockInfo {
-                id: uuid::Uuid::new_v4().to_string(),
-                holder: holder.to_string(),
-                operation: operation.to_string(),
-                since: now(),
-            };
+            let info = LockInfo::new(holder, operation);
             let body = serde_json::to_vec(&info).expect("lock info serializes");
-            let put = self
-                .client
-                .put_object()
-                .bucket(&self.config.bucket)
-                .key(self.lock_key())
-                .if_none_match("*")
-                .body(ByteStream::from(body))
-                .send()
-                .await;
-            match put {
-                Ok(_) => Ok(info),
-                Err(e) if matches!(status(&e), Some(412 | 409)) => {
-                    let held = self.read_lock().await?.unwrap_or(LockInfo {
-                        id: "?".into(),
-                        holder: "unknown".into(),
-                        operation: "unknown".into(),
-                        since: 0,
-                    });
-                    let age = now().saturating_sub(held.since);
-                    Err(StateError::Locked {
-                        id: held.id,
-                        holder: held.holder,
-                        operation: held.operation,
-                        since: format!("{} ({}m{:02}s ago)", held.since, age / 60, age % 60),
-                    })
+            for _ in 0..CONFLICT_ATTEMPTS {
+                let put = self
+                    .client
+                    .put_object()
+                    .bucket(&self.config.bucket)
+                    .key(self.lock_key())
+                    .if_none_match("*")
+                    .body(ByteStream::from(body.clone()))
+                    .send()
+                    .await;
+                match put {
+                    Ok(_) => return Ok(info),
+                    Err(e) if status(&e) == Some(409) => continue,
+                    Err(e) if status(&e) == Some(412) => match self.held().await? {
+                        // Ours: an earlier attempt landed and its answer was lost.
+                        Some((held, _)) if held.id == info.id => return Ok(info),
+                        Some((held, _)) => return Err(held.refusal()),
+                        // Released between our attempt and our look: try again.
+                        None => continue,
+                    },
+                    Err(e) => return Err(remote("taking the lock", &self.lock_location(), e)),
                 }
-                Err(e) => Err(remote("taking the lock", &loc, aws_sdk_s3::error::DisplayErrorContext(e))),
+            }
+            match self.held().await? {
+                Some((held, _)) => Err(held.refusal()),
+                None => Err(StateError::Remote {
+                    what: "taking the lock",
+                    location: self.lock_location(),
+                    message: "the lock kept changing hands".into(),
+                }),
             }
         })
     }
 
     fn unlock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StateError>> {
-        Box::pin(async move { self.force_unlock(id).await.map(|_| ()) })
+        Box::pin(async move { self.remove_lock(id).await.map(|_| ()) })
     }
 
     fn force_unlock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<LockInfo, StateError>> {
-        Box::pin(async move {
-            let loc = format!("s3://{}/{}", self.config.bucket, self.lock_key());
-            let Some(held) = self.read_lock().await? else { return Err(StateError::NotLocked) };
-            if held.id != id {
-                return Err(StateError::LockMismatch { given: id.to_string(), held: held.id, holder: held.holder });
-            }
-            self.client
-                .delete_object()
-                .bucket(&self.config.bucket)
-                .key(self.lock_key())
-                .send()
-                .await
-                .map_err(|e| remote("removing the lock", &loc, aws_sdk_s3::error::DisplayErrorContext(e)))?;
-            Ok(held)
-        })
+        Box::pin(async move { self.remove_lock(id).await })
     }
 }

@@ -1,25 +1,36 @@
 //! The S3 backend against moto over HTTP with the real aws-sdk-s3: one lock holder at a time
-//! (the other is told who), a dead holder's lock cleared by force-unlock with its id only, a
-//! racing write refused by If-Match, and encrypted state whose stored bytes hold no secret.
+//! (the other is told who), a killed holder's lock cleared by force-unlock with its id only, a
+//! racing write refused by If-Match, versioned buckets keeping every previous state, and
+//! encrypted state whose stored bytes hold no secret.
 
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use aws_sdk_s3::primitives::ByteStream;
 use xcsp_core::{Address, Value};
 use xcsp_sim::aws::Moto;
-use xcsp_state::backend::Backend;
+use xcsp_state::backend::{Backend, LockInfo};
 use xcsp_state::crypto::{Codec, KeySource};
 use xcsp_state::s3::{S3Backend, S3Config};
 use xcsp_state::{ResourceState, State, StateError};
 
 const PSK: &str = "Psk_literal_that_must_not_leak_77";
+const KEY: &str = "stacks/il5-gpu/state.json";
 
-async fn bucket(moto: &Moto, name: &str) -> aws_sdk_s3::Client {
+fn raw_client(url: &str) -> aws_sdk_s3::Client {
     let conf = aws_sdk_s3::Config::builder()
         .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
         .region(aws_sdk_s3::config::Region::new("us-gov-west-1"))
-        .endpoint_url(&moto.url)
+        .endpoint_url(url)
         .force_path_style(true)
         .credentials_provider(aws_sdk_s3::config::Credentials::new("local", "local", None, None, "test"))
         .build();
-    let s3 = aws_sdk_s3::Client::from_conf(conf);
+    aws_sdk_s3::Client::from_conf(conf)
+}
+
+/// A new bucket, and a client that reads its raw bytes (what anyone with bucket access sees).
+async fn bucket(moto: &Moto, name: &str) -> aws_sdk_s3::Client {
+    let s3 = raw_client(&moto.url);
     s3.create_bucket()
         .bucket(name)
         .create_bucket_configuration(
@@ -33,16 +44,25 @@ async fn bucket(moto: &Moto, name: &str) -> aws_sdk_s3::Client {
     s3
 }
 
-async fn backend(moto: &Moto, bucket: &str, codec: Codec) -> S3Backend {
+async fn backend_at(url: &str, bucket: &str, codec: Codec) -> S3Backend {
     let config = S3Config {
         bucket: bucket.into(),
-        key: "stacks/il5-gpu/state.json".into(),
+        key: KEY.into(),
         region: "us-gov-west-1".into(),
-        endpoint: Some(moto.url.clone()),
+        endpoint: Some(url.to_string()),
         server_side_encryption: None,
         static_credentials: Some(("local".into(), "local".into())),
     };
     S3Backend::new(config, codec).await
+}
+
+async fn backend(moto: &Moto, bucket: &str, codec: Codec) -> S3Backend {
+    backend_at(&moto.url, bucket, codec).await
+}
+
+async fn stored(raw: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec<u8> {
+    let o = raw.get_object().bucket(bucket).key(key).send().await.unwrap();
+    o.body.collect().await.unwrap().to_vec()
 }
 
 fn with_psk(stack: &str) -> State {
@@ -56,6 +76,10 @@ fn with_psk(stack: &str) -> State {
     s
 }
 
+fn passphrase(p: &str) -> Option<KeySource> {
+    Some(KeySource::Passphrase(p.into()))
+}
+
 fn moto() -> Moto {
     Moto::start().unwrap_or_else(|e| panic!("the S3 tests need moto: {e}"))
 }
@@ -66,26 +90,91 @@ async fn one_holder_at_a_time_and_force_unlock_needs_the_id() {
     bucket(&moto, "locks").await;
     let first = backend(&moto, "locks", Codec::default()).await;
     let second = backend(&moto, "locks", Codec::default()).await;
-    // Two applies race for the lock: exactly one gets it.
+    // Two applies race for the lock: exactly one gets it, the other is told who has it.
     let (a, b) = tokio::join!(first.lock("ci-job-1", "apply"), second.lock("ci-job-2", "apply"));
     let (held, refused) = match (a, b) {
         (Ok(h), Err(e)) | (Err(e), Ok(h)) => (h, e),
         other => panic!("exactly one must hold the lock: {other:?}"),
     };
     match &refused {
-        StateError::Locked { holder, operation, id, .. } => {
-            assert_eq!(holder, &held.holder);
-            assert_eq!(operation, "apply");
-            assert_eq!(id, &held.id);
+        StateError::Locked { holder, operation, id, process, .. } => {
+            assert_eq!((holder, operation.as_str(), id), (&held.holder, "apply", &held.id));
+            assert_eq!(process, &format!("pid {} on {}", held.pid, held.host));
         }
         other => panic!("{other:?}"),
     }
-    // The holder dies without unlocking; a wrong id is refused, the right one clears the lock.
+    // However often it is asked, a live lock stays with its holder.
+    assert!(matches!(second.lock("ci-job-3", "apply").await, Err(StateError::Locked { .. })));
     assert!(matches!(second.force_unlock("not-the-id").await, Err(StateError::LockMismatch { .. })));
     assert_eq!(second.force_unlock(&held.id).await.unwrap().holder, held.holder);
     let again = second.lock("ci-job-3", "apply").await.unwrap();
+    // The first holder, force-unlocked meanwhile, cannot release the lock someone took since.
+    assert!(matches!(first.unlock(&held.id).await, Err(StateError::LockMismatch { .. })));
     second.unlock(&again.id).await.unwrap();
     assert!(matches!(second.force_unlock(&again.id).await, Err(StateError::NotLocked)));
+}
+
+/// Not a test of its own: the lock holder that `a_killed_holders_lock_stays_until_force_unlock`
+/// starts as a separate process and kills.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the child process of a_killed_holders_lock_stays_until_force_unlock"]
+async fn lock_holder_process() {
+    let url = std::env::var("XCSP_TEST_MOTO_URL")
+        .expect("run by a_killed_holders_lock_stays_until_force_unlock, which sets XCSP_TEST_MOTO_URL");
+    let b = backend_at(&url, "killed", Codec::default()).await;
+    let info = b.lock("doomed-apply", "apply").await.unwrap();
+    println!("LOCKED {}", info.id);
+    std::future::pending::<()>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holders_lock_stays_until_force_unlock() {
+    let moto = moto();
+    bucket(&moto, "killed").await;
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["lock_holder_process", "--exact", "--ignored", "--nocapture"])
+        .env("XCSP_TEST_MOTO_URL", &moto.url)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let id = lines
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("LOCKED ").map(String::from))
+        .expect("the holder process reports its lock");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let next = backend(&moto, "killed", Codec::default()).await;
+    let Err(StateError::Locked { id: held, holder, process, .. }) = next.lock("next-apply", "apply").await else {
+        panic!("a dead holder's lock still holds");
+    };
+    assert_eq!((held.as_str(), holder.as_str()), (id.as_str(), "doomed-apply"));
+    assert!(process.starts_with(&format!("pid {} on ", child.id())), "{process}");
+    let wrong = next.force_unlock("00000000-0000-0000-0000-000000000000").await.unwrap_err();
+    assert!(matches!(wrong, StateError::LockMismatch { .. }), "{wrong:?}");
+    assert!(wrong.to_string().contains("doomed-apply"), "{wrong}");
+    assert_eq!(next.force_unlock(&id).await.unwrap().holder, "doomed-apply");
+    next.lock("next-apply", "apply").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_lock_is_reported_with_its_age_and_an_unreadable_one_by_a_fixed_id() {
+    let moto = moto();
+    let raw = bucket(&moto, "stale").await;
+    let mut old = LockInfo::new("nightly-ci", "destroy");
+    old.since -= 2 * 3600 + 5 * 60;
+    let body = serde_json::to_vec(&old).unwrap();
+    let lock_key = format!("{KEY}.lock");
+    raw.put_object().bucket("stale").key(&lock_key).body(ByteStream::from(body)).send().await.unwrap();
+    let b = backend(&moto, "stale", Codec::default()).await;
+    let text = b.lock("me", "apply").await.unwrap_err().to_string();
+    assert!(text.contains("nightly-ci") && text.contains("`destroy`") && text.contains("2h05m ago"), "{text}");
+
+    raw.put_object().bucket("stale").key(&lock_key).body(ByteStream::from_static(b"garbage")).send().await.unwrap();
+    let Err(StateError::Locked { id, .. }) = b.lock("me", "apply").await else { panic!("an unreadable lock holds") };
+    b.force_unlock(&id).await.unwrap();
+    b.lock("me", "apply").await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -97,47 +186,105 @@ async fn a_write_racing_another_is_refused_not_lost() {
     let mut s = State::new("il5-gpu");
     a.write(&mut s).await.unwrap();
     let mut sa = a.read().await.unwrap().unwrap();
+    // b read the same state and records something else.
     let mut sb = b.read().await.unwrap().unwrap();
+    sb.resources = with_psk("il5-gpu").resources;
     a.write(&mut sa).await.unwrap();
     let err = b.write(&mut sb).await.unwrap_err();
     assert!(matches!(err, StateError::Conflict { .. }), "{err:?}");
-    assert!(err.to_string().contains("changed since it was read"));
+    assert!(err.to_string().contains("changed since it was read"), "{err}");
+    assert_eq!(sb.serial, 1, "a refused write leaves the serial as it was");
     // What a wrote is intact.
-    assert_eq!(b.read().await.unwrap().unwrap().serial, sa.serial);
+    let now = b.read().await.unwrap().unwrap();
+    assert_eq!((now.serial, now.resources.len()), (sa.serial, 0));
+    // The first write of a new stack races too (If-None-Match: *): only one creates the object.
+    bucket(&moto, "race-first").await;
+    let c = backend(&moto, "race-first", Codec::default()).await;
+    let d = backend(&moto, "race-first", Codec::default()).await;
+    let (mut sc, mut sd) = (State::new("other"), with_psk("other"));
+    assert!(c.read().await.unwrap().is_none() && d.read().await.unwrap().is_none());
+    c.write(&mut sc).await.unwrap();
+    assert!(matches!(d.write(&mut sd).await, Err(StateError::Conflict { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_versioned_bucket_keeps_every_previous_state() {
+    let moto = moto();
+    let raw = bucket(&moto, "versioned").await;
+    raw.put_bucket_versioning()
+        .bucket("versioned")
+        .versioning_configuration(
+            aws_sdk_s3::types::VersioningConfiguration::builder()
+                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let codec = Codec::new(Some(KeySource::Key([3u8; 32])));
+    let b = backend(&moto, "versioned", codec.clone()).await;
+    let mut s = State::new("il5-gpu");
+    for _ in 0..3 {
+        // Locks come and go on a versioned bucket: the delete markers do not hold the lock.
+        let lock = b.lock("ci", "apply").await.unwrap();
+        b.read().await.unwrap();
+        b.write(&mut s).await.unwrap();
+        b.unlock(&lock.id).await.unwrap();
+    }
+    let versions = raw.list_object_versions().bucket("versioned").prefix(KEY).send().await.unwrap();
+    let of_state: Vec<_> = versions.versions().iter().filter(|v| v.key() == Some(KEY)).collect();
+    assert_eq!(of_state.len(), 3, "{versions:?}");
+    // Any earlier version opens with the key: serials 1, 2 and 3 are all there.
+    let mut serials = Vec::new();
+    for v in of_state {
+        let o = raw.get_object().bucket("versioned").key(KEY).version_id(v.version_id().unwrap()).send().await.unwrap();
+        let plain = codec.open(&o.body.collect().await.unwrap().to_vec()).unwrap();
+        serials.push(xcsp_state::decode("version", &String::from_utf8(plain).unwrap()).unwrap().serial);
+    }
+    serials.sort();
+    assert_eq!(serials, [1, 2, 3]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn encrypted_state_holds_no_secret_and_rotates() {
     let moto = moto();
     let raw = bucket(&moto, "sealed").await;
-    let old = Codec { key: Some(KeySource::Passphrase("first passphrase".into())), ..Codec::default() };
+    let old = Codec::new(passphrase("first passphrase"));
     let b = backend(&moto, "sealed", old.clone()).await;
     let mut s = with_psk("il5-gpu");
     b.write(&mut s).await.unwrap();
-    let stored = raw.get_object().bucket("sealed").key("stacks/il5-gpu/state.json").send().await.unwrap();
-    let bytes = stored.body.collect().await.unwrap().into_bytes();
+    let bytes = stored(&raw, "sealed", KEY).await;
     assert!(!bytes.windows(PSK.len()).any(|w| w == PSK.as_bytes()), "the PSK is in the stored bytes");
-    assert_eq!(b.read().await.unwrap().unwrap().resources.len(), 1);
+    assert!(Codec::is_sealed(&bytes));
+    let back = b.read().await.unwrap().unwrap();
+    let value = &back.resources.values().next().unwrap().attributes["value"];
+    assert!(value.is_sensitive(), "decrypted, the PSK is still marked sensitive: {value:?}");
 
     // A wrong key: a clear error, nothing read.
-    let wrong =
-        backend(&moto, "sealed", Codec { key: Some(KeySource::Passphrase("guess".into())), ..Codec::default() }).await;
+    let wrong = backend(&moto, "sealed", Codec::new(passphrase("guess"))).await;
     let err = wrong.read().await.unwrap_err();
     assert!(err.to_string().contains("cannot be decrypted"), "{err}");
+    let keyless = backend(&moto, "sealed", Codec::default()).await;
+    assert!(keyless.read().await.unwrap_err().to_string().contains("XCSP_STATE_PASSPHRASE"));
 
     // Rotation: read with the old passphrase, write with the new; the old no longer opens it.
-    let rotating = Codec {
-        key: Some(KeySource::Passphrase("second passphrase".into())),
-        old_key: Some(KeySource::Passphrase("first passphrase".into())),
-        enforced: true,
-    };
-    let r = backend(&moto, "sealed", rotating).await;
+    let rotating = Codec::new(passphrase("second passphrase")).with_old_key(passphrase("first passphrase"));
+    let r = backend(&moto, "sealed", rotating.enforced(true)).await;
     let mut s = r.read().await.unwrap().unwrap();
     r.write(&mut s).await.unwrap();
-    let old_reader = backend(&moto, "sealed", old).await;
-    assert!(old_reader.read().await.is_err());
+    assert!(backend(&moto, "sealed", old).await.read().await.is_err());
+    let new_only = backend(&moto, "sealed", Codec::new(passphrase("second passphrase"))).await;
+    assert_eq!(new_only.read().await.unwrap().unwrap().serial, 2);
+    let bytes = stored(&raw, "sealed", KEY).await;
+    assert!(!bytes.windows(PSK.len()).any(|w| w == PSK.as_bytes()), "the PSK is in the rotated bytes");
 
-    // Enforced without a key refuses to write plaintext.
-    let plain = backend(&moto, "sealed", Codec { enforced: true, ..Codec::default() }).await;
+    // Enforced: without a key nothing is written; plaintext state is not read.
+    let plain = backend(&moto, "sealed", Codec::default().enforced(true)).await;
     assert!(matches!(plain.write(&mut State::new("x")).await, Err(StateError::Key(_))));
+    bucket(&moto, "plain").await;
+    let unsealed = backend(&moto, "plain", Codec::default()).await;
+    unsealed.write(&mut State::new("x")).await.unwrap();
+    let enforced = backend(&moto, "plain", Codec::new(passphrase("p")).enforced(true)).await;
+    let err = enforced.read().await.unwrap_err();
+    assert!(err.to_string().contains("enforced"), "{err}");
 }

@@ -138,3 +138,119 @@ fn state_commands_list_show_redacted_remove_and_refuse_going_back() {
     assert!(run(&["rm", "xcsp_preshared_key.link[0]"]).status.success());
     assert!(String::from_utf8_lossy(&run(&["list"]).stdout).trim().is_empty());
 }
+
+/// `xcsp` with no state key, backend or encryption setting from the caller's environment.
+fn xcsp_env(env: &[(&str, &str)]) -> Command {
+    let mut c = xcsp();
+    for var in [
+        "XCSP_STATE_KEY",
+        "XCSP_STATE_KEY_FILE",
+        "XCSP_STATE_PASSPHRASE",
+        "XCSP_STATE_KEY_OLD",
+        "XCSP_STATE_KEY_FILE_OLD",
+        "XCSP_STATE_PASSPHRASE_OLD",
+        "XCSP_STATE_ENCRYPTION",
+        "XCSP_STATE_DIR",
+        "XCSP_BACKEND",
+    ] {
+        c.env_remove(var);
+    }
+    c.envs(env.iter().copied());
+    c
+}
+
+#[test]
+fn sealed_state_and_plan_files_hold_no_psk_need_the_key_and_rotate() {
+    use xcsp_state::crypto::Codec;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let spec = dir.path().join("spec.xcsp.hcl");
+    let text = std::fs::read_to_string(root().join("examples/public/pool.xcsp.hcl")).unwrap().replace(
+        "azure_asn      = 65020",
+        "azure_asn      = 65020\n  preshared_keys = [\"Key.one_SECRET1\", \"Key.two_SECRET2\", \"Key.three_SECRET3\", \"Key.four_SECRET4\"]",
+    );
+    std::fs::write(&spec, format!("{text}\nbackend \"local\" {{\n  path = \"{}\"\n}}\n", state.display())).unwrap();
+    let backup = dir.path().join("backup.json");
+    std::fs::write(
+        &backup,
+        r#"{"version":1,"serial":3,"lineage":"abc","stack":"s","resources":{
+            "xcsp_preshared_key.link[0]":{"id":"k0","attributes":{"value":{"$sensitive":"Key.one_SECRET1"}},"dependencies":[]},
+            "xcsp_preshared_key.link[1]":{"id":"k1","attributes":{"value":{"$sensitive":"Key.two_SECRET2"}},"dependencies":[]}}}"#,
+    )
+    .unwrap();
+    let key_a = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="; // 32 bytes of 1
+    let key_b_file = dir.path().join("key-b");
+    std::fs::write(&key_b_file, [2u8; 32]).unwrap();
+    let key_b_file = key_b_file.to_str().unwrap();
+    let with_a = [("XCSP_STATE_KEY", key_a)];
+    let with_b = [("XCSP_STATE_KEY_FILE", key_b_file)];
+    let state_cmd =
+        |env: &[(&str, &str)], args: &[&str]| xcsp_env(env).arg("state").args(args).arg(&spec).output().unwrap();
+    let ok = |out: std::process::Output| {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let no_secret = |bytes: &[u8], what: &str| {
+        assert!(!bytes.windows(6).any(|w| w == b"SECRET"), "a pre-shared key is in the bytes of {what}");
+        assert!(Codec::is_sealed(bytes), "{what} is not sealed");
+    };
+
+    // Stored sealed: no pre-shared key in any byte of the state file.
+    ok(state_cmd(&with_a, &["push", backup.to_str().unwrap()]));
+    no_secret(&std::fs::read(state.join("state.json")).unwrap(), "the state");
+    // Decrypted, secrets are still marked: `show` redacts them unless asked.
+    let shown = ok(state_cmd(&with_a, &["show", "xcsp_preshared_key.link[0]"]));
+    assert!(shown.contains("(sensitive value)") && !shown.contains("SECRET"), "{shown}");
+    let clear = ok(state_cmd(&with_a, &["show", "--show-sensitive", "xcsp_preshared_key.link[0]"]));
+    assert!(clear.contains("Key.one_SECRET1"), "{clear}");
+    // The plan file is sealed the same way.
+    let plan_file = dir.path().join("plan.bin");
+    let plan = xcsp_env(&with_a)
+        .args(["plan", "--offline", "--refresh=false", "--out"])
+        .arg(&plan_file)
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert!(plan.status.success(), "{}", String::from_utf8_lossy(&plan.stderr));
+    no_secret(&std::fs::read(&plan_file).unwrap(), "the plan file");
+
+    // A wrong key, or none: a clear error.
+    let wrong = state_cmd(&with_b, &["list"]);
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("cannot be decrypted"), "{wrong:?}");
+    let keyless = state_cmd(&[], &["list"]);
+    assert!(String::from_utf8_lossy(&keyless.stderr).contains("XCSP_STATE_KEY"), "{keyless:?}");
+
+    // Rotation: read with the old key, write with the new (here from a key file).
+    ok(state_cmd(
+        &[("XCSP_STATE_KEY_FILE", key_b_file), ("XCSP_STATE_KEY_OLD", key_a)],
+        &["rm", "xcsp_preshared_key.link[1]"],
+    ));
+    assert_eq!(state_cmd(&with_a, &["list"]).status.code(), Some(1), "the old key no longer opens it");
+    assert_eq!(ok(state_cmd(&with_b, &["list"])).trim(), "xcsp_preshared_key.link[0]\tk0");
+    no_secret(&std::fs::read(state.join("state.json")).unwrap(), "the rotated state");
+
+    // Enforced (by the spec's backend block or the environment): plaintext is neither read nor written.
+    let plain = dir.path().join("plain");
+    ok(xcsp_env(&[]).args(["state", "push"]).arg(&backup).arg(&spec).arg("--state-dir").arg(&plain).output().unwrap());
+    let enforced_spec = dir.path().join("enforced.xcsp.hcl");
+    std::fs::write(&enforced_spec, format!("{text}\nbackend \"local\" {{\n  encryption = \"enforced\"\n}}\n")).unwrap();
+    for (spec, env) in [(&enforced_spec, vec![]), (&spec, vec![("XCSP_STATE_ENCRYPTION", "enforced")])] {
+        let mut env = env;
+        env.push(("XCSP_STATE_KEY", key_a));
+        let out = xcsp_env(&env).args(["state", "list"]).arg(spec).arg("--state-dir").arg(&plain).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("enforced"), "{out:?}");
+    }
+    let unsealed_plan = dir.path().join("unsealed.bin");
+    let out = xcsp_env(&[])
+        .args(["plan", "--offline", "--out"])
+        .arg(&unsealed_plan)
+        .arg(&enforced_spec)
+        .arg("--state-dir")
+        .arg(dir.path().join("empty"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(!unsealed_plan.exists(), "no plaintext plan file is written when encryption is enforced");
+}

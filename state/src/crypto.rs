@@ -9,10 +9,9 @@
 //! `enforced` mode plaintext is refused both ways.
 //!
 //! Argon2id is deliberately slow (22 ms a derivation in a release build, 0.37 s in a debug one, on
-//! the 2-core build machine) and state
-//! is written after every operation of an apply, so a codec derives each key once: it seals with
-//! one salt for its whole life (a fresh random nonce per write, as AES-GCM requires) and
-//! remembers the keys it derived to open envelopes.
+//! the 2-core build machine) and state is written after every operation of an apply, so a codec
+//! derives each key once: it seals with one salt for its whole life (a fresh random nonce per
+//! write, as AES-GCM requires) and remembers the keys it derived to open envelopes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

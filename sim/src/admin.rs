@@ -1,5 +1,6 @@
 //! The admin API under `/_sim/`: reset, configuration (latency, faults, throttling), counters,
-//! token log, resource dump, out-of-band changes for drift tests, and the world clock.
+//! token log, resource dump, out-of-band changes for drift tests, the world clock, the journal of
+//! deletions, and the Kubernetes side (kubeconfig, object list, CRDs loaded).
 
 use crate::arm::path::{self, Target};
 use crate::arm::store::{ResKind, Resource};
@@ -30,6 +31,10 @@ pub fn router() -> Router<Arc<Sim>> {
         .route("/clock/advance", post(clock_advance))
         .route("/tunnels", get(tunnels))
         .route("/aws/counters", get(aws_counters))
+        .route("/journal", get(journal))
+        .route("/kubeconfig", get(kubeconfig))
+        .route("/kube/objects", get(kube_objects))
+        .route("/kube/crds", get(kube_crds))
 }
 
 fn bad(msg: impl Into<String>) -> Response {
@@ -45,6 +50,32 @@ async fn tunnels(State(sim): S) -> Json<Value> {
 /// EC2 requests per action.
 async fn aws_counters(State(sim): S) -> Json<Value> {
     Json(json!({ "requests": sim.aws.counts() }))
+}
+
+/// Deletions across ARM and Kubernetes, in order.
+async fn journal(State(sim): S) -> Json<Value> {
+    Json(json!({ "entries": sim.world.journal_entries() }))
+}
+
+/// A kubeconfig whose server is the address this request came to.
+async fn kubeconfig(State(sim): S, headers: axum::http::HeaderMap) -> Response {
+    let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+    ([(axum::http::header::CONTENT_TYPE, "application/yaml")], sim.kube.kubeconfig(&format!("http://{host}")))
+        .into_response()
+}
+
+/// Every Kubernetes object: apiVersion, kind, namespace, name, resourceVersion, deleting.
+async fn kube_objects(State(sim): S) -> Json<Value> {
+    Json(json!({ "items": sim.kube.objects(&sim.world) }))
+}
+
+/// Which CRD files were read, what failed, and the patterns that are not checked.
+async fn kube_crds(State(sim): S) -> Json<Value> {
+    let r = sim.kube.registry();
+    let skipped: std::collections::BTreeMap<&String, Vec<&str>> =
+        r.schemas.iter().map(|(k, s)| (k, s.skipped_patterns())).filter(|(_, p)| !p.is_empty()).collect();
+    Json(json!({ "files": r.files, "error": r.error, "resources": r.schemas.keys().collect::<Vec<_>>(),
+        "skipped_patterns": skipped }))
 }
 
 async fn reset(State(sim): S) -> StatusCode {

@@ -1,5 +1,5 @@
-//! The local clouds: one sim world hosting the emulated cloud APIs (today the Azure Resource
-//! Manager emulator; the AWS fidelity layer and a Kubernetes API are to join it).
+//! The local clouds: one sim world hosting the emulated cloud APIs: the Azure Resource Manager
+//! emulator, the AWS EC2 fidelity layer in front of moto, and a Kubernetes API subset.
 //!
 //! Start one in-process for a test with [`SimServer::start`]; the binary `xcsp-sim` does the same
 //! on a port given by `--port`. See `sim/README.md` for what is and is not emulated.
@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod arm;
 pub mod aws;
+pub mod kube;
 pub mod server;
 pub mod world;
 

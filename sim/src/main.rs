@@ -4,7 +4,7 @@ use clap::Parser;
 use std::io::Write;
 use xcsp_sim::{Profile, SimConfig, SimServer};
 
-/// Local clouds for xcsp (Azure Resource Manager emulator).
+/// Local clouds for xcsp (Azure Resource Manager, AWS EC2 over moto, Kubernetes API).
 #[derive(Parser, Debug)]
 #[command(name = "xcsp-sim", version)]
 struct Args {
@@ -29,6 +29,12 @@ struct Args {
     /// Create an OpenShift IPI cluster's network in moto: INFRA_NAME:REGION (repeatable; implies --aws).
     #[arg(long, value_name = "INFRA:REGION")]
     fixture: Vec<String>,
+    /// Write a kubeconfig for the Kubernetes API (server, token, context `xcsp-sim`) to PATH at start.
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// The Kubernetes API's bearer token (generated when absent). Env `XCSP_SIM_KUBE_TOKEN`.
+    #[arg(long, env = "XCSP_SIM_KUBE_TOKEN", hide_env_values = true)]
+    kube_token: Option<String>,
 }
 
 fn main() {
@@ -40,6 +46,7 @@ fn main() {
     }
     config.throttle.enabled = !args.no_throttle;
     config.expected_audience = args.expected_audience;
+    config.kube_token = args.kube_token;
     let server = match SimServer::start(config, args.port) {
         Ok(s) => s,
         Err(e) => {
@@ -47,6 +54,14 @@ fn main() {
             std::process::exit(1);
         }
     };
+    if let Some(path) = &args.kubeconfig
+        && let Err(e) = std::fs::write(path, server.kubeconfig())
+    {
+        eprintln!("xcsp-sim: cannot write the kubeconfig to {}: {e}", path.display());
+        std::process::exit(1);
+    }
+    // Read the CRDs now, so that a missing reference directory is reported at start.
+    server.sim.kube.registry();
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "xcsp-sim listening on {}", server.base_url);
     let _ = out.flush();

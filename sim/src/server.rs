@@ -1,5 +1,6 @@
-//! The HTTP front: one axum router serving the admin API under `/_sim/` and everything else as
-//! ARM (token endpoint included); request ids, counters, faults and throttling happen here.
+//! The HTTP front: one axum router serving the admin API under `/_sim/`, the Kubernetes API under
+//! `/api`, `/apis` and `/version`, EC2 form posts to `/`, and everything else as ARM (token
+//! endpoint included); request ids, counters, faults and throttling happen here.
 
 use crate::admin;
 use crate::arm::{self, Arm, Ctx, Reply, auth, error::ArmError, path};
@@ -20,20 +21,25 @@ pub struct Sim {
     pub world: World,
     pub arm: Arm,
     pub aws: crate::aws::Aws,
+    pub kube: crate::kube::Kube,
     /// The configuration to return to on `/_sim/reset`.
     pub initial: SimConfig,
 }
 
 impl Sim {
     pub fn new(config: SimConfig) -> Sim {
-        Sim { world: World::new(config.clone()), arm: Arm::default(), aws: Default::default(), initial: config }
+        let world = World::new(config.clone());
+        let kube = crate::kube::Kube::new(&world, config.kube_token.clone(), config.kube_crds_dir.clone());
+        Sim { world, arm: Arm::default(), aws: Default::default(), kube, initial: config }
     }
 
-    /// Forgets all resources, tokens, counters; restores the initial configuration.
+    /// Forgets all resources, tokens (but the Kubernetes token), counters and the journal; restores
+    /// the initial configuration and the default Kubernetes namespaces.
     pub fn reset(&self) {
         self.world.reset(self.initial.clone());
         self.arm.reset();
         self.aws.reset();
+        self.kube.reset(&self.world);
     }
 }
 
@@ -76,6 +82,9 @@ fn dropped(world: &World) -> Response {
 }
 
 async fn entry(State(sim): State<Arc<Sim>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    if crate::kube::is_kube_path(uri.path()) {
+        return crate::kube::serve(&sim, method, &uri, &headers, &body).await;
+    }
     if crate::aws::is_ec2(&method, uri.path(), &headers) {
         return crate::aws::serve(&sim, &headers, &body).await;
     }
@@ -169,6 +178,12 @@ async fn serve_arm(
     let ctx =
         Ctx { method: &method, base: format!("http://{host}"), query, caller, now, world: &sim.world, config, body };
     let result = sim.arm.dispatch(&target, &ctx);
+    if method == Method::DELETE
+        && let Ok(r) = &result
+        && (r.status == StatusCode::OK || r.status == StatusCode::ACCEPTED)
+    {
+        sim.world.journal("azure", "DELETE", uri.path());
+    }
     if drop {
         return dropped(&sim.world);
     }
@@ -262,6 +277,11 @@ impl SimServer {
             })
             .map_err(StartError::Runtime)?;
         Ok(SimServer { base_url: format!("http://{addr}"), addr, sim, shutdown: Some(tx), thread: Some(thread) })
+    }
+
+    /// A kubeconfig for this sim's Kubernetes API (plain http, bearer token, context `xcsp-sim`).
+    pub fn kubeconfig(&self) -> String {
+        self.sim.kube.kubeconfig(&self.base_url)
     }
 
     /// Stops serving and waits for the server thread.

@@ -1,5 +1,5 @@
 //! The shared "sim world": configuration (latency profile, faults, throttling), clock and counters
-//! that every emulated cloud API (ARM today; AWS and Kubernetes later) consults.
+//! that every emulated cloud API (ARM, AWS, Kubernetes) consults, and a journal of deletions.
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde::{Deserialize, Serialize};
@@ -157,6 +157,12 @@ pub struct SimConfig {
     pub seed: Option<u64>,
     /// Custom role definitions (GUID -> role name) accepted besides the built-in roles.
     pub custom_roles: BTreeMap<String, String>,
+    /// The bearer token of the Kubernetes API; generated when unset. Read when the sim starts
+    /// (a reset keeps the token; changing it at run time has no effect).
+    pub kube_token: Option<String>,
+    /// The CRD directory (default `$XCSP_REFERENCE_DIR/crds`, else `shared/reference/crds` beside
+    /// the checkout). Read when the sim starts.
+    pub kube_crds_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for SimConfig {
@@ -173,6 +179,8 @@ impl Default for SimConfig {
             client_secrets: BTreeMap::new(),
             seed: None,
             custom_roles: BTreeMap::new(),
+            kube_token: None,
+            kube_crds_dir: None,
         }
     }
 }
@@ -233,12 +241,28 @@ impl Clock {
     }
 }
 
+/// One deletion, in the order the world saw it (`GET /_sim/journal`).
+#[derive(Debug, Clone, Serialize)]
+pub struct JournalEntry {
+    pub seq: u64,
+    /// Wall-clock time on the world clock, RFC 3339 with fractional seconds.
+    pub time: String,
+    /// `azure` or `kubernetes`.
+    pub cloud: String,
+    /// `DELETE` when a delete request was accepted; `removed` when a Kubernetes object that was
+    /// being deleted (a Machine, or one garbage-collected) is finally gone.
+    pub verb: String,
+    /// The ARM resource id or the Kubernetes object's API path.
+    pub id: String,
+}
+
 /// The shared world.
 #[derive(Debug)]
 pub struct World {
     config: Mutex<SimConfig>,
     counters: Mutex<Counters>,
     rng: Mutex<StdRng>,
+    journal: Mutex<Vec<JournalEntry>>,
     pub clock: Clock,
 }
 
@@ -249,6 +273,7 @@ impl World {
             config: Mutex::new(config),
             counters: Mutex::new(Counters::default()),
             rng: Mutex::new(rng),
+            journal: Mutex::new(Vec::new()),
             clock: Clock { offset: Mutex::new(Duration::ZERO) },
         }
     }
@@ -303,10 +328,27 @@ impl World {
         Duration::from_secs_f64(secs * scale)
     }
 
-    /// Resets configuration, counters and clock to their initial values.
+    /// Records a deletion in the journal.
+    pub fn journal(&self, cloud: &str, verb: &str, id: &str) {
+        let ahead = self.clock.now().saturating_duration_since(Instant::now());
+        let time = (time::OffsetDateTime::now_utc() + ahead)
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        let mut j = self.journal.lock().expect("journal lock");
+        let seq = j.len() as u64 + 1;
+        j.push(JournalEntry { seq, time, cloud: cloud.into(), verb: verb.into(), id: id.into() });
+    }
+
+    /// The journal of deletions, oldest first.
+    pub fn journal_entries(&self) -> Vec<JournalEntry> {
+        self.journal.lock().expect("journal lock").clone()
+    }
+
+    /// Resets configuration, counters, journal and clock to their initial values.
     pub fn reset(&self, config: SimConfig) {
         self.set_config(config);
         self.reset_counters();
+        self.journal.lock().expect("journal lock").clear();
         *self.clock.offset.lock().expect("clock lock") = Duration::ZERO;
     }
 }

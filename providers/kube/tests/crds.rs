@@ -1,102 +1,36 @@
 //! The IL5 example's CAPZ/CAPI objects, validated against the real CRD schemas in
-//! `../shared/reference/crds` (or `$XCSP_REFERENCE_DIR/crds`): types, required fields, enums,
-//! string lengths and unknown fields, as the API server checks a structural schema. The
-//! validator is shown to fail on a wrong type and a missing required field.
+//! `../shared/reference/crds` (or `$XCSP_REFERENCE_DIR/crds`) with the sim's validator
+//! (`xcsp_sim::kube::schema`, the one the Kubernetes API emulator admits objects with): types,
+//! required fields, enums, patterns, lengths and unknown fields, as the API server checks a
+//! structural schema. The validator is shown to fail on a wrong type, a missing required field
+//! and a value outside an enum.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use serde_json::{Value as Json, json};
 use xcsp_core::{Address, ProviderKind, Value};
+use xcsp_sim::kube::schema::Crd;
 
 fn reference() -> PathBuf {
-    let dir = std::env::var("XCSP_REFERENCE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference"));
-    assert!(dir.join("crds").is_dir(), "the CRDs are missing at {}/crds (set XCSP_REFERENCE_DIR)", dir.display());
-    dir.join("crds")
+    let dir = xcsp_sim::kube::schema::crds_dir();
+    assert!(dir.is_dir(), "the CRDs are missing at {} (set XCSP_REFERENCE_DIR)", dir.display());
+    dir
 }
 
-/// The v1beta1 openAPIV3Schema of the CRD for `kind`.
-fn schema(kind: &str) -> Json {
-    let file = match kind {
-        "AzureClusterIdentity" => "capz-v1.26.0/infrastructure.cluster.x-k8s.io_azureclusteridentities.yaml",
-        "AzureCluster" => "capz-v1.26.0/infrastructure.cluster.x-k8s.io_azureclusters.yaml",
-        "AzureMachineTemplate" => "capz-v1.26.0/infrastructure.cluster.x-k8s.io_azuremachinetemplates.yaml",
-        "Cluster" => "capi-v1.13.3/cluster.x-k8s.io_clusters.yaml",
-        "MachineSet" => "capi-v1.13.3/cluster.x-k8s.io_machinesets.yaml",
-        "MachineHealthCheck" => "capi-v1.13.3/cluster.x-k8s.io_machinehealthchecks.yaml",
-        other => panic!("no CRD for {other}"),
-    };
-    let text = std::fs::read_to_string(reference().join(file)).unwrap();
-    let crd: Json = serde_norway::from_str(&text).unwrap();
-    let version =
-        crd["spec"]["versions"].as_array().unwrap().iter().find(|v| v["name"] == "v1beta1").expect("v1beta1 served");
-    version["schema"]["openAPIV3Schema"].clone()
+/// The v1beta1 CRDs, read once.
+fn crds() -> &'static [Crd] {
+    static CRDS: OnceLock<Vec<Crd>> = OnceLock::new();
+    CRDS.get_or_init(|| xcsp_sim::kube::schema::load_crds(&reference(), "v1beta1").expect("the CRDs load"))
 }
 
-/// Structural-schema checks; every problem as `path: what`.
-fn validate(schema: &Json, v: &Json, path: &str, out: &mut Vec<String>) {
-    let ty = schema["type"].as_str();
-    let ok = match (ty, v) {
-        (Some("object"), Json::Object(_)) | (Some("array"), Json::Array(_)) | (Some("string"), Json::String(_)) => true,
-        (Some("boolean"), Json::Bool(_)) => true,
-        (Some("integer"), Json::Number(n)) => n.is_i64() || n.is_u64(),
-        (Some("number"), Json::Number(_)) => true,
-        (None, _) => true,
-        _ => false,
-    };
-    if !ok && schema["x-kubernetes-int-or-string"] != true {
-        out.push(format!("{path}: expected {}, got {v}", ty.unwrap_or("?")));
-        return;
-    }
-    if let Some(allowed) = schema["enum"].as_array()
-        && !allowed.contains(v)
-    {
-        out.push(format!("{path}: {v} is not one of {allowed:?}"));
-    }
-    if let (Some(s), Some(max)) = (v.as_str(), schema["maxLength"].as_u64())
-        && s.len() as u64 > max
-    {
-        out.push(format!("{path}: longer than {max}"));
-    }
-    if let (Some(s), Some(min)) = (v.as_str(), schema["minLength"].as_u64())
-        && (s.len() as u64) < min
-    {
-        out.push(format!("{path}: shorter than {min}"));
-    }
-    match v {
-        Json::Object(map) => {
-            for r in schema["required"].as_array().into_iter().flatten().filter_map(Json::as_str) {
-                if !map.contains_key(r) {
-                    out.push(format!("{path}.{r}: required"));
-                }
-            }
-            let props = schema["properties"].as_object();
-            for (k, x) in map {
-                match props.and_then(|p| p.get(k)) {
-                    Some(s) => validate(s, x, &format!("{path}.{k}"), out),
-                    None if !schema["additionalProperties"].is_null() => {
-                        if schema["additionalProperties"].is_object() {
-                            validate(&schema["additionalProperties"], x, &format!("{path}.{k}"), out);
-                        }
-                    }
-                    None if schema["x-kubernetes-preserve-unknown-fields"] == true || props.is_none() => {}
-                    None => out.push(format!("{path}.{k}: unknown field")),
-                }
-            }
-        }
-        Json::Array(items) => {
-            for (i, x) in items.iter().enumerate() {
-                validate(&schema["items"], x, &format!("{path}[{i}]"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
+/// Every problem the API server would refuse (`fieldValidation=Strict`), as `field: message`.
 fn problems(object: &Json) -> Vec<String> {
-    let mut out = Vec::new();
-    validate(&schema(object["kind"].as_str().unwrap()), object, "", &mut out);
+    let kind = object["kind"].as_str().unwrap();
+    let crd = crds().iter().find(|c| c.kind == kind).unwrap_or_else(|| panic!("no CRD for {kind}"));
+    let mut out: Vec<String> =
+        crd.schema.unknown_fields(object).into_iter().map(|f| format!("{f}: unknown field")).collect();
+    out.extend(crd.schema.validate(object).iter().map(|c| c.to_string()));
     out
 }
 
@@ -146,14 +80,21 @@ fn the_validator_rejects_a_wrong_type_and_a_missing_required_field() {
     let objects = il5_objects();
     let mut ms = objects[4].clone();
     ms["spec"]["replicas"] = json!("two");
-    assert!(problems(&ms).iter().any(|p| p.starts_with(".spec.replicas: expected integer")), "{:?}", problems(&ms));
+    assert!(
+        problems(&ms).iter().any(|p| p
+            .starts_with("spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer")),
+        "{:?}",
+        problems(&ms)
+    );
+    ms["spec"]["template"]["spec"]["gpus"] = json!(2);
+    assert!(problems(&ms).contains(&"spec.template.spec.gpus: unknown field".to_string()), "{:?}", problems(&ms));
     let mut amt = objects[3].clone();
     amt["spec"]["template"]["spec"].as_object_mut().unwrap().remove("vmSize");
-    assert!(problems(&amt).contains(&".spec.template.spec.vmSize: required".to_string()), "{:?}", problems(&amt));
+    assert!(problems(&amt).contains(&"spec.template.spec.vmSize: Required value".to_string()), "{:?}", problems(&amt));
     let mut id = objects[0].clone();
     id["spec"]["type"] = json!("Password");
     assert!(
-        problems(&id).iter().any(|p| p.starts_with(".spec.type: \"Password\" is not one of")),
+        problems(&id).iter().any(|p| p.starts_with("spec.type: Unsupported value: \"Password\": supported values:")),
         "{:?}",
         problems(&id)
     );

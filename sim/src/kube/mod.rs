@@ -1,0 +1,499 @@
+//! The Kubernetes API subset: discovery, the CAPZ/CAPI custom resources and core Namespaces,
+//! Secrets and ConfigMaps, with get/list/create/replace/merge patch/server-side apply/delete,
+//! bearer-token auth, CRD-schema admission, and a MachineSet controller. Served on the sim's port
+//! under `/api`, `/apis` and `/version`; see `sim/README.md` ("Kubernetes API").
+
+pub mod fields;
+pub mod kinds;
+pub mod machines;
+pub mod schema;
+pub mod selector;
+pub mod status;
+pub mod store;
+
+use crate::server::Sim;
+use crate::world::World;
+use axum::body::Bytes;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use kinds::{GROUPS, KINDS, Kind};
+use selector::Selector;
+use serde_json::{Value, json};
+use status::KubeError;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::{Registry, Store, WriteCtx};
+
+/// The Kubernetes side of the world: the token, the objects and the CRD schemas.
+#[derive(Debug)]
+pub struct Kube {
+    /// The one bearer token the API accepts (kept across resets).
+    pub token: String,
+    pub store: Mutex<Store>,
+    registry: Mutex<Option<Arc<Registry>>>,
+    crds_dir: PathBuf,
+}
+
+impl Kube {
+    /// `token`: the bearer token to accept (generated when `None`). `crds_dir`: where the CRDs are
+    /// (default [`schema::crds_dir`]); they are read at the first Kubernetes request.
+    pub fn new(world: &World, token: Option<String>, crds_dir: Option<PathBuf>) -> Kube {
+        Kube {
+            token: token.unwrap_or_else(|| format!("xcsp-sim-{}", uuid::Uuid::new_v4().simple())),
+            store: Mutex::new(Store::new(world)),
+            registry: Mutex::new(None),
+            crds_dir: crds_dir.unwrap_or_else(schema::crds_dir),
+        }
+    }
+
+    /// The CRD schemas, read on first use (and again after a reset). When they cannot be read the
+    /// custom resources are served unvalidated and the reason is printed once to stderr.
+    pub fn registry(&self) -> Arc<Registry> {
+        let mut r = self.registry.lock().expect("registry lock");
+        r.get_or_insert_with(|| {
+            let reg = Registry::load(&self.crds_dir);
+            if let Some(e) = &reg.error {
+                eprintln!("xcsp-sim: Kubernetes custom resources are NOT validated: {e}");
+            }
+            Arc::new(reg)
+        })
+        .clone()
+    }
+
+    /// Forgets every object (the default namespaces are back) and re-reads the CRDs at next use.
+    pub fn reset(&self, world: &World) {
+        *self.store.lock().expect("store lock") = Store::new(world);
+        *self.registry.lock().expect("registry lock") = None;
+    }
+
+    /// A kubeconfig for `server` (the sim's base URL) with this world's token; context `xcsp-sim`.
+    pub fn kubeconfig(&self, server: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: xcsp-sim\n  cluster:\n    server: {server}\nusers:\n- name: xcsp-sim\n  user:\n    token: {token}\ncontexts:\n- name: xcsp-sim\n  context:\n    cluster: xcsp-sim\n    user: xcsp-sim\n    namespace: default\ncurrent-context: xcsp-sim\npreferences: {{}}\n",
+            token = self.token
+        )
+    }
+
+    /// Brings the MachineSet controller up to the world clock.
+    pub fn settle(&self, world: &World) {
+        self.store.lock().expect("store lock").settle(world, world.clock.now());
+    }
+
+    /// Every object: apiVersion, kind, namespace, name, resourceVersion, and whether it is being deleted.
+    pub fn objects(&self, world: &World) -> Vec<Value> {
+        self.settle(world);
+        let s = self.store.lock().expect("store lock");
+        s.objects
+            .iter()
+            .map(|(k, o)| {
+                json!({
+                    "apiVersion": o.kind.api_version(), "kind": o.kind.kind, "namespace": k.2, "name": k.3,
+                    "resourceVersion": o.value["metadata"]["resourceVersion"],
+                    "deleting": s.deleting.contains_key(k),
+                })
+            })
+            .collect()
+    }
+}
+
+/// True for the paths the Kubernetes API owns: `/version`, `/api[/...]`, `/apis[/...]`.
+pub fn is_kube_path(path: &str) -> bool {
+    path == "/version" || path == "/api" || path.starts_with("/api/") || path == "/apis" || path.starts_with("/apis/")
+}
+
+/// What a path names.
+#[derive(Debug, PartialEq)]
+enum Route {
+    Version,
+    ApiVersions,
+    GroupList,
+    Group(String),
+    Resources { group: String, version: String },
+    Collection { kind: &'static Kind, ns: Option<String> },
+    Object { kind: &'static Kind, ns: String, name: String, sub: Option<String> },
+    Unknown,
+}
+
+fn route(path: &str) -> Route {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["version"] => return Route::Version,
+        ["api"] => return Route::ApiVersions,
+        ["apis"] => return Route::GroupList,
+        ["apis", g] => return Route::Group(g.to_string()),
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Route::Unknown,
+    };
+    let kind = |plural: &str| Kind::find(group, version, plural);
+    let known_group = KINDS.iter().any(|k| k.group == group && k.version == version);
+    match rest {
+        [] if known_group => Route::Resources { group: group.into(), version: version.into() },
+        ["namespaces", ns, plural] if kind(plural).is_some_and(|k| k.namespaced) => {
+            Route::Collection { kind: kind(plural).expect("kind"), ns: Some(ns.to_string()) }
+        }
+        ["namespaces", ns, plural, name, sub @ ..] if sub.len() <= 1 && kind(plural).is_some_and(|k| k.namespaced) => {
+            Route::Object {
+                kind: kind(plural).expect("kind"),
+                ns: ns.to_string(),
+                name: name.to_string(),
+                sub: sub.first().map(|s| s.to_string()),
+            }
+        }
+        [plural] if kind(plural).is_some() => Route::Collection { kind: kind(plural).expect("kind"), ns: None },
+        [plural, name, sub @ ..] if sub.len() <= 1 && kind(plural).is_some_and(|k| !k.namespaced) => Route::Object {
+            kind: kind(plural).expect("kind"),
+            ns: String::new(),
+            name: name.to_string(),
+            sub: sub.first().map(|s| s.to_string()),
+        },
+        _ => Route::Unknown,
+    }
+}
+
+/// Answers one Kubernetes API request.
+pub async fn serve(sim: &Sim, method: Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Response {
+    let route = route(uri.path());
+    let query: HashMap<String, String> =
+        serde_urlencoded::from_str(uri.query().unwrap_or_default()).unwrap_or_default();
+    let content_type = header(headers, "content-type").split(';').next().unwrap_or_default().trim().to_string();
+    let (verb, resource) = describe(&method, &route, &query, &content_type);
+    sim.world.count(|c| *c.requests.entry(format!("kube {verb} {resource}")).or_default() += 1);
+    let authorized = route == Route::Version
+        || header(headers, "authorization").strip_prefix("Bearer ").is_some_and(|t| t.trim() == sim.kube.token);
+    let result = if !authorized {
+        Err(KubeError::unauthorized())
+    } else {
+        let config = sim.world.config();
+        if config.latency.request_latency_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(config.latency.request_latency_ms)).await;
+        }
+        let host = header(headers, "host");
+        handle(
+            sim,
+            &method,
+            route,
+            &query,
+            &content_type,
+            headers,
+            body,
+            if host.is_empty() { "127.0.0.1" } else { host },
+        )
+    };
+    let (status, body) = match result {
+        Ok(ok) => ok,
+        Err(e) => {
+            sim.world.count(|c| *c.errors.entry(e.reason.to_string()).or_default() += 1);
+            (e.code, e.body())
+        }
+    };
+    sim.world.count(|c| *c.statuses.entry(status.as_u16()).or_default() += 1);
+    (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
+    headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
+}
+
+/// The verb (`get`, `list`, `create`, `update`, `patch`, `apply`, `delete`, `discovery`) and
+/// resource (`plural.group`) a request is counted under.
+fn describe(method: &Method, route: &Route, query: &HashMap<String, String>, content_type: &str) -> (String, String) {
+    let (resource, collection, sub) = match route {
+        Route::Collection { kind, .. } => (kind.resource(), true, None),
+        Route::Object { kind, sub, .. } => (kind.resource(), false, sub.clone()),
+        Route::Unknown => return (method.as_str().to_ascii_lowercase(), "unknown".into()),
+        _ => return ("get".into(), "discovery".into()),
+    };
+    let verb = match *method {
+        Method::GET if collection && query.get("watch").is_some_and(|w| w == "true" || w == "1") => "watch",
+        Method::GET if collection => "list",
+        Method::GET => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH if content_type == "application/apply-patch+yaml" => "apply",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "other",
+    };
+    let resource = match sub {
+        Some(s) => format!("{resource}/{s}"),
+        None => resource,
+    };
+    (verb.to_string(), resource)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn handle(
+    sim: &Sim,
+    method: &Method,
+    route: Route,
+    query: &HashMap<String, String>,
+    content_type: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    host: &str,
+) -> store::Answer {
+    let world = &sim.world;
+    match route {
+        Route::Version => return Ok((StatusCode::OK, version())),
+        Route::ApiVersions => {
+            return Ok((
+                StatusCode::OK,
+                json!({"kind": "APIVersions", "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]}),
+            ));
+        }
+        Route::GroupList => {
+            let groups: Vec<Value> = GROUPS.iter().map(|(g, v)| api_group(g, v)).collect();
+            return Ok((StatusCode::OK, json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})));
+        }
+        Route::Group(g) => {
+            return match GROUPS.iter().find(|(name, _)| *name == g) {
+                Some((name, v)) => Ok((StatusCode::OK, api_group(name, v))),
+                None => Err(not_served()),
+            };
+        }
+        Route::Resources { group, version } => return Ok((StatusCode::OK, resource_list(&group, &version))),
+        Route::Unknown => return Err(not_served()),
+        _ => {}
+    }
+    let registry = sim.kube.registry();
+    let manager = query.get("fieldManager").filter(|m| !m.is_empty()).cloned().unwrap_or_else(|| {
+        let ua = header(headers, "user-agent");
+        let product = ua.split('/').next().unwrap_or_default().trim();
+        if product.is_empty() { "unknown".to_string() } else { product.to_string() }
+    });
+    let now = world.clock.now();
+    let ctx = WriteCtx {
+        world,
+        now,
+        registry: &registry,
+        strict: query.get("fieldValidation").is_some_and(|v| v == "Strict"),
+        dry_run: query.get("dryRun").is_some_and(|v| v == "All"),
+        manager,
+    };
+    let mut store = sim.kube.store.lock().expect("store lock");
+    store.settle(world, now);
+    let answer = match route {
+        Route::Collection { kind, ns } => match *method {
+            Method::GET if query.get("watch").is_some_and(|w| w == "true" || w == "1") => Err(KubeError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                "watch is not supported by xcsp-sim; poll with list",
+            )),
+            Method::GET => {
+                let labels = Selector::parse(query.get("labelSelector").map(String::as_str).unwrap_or_default())
+                    .map_err(KubeError::bad_request)?;
+                let field = field_selector(query.get("fieldSelector").map(String::as_str).unwrap_or_default())?;
+                Ok((StatusCode::OK, store.list(kind, ns.as_deref(), &labels, &field)))
+            }
+            Method::POST if kind.namespaced && ns.is_none() => Err(method_not_allowed()),
+            Method::POST => store.create(kind, ns.as_deref().unwrap_or_default(), parse_json(body)?, &ctx),
+            _ => Err(method_not_allowed()),
+        },
+        Route::Object { kind, ns, name, sub: None } => match *method {
+            Method::GET => store.get(kind, &ns, &name),
+            Method::PUT => store.replace(kind, &ns, &name, parse_json(body)?, &ctx),
+            Method::DELETE => store.delete(kind, &ns, &name, &ctx),
+            Method::PATCH => match content_type {
+                "application/apply-patch+yaml" => {
+                    if !query.contains_key("fieldManager") || ctx.manager.is_empty() {
+                        return Err(KubeError::bad_request("PATCH: fieldManager is required for apply requests"));
+                    }
+                    let force = query.get("force").is_some_and(|f| f == "true");
+                    store.apply(kind, &ns, &name, parse_yaml(body)?, force, &ctx)
+                }
+                "application/merge-patch+json" => store.merge_patch(kind, &ns, &name, &parse_json(body)?, &ctx),
+                "application/strategic-merge-patch+json" if !kind.custom => {
+                    store.merge_patch(kind, &ns, &name, &parse_json(body)?, &ctx)
+                }
+                other => Err(KubeError::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "UnsupportedMediaType",
+                    format!(
+                        "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/apply-patch+yaml (got '{other}')"
+                    ),
+                )),
+            },
+            _ => Err(method_not_allowed()),
+        },
+        Route::Object { kind, ns, name, sub: Some(sub) } => {
+            subresource(&mut store, method, kind, &ns, &name, &sub, content_type, body, &ctx)
+        }
+        _ => Err(not_served()),
+    };
+    if answer.is_ok() && !ctx.dry_run && *method != Method::GET {
+        store.settle(world, world.clock.now());
+    }
+    answer
+}
+
+/// `status` (GET, PUT, merge PATCH: only `status` changes) and `scale` (GET, PUT, merge PATCH:
+/// only `spec.replicas` changes) of types that have them.
+#[allow(clippy::too_many_arguments)]
+fn subresource(
+    store: &mut Store,
+    method: &Method,
+    kind: &'static Kind,
+    ns: &str,
+    name: &str,
+    sub: &str,
+    content_type: &str,
+    body: &[u8],
+    ctx: &WriteCtx,
+) -> store::Answer {
+    let resource = kind.resource();
+    let k = store::key(kind, ns, name);
+    let served = (sub == "status" && kind.status) || (sub == "scale" && kind.scale);
+    if !served {
+        return Err(not_served());
+    }
+    let Some(obj) = store.objects.get(&k).cloned() else { return Err(KubeError::not_found(&resource, name)) };
+    if *method != Method::GET
+        && !matches!((method, content_type), (&Method::PUT, _) | (&Method::PATCH, "application/merge-patch+json"))
+    {
+        return Err(method_not_allowed());
+    }
+    if sub == "status" {
+        if *method == Method::GET {
+            return Ok((StatusCode::OK, obj.render()));
+        }
+        let input = parse_json(body)?;
+        let mut next = obj.clone();
+        if *method == Method::PUT {
+            next.value["status"] = input["status"].clone();
+        } else {
+            crate::world::merge_patch(&mut next.value, &json!({"status": input["status"]}));
+        }
+        let next_value = store::admit(kind, next.value.clone(), ctx)?;
+        next.value = next_value;
+        if ctx.dry_run || next.value == obj.value {
+            return Ok((StatusCode::OK, next.render()));
+        }
+        return Ok((StatusCode::OK, store.store(next)));
+    }
+    if *method != Method::GET {
+        let input = parse_json(body)?;
+        let Some(replicas) = input["spec"]["replicas"].as_i64() else {
+            return Err(KubeError::bad_request("spec.replicas must be an integer"));
+        };
+        store.merge_patch(kind, ns, name, &json!({"spec": {"replicas": replicas}}), ctx)?;
+    }
+    let o = &store.objects.get(&k).cloned().unwrap_or(obj).value;
+    Ok((
+        StatusCode::OK,
+        json!({
+            "kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {"name": name, "namespace": ns, "uid": o["metadata"]["uid"],
+                "resourceVersion": o["metadata"]["resourceVersion"], "creationTimestamp": o["metadata"]["creationTimestamp"]},
+            "spec": {"replicas": o["spec"]["replicas"].as_i64().unwrap_or(1)},
+            "status": {"replicas": o["status"]["replicas"].as_i64().unwrap_or(0),
+                "selector": o["status"]["selector"].as_str().unwrap_or_default()},
+        }),
+    ))
+}
+
+fn parse_json(body: &[u8]) -> Result<Value, KubeError> {
+    serde_json::from_slice(body).map_err(|e| KubeError::bad_request(format!("the body is not valid JSON: {e}")))
+}
+
+/// An apply configuration: YAML (JSON is YAML).
+fn parse_yaml(body: &[u8]) -> Result<Value, KubeError> {
+    serde_norway::from_slice(body).map_err(|e| KubeError::bad_request(format!("error decoding YAML: {e}")))
+}
+
+/// `metadata.name=x,metadata.namespace!=y`: only those two fields, as most types allow.
+fn field_selector(s: &str) -> Result<Vec<(String, bool, String)>, KubeError> {
+    let mut out = Vec::new();
+    for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let (field, eq, value) = if let Some((f, v)) = term.split_once("!=") {
+            (f, false, v)
+        } else if let Some((f, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+            (f, true, v)
+        } else {
+            return Err(KubeError::bad_request(format!("invalid selector: '{s}'; can't understand '{term}'")));
+        };
+        if !matches!(field.trim(), "metadata.name" | "metadata.namespace") {
+            return Err(KubeError::bad_request(format!("field label not supported: {}", field.trim())));
+        }
+        out.push((field.trim().to_string(), eq, value.trim().to_string()));
+    }
+    Ok(out)
+}
+
+fn not_served() -> KubeError {
+    KubeError::new(StatusCode::NOT_FOUND, "NotFound", "the server could not find the requested resource")
+}
+
+fn method_not_allowed() -> KubeError {
+    KubeError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+    )
+}
+
+fn version() -> Value {
+    json!({
+        "major": "1", "minor": "31", "gitVersion": "v1.31.0+xcsp-sim", "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean", "buildDate": "2024-08-13T00:00:00Z", "goVersion": "go1.22.5", "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}
+
+fn api_group(name: &str, version: &str) -> Value {
+    let gv = json!({"groupVersion": format!("{name}/{version}"), "version": version});
+    json!({"kind": "APIGroup", "apiVersion": "v1", "name": name, "versions": [gv.clone()], "preferredVersion": gv})
+}
+
+/// An APIResourceList of a group version, with `status`/`scale` subresources.
+fn resource_list(group: &str, version: &str) -> Value {
+    let verbs = json!(["create", "delete", "get", "list", "patch", "update"]);
+    let mut resources = Vec::new();
+    for k in KINDS.iter().filter(|k| k.group == group && k.version == version) {
+        let mut r = json!({"name": k.plural, "singularName": k.singular, "namespaced": k.namespaced, "kind": k.kind, "verbs": verbs});
+        if !k.short_names.is_empty() {
+            r["shortNames"] = json!(k.short_names);
+        }
+        if k.custom {
+            r["categories"] = json!(["cluster-api"]);
+        }
+        resources.push(r);
+        if k.status {
+            resources
+                .push(json!({"name": format!("{}/status", k.plural), "singularName": "", "namespaced": k.namespaced,
+                "kind": k.kind, "verbs": ["get", "patch", "update"]}));
+        }
+        if k.scale {
+            resources
+                .push(json!({"name": format!("{}/scale", k.plural), "singularName": "", "namespaced": k.namespaced,
+                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+        }
+    }
+    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_route_to_discovery_collections_and_objects() {
+        assert_eq!(route("/version"), Route::Version);
+        assert_eq!(route("/apis"), Route::GroupList);
+        assert!(matches!(route("/api/v1"), Route::Resources { .. }));
+        assert!(matches!(route("/api/v1/namespaces"), Route::Collection { ns: None, .. }));
+        assert!(matches!(route("/api/v1/namespaces/default"), Route::Object { ref name, .. } if name == "default"));
+        assert!(matches!(route("/api/v1/namespaces/default/secrets"), Route::Collection { ns: Some(_), .. }));
+        assert!(matches!(
+            route("/apis/cluster.x-k8s.io/v1beta1/namespaces/a/machinesets/b/scale"),
+            Route::Object { sub: Some(ref s), .. } if s == "scale"
+        ));
+        assert_eq!(route("/apis/cluster.x-k8s.io/v1beta1/namespaces/a/widgets"), Route::Unknown);
+        assert_eq!(route("/apis/cluster.x-k8s.io/v1beta1/machinesets/b"), Route::Unknown);
+        assert!(!is_kube_path("/subscriptions/x") && !is_kube_path("/apiary") && is_kube_path("/apis/x"));
+    }
+}

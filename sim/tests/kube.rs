@@ -1,0 +1,478 @@
+//! The Kubernetes API emulator driven by the real `kube` client: server-side apply (ownership,
+//! idempotence, conflicts, force, dropped fields), CRD validation answered 422, MachineSets that
+//! grow and lose Machines, label selectors, optimistic concurrency, 401 without the token,
+//! discovery, and the admin side (kubeconfig, object list, journal, reset). These tests need the
+//! CRDs in `shared/reference/crds` (or `$XCSP_REFERENCE_DIR/crds`) and fail without them.
+
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use xcsp_sim::{SimConfig, SimServer};
+
+const NS: &str = "openshift-cluster-api";
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+fn amt() -> ApiResource {
+    resource("infrastructure.cluster.x-k8s.io", "v1beta1", "AzureMachineTemplate", "azuremachinetemplates")
+}
+
+fn machine_sets() -> ApiResource {
+    resource("cluster.x-k8s.io", "v1beta1", "MachineSet", "machinesets")
+}
+
+fn machines() -> ApiResource {
+    resource("cluster.x-k8s.io", "v1beta1", "Machine", "machines")
+}
+
+/// A sim with the given latency profile and a client built from its kubeconfig.
+async fn start(profile: &str) -> (SimServer, kube::Client) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = SimServer::start(SimConfig::default(), 0).expect("sim starts");
+    server.sim.world.patch_config(&json!({"latency": {"profile": profile}})).expect("profile");
+    let crds = server.sim.kube.registry();
+    assert!(crds.error.is_none(), "the CRDs must load (set XCSP_REFERENCE_DIR): {:?}", crds.error);
+    let client = client_for(&server.kubeconfig()).await;
+    (server, client)
+}
+
+async fn client_for(kubeconfig: &str) -> kube::Client {
+    let kc = Kubeconfig::from_yaml(kubeconfig).expect("kubeconfig parses");
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+fn template(name: &str, vm_size: Option<&str>, disk: Value) -> Value {
+    let mut spec = json!({"osDisk": {"osType": "Linux", "diskSizeGB": disk}, "image": {"id": "/subscriptions/s/img"}});
+    if let Some(v) = vm_size {
+        spec["vmSize"] = json!(v);
+    }
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "AzureMachineTemplate",
+        "metadata": {"name": name, "namespace": NS, "labels": {"pool": "gpu"}},
+        "spec": {"template": {"spec": spec}},
+    })
+}
+
+fn api_error(e: kube::Error) -> Box<kube::core::Status> {
+    match e {
+        kube::Error::Api(s) => s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+fn managers(o: &DynamicObject) -> Vec<(String, String)> {
+    o.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|m| (m.manager.clone().unwrap_or_default(), m.operation.clone().unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test]
+async fn server_side_apply_validates_owns_fields_and_is_idempotent() {
+    let (_server, client) = start("instant").await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &amt());
+    let pp = PatchParams::apply("xcsp");
+
+    let created =
+        api.patch("gpu", &pp, &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128)))).await.unwrap();
+    assert_eq!(created.data["spec"]["template"]["spec"]["vmSize"], "Standard_NC6s_v3");
+    // Defaults from the CRD are filled in, as the API server does.
+    assert_eq!(created.data["spec"]["template"]["spec"]["osDisk"]["cachingType"], "None");
+    let read = api.get("gpu").await.unwrap();
+    assert_eq!(managers(&read), [("xcsp".to_string(), "Apply".to_string())]);
+    let fields = serde_json::to_value(&read.metadata.managed_fields.as_ref().unwrap()[0].fields_v1).unwrap();
+    assert_eq!(fields["f:spec"]["f:template"]["f:spec"]["f:vmSize"], json!({}), "{fields}");
+    assert_eq!(read.metadata.generation, Some(1));
+
+    let again =
+        api.patch("gpu", &pp, &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128)))).await.unwrap();
+    assert_eq!(
+        again.metadata.resource_version, read.metadata.resource_version,
+        "a no-op apply keeps the resourceVersion"
+    );
+    let bigger =
+        api.patch("gpu", &pp, &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(256)))).await.unwrap();
+    assert_ne!(bigger.metadata.resource_version, read.metadata.resource_version);
+    assert_eq!(bigger.metadata.generation, Some(2));
+
+    let wrong = api.patch("bad", &pp, &Patch::Apply(&template("bad", Some("Standard_D4s_v3"), json!("big")))).await;
+    let s = api_error(wrong.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+    assert!(
+        s.message.starts_with("AzureMachineTemplate.infrastructure.cluster.x-k8s.io \"bad\" is invalid"),
+        "{}",
+        s.message
+    );
+    assert!(s.message.contains("spec.template.spec.osDisk.diskSizeGB"), "{}", s.message);
+    let causes = &s.details.as_ref().unwrap().causes;
+    assert_eq!(causes[0].field, "spec.template.spec.osDisk.diskSizeGB");
+    assert_eq!(causes[0].reason, "FieldValueTypeInvalid");
+
+    let missing = api.patch("bad", &pp, &Patch::Apply(&template("bad", None, json!(128)))).await;
+    let s = api_error(missing.unwrap_err());
+    assert_eq!(s.code, 422);
+    assert!(s.message.contains("spec.template.spec.vmSize: Required value"), "{}", s.message);
+    assert_eq!(api_error(api.get("bad").await.unwrap_err()).code, 404, "an invalid object is not stored");
+
+    let no_manager =
+        api.patch("gpu", &PatchParams::default(), &Patch::Apply(&template("gpu", Some("x"), json!(1)))).await;
+    let s = api_error(no_manager.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (400, "BadRequest"), "apply without a field manager is refused: {s:?}");
+
+    let mut other_ns = template("gpu", Some("Standard_NC6s_v3"), json!(128));
+    other_ns["metadata"]["namespace"] = json!("default");
+    let s = api_error(api.patch("gpu", &pp, &Patch::Apply(&other_ns)).await.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (400, "BadRequest"));
+}
+
+#[tokio::test]
+async fn a_second_manager_conflicts_and_force_takes_the_field() {
+    let (_server, client) = start("instant").await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &amt());
+    api.patch(
+        "gpu",
+        &PatchParams::apply("xcsp"),
+        &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128))),
+    )
+    .await
+    .unwrap();
+
+    // Same value: shared ownership, no conflict.
+    let same = template("gpu", Some("Standard_NC6s_v3"), json!(128));
+    api.patch("gpu", &PatchParams::apply("ops"), &Patch::Apply(&same)).await.unwrap();
+
+    let other = template("gpu", Some("Standard_NC24ads_A100_v4"), json!(128));
+    let s = api_error(api.patch("gpu", &PatchParams::apply("ops"), &Patch::Apply(&other)).await.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"), "{s:?}");
+    let cause = &s.details.as_ref().unwrap().causes[0];
+    assert_eq!(cause.reason, "FieldManagerConflict");
+    assert_eq!(cause.field, ".spec.template.spec.vmSize");
+    assert!(cause.message.contains("\"xcsp\""), "{}", cause.message);
+    assert_eq!(api.get("gpu").await.unwrap().data["spec"]["template"]["spec"]["vmSize"], "Standard_NC6s_v3");
+
+    let forced = api.patch("gpu", &PatchParams::apply("ops").force(), &Patch::Apply(&other)).await.unwrap();
+    assert_eq!(forced.data["spec"]["template"]["spec"]["vmSize"], "Standard_NC24ads_A100_v4");
+    // Now xcsp's old value conflicts with ops.
+    let s = api_error(
+        api.patch(
+            "gpu",
+            &PatchParams::apply("xcsp"),
+            &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128))),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(s.code, 409);
+    assert!(s.details.as_ref().unwrap().causes[0].message.contains("\"ops\""));
+
+    // An update (merge patch) never conflicts: it takes the field from its owners.
+    let merge = PatchParams { field_manager: Some("editor".into()), ..Default::default() };
+    let patched = api
+        .patch("gpu", &merge, &Patch::Merge(json!({"spec": {"template": {"spec": {"vmSize": "Standard_D8s_v5"}}}})))
+        .await
+        .unwrap();
+    assert!(managers(&patched).contains(&("editor".into(), "Update".into())), "{:?}", managers(&patched));
+}
+
+#[tokio::test]
+async fn a_field_dropped_from_the_applied_config_is_removed_unless_another_manager_owns_it() {
+    let (_server, client) = start("instant").await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &amt());
+    let with_tags = |tags: Value| {
+        let mut t = template("gpu", Some("Standard_NC6s_v3"), json!(128));
+        t["spec"]["template"]["spec"]["additionalTags"] = tags;
+        t
+    };
+    let xcsp = PatchParams::apply("xcsp");
+    api.patch("gpu", &xcsp, &Patch::Apply(&with_tags(json!({"a": "1", "b": "2"})))).await.unwrap();
+    let o = api.patch("gpu", &xcsp, &Patch::Apply(&with_tags(json!({"a": "1"})))).await.unwrap();
+    assert_eq!(o.data["spec"]["template"]["spec"]["additionalTags"], json!({"a": "1"}));
+
+    // ops co-owns tag a; xcsp dropping it leaves it; ops dropping it too removes it.
+    let mut ops_config = template("gpu", Some("Standard_NC6s_v3"), json!(128));
+    ops_config["spec"]["template"]["spec"] = json!({"additionalTags": {"a": "1"}});
+    api.patch("gpu", &PatchParams::apply("ops"), &Patch::Apply(&ops_config)).await.unwrap();
+    let o =
+        api.patch("gpu", &xcsp, &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128)))).await.unwrap();
+    assert_eq!(o.data["spec"]["template"]["spec"]["additionalTags"], json!({"a": "1"}));
+    ops_config["spec"]["template"]["spec"] = json!({"additionalTags": {"z": "9"}});
+    let o = api.patch("gpu", &PatchParams::apply("ops"), &Patch::Apply(&ops_config)).await.unwrap();
+    assert_eq!(o.data["spec"]["template"]["spec"]["additionalTags"], json!({"z": "9"}));
+
+    // Unknown fields are pruned by default and refused with fieldValidation=Strict.
+    let mut unknown = template("gpu", Some("Standard_NC6s_v3"), json!(128));
+    unknown["spec"]["template"]["spec"]["gpuCount"] = json!(4);
+    let o = api.patch("gpu", &xcsp, &Patch::Apply(&unknown)).await.unwrap();
+    assert!(o.data["spec"]["template"]["spec"].get("gpuCount").is_none());
+    let s = api_error(api.patch("gpu", &xcsp.clone().validation_strict(), &Patch::Apply(&unknown)).await.unwrap_err());
+    assert_eq!(s.code, 400);
+    assert!(s.message.contains("unknown field \"spec.template.spec.gpuCount\""), "{}", s.message);
+}
+
+fn machine_set(name: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineSet",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "clusterName": "il5", "replicas": replicas,
+            "selector": {"matchLabels": {"pool": name}},
+            "template": {
+                "metadata": {"labels": {"pool": name, "node.openshift.io/cloud-provider": "azure"}},
+                "spec": {
+                    "clusterName": "il5",
+                    "bootstrap": {"dataSecretName": "worker-user-data"},
+                    "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                        "kind": "AzureMachineTemplate", "name": "gpu"},
+                },
+            },
+        },
+    })
+}
+
+async fn wait_for_machines(api: &Api<DynamicObject>, selector: &str, n: usize) -> Vec<DynamicObject> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let items = api.list(&ListParams::default().labels(selector)).await.unwrap().items;
+        let live: Vec<DynamicObject> = items.into_iter().filter(|m| m.metadata.deletion_timestamp.is_none()).collect();
+        let all = api.list(&ListParams::default().labels(selector)).await.unwrap().items.len();
+        if live.len() == n && all == n {
+            return live;
+        }
+        assert!(Instant::now() < deadline, "waited for {n} machines, have {} ({all} with deleting ones)", live.len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_machine_set_gets_its_machines_after_the_create_time_and_loses_them_at_zero() {
+    // fast: a VM takes 4-6 min realistic, 0.4-0.6 s here; deletion 1.5-2.5 min, 0.15-0.25 s here.
+    let (_server, client) = start("fast").await;
+    let sets: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &machine_sets());
+    let ms: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &machines());
+    sets.patch("gpu", &PatchParams::apply("xcsp"), &Patch::Apply(&machine_set("gpu", 2))).await.unwrap();
+    assert!(ms.list(&ListParams::default()).await.unwrap().items.is_empty(), "no Machine before the VM exists");
+
+    let got = wait_for_machines(&ms, "pool=gpu", 2).await;
+    for m in &got {
+        assert!(m.metadata.name.as_deref().unwrap().starts_with("gpu-"));
+        assert_eq!(m.metadata.name.as_deref().unwrap().len(), "gpu-".len() + 5);
+        let owner = &m.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("MachineSet", "gpu", Some(true)));
+        assert_eq!(m.metadata.labels.as_ref().unwrap()["node.openshift.io/cloud-provider"], "azure");
+        assert_eq!(m.data["spec"]["bootstrap"]["dataSecretName"], "worker-user-data");
+    }
+    let status = sets.get("gpu").await.unwrap().data["status"].clone();
+    assert_eq!((status["replicas"].as_i64(), status["readyReplicas"].as_i64()), (Some(2), Some(2)), "{status}");
+
+    // Scale to zero the way a client would (merge patch), then wait for the machines to go.
+    let merge = PatchParams { field_manager: Some("xcsp".into()), ..Default::default() };
+    sets.patch("gpu", &merge, &Patch::Merge(json!({"spec": {"replicas": 0}}))).await.unwrap();
+    let right_after = ms.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(right_after.len(), 2, "machines stay while their VMs are deleted");
+    assert!(right_after.iter().all(|m| m.metadata.deletion_timestamp.is_some()));
+    wait_for_machines(&ms, "pool=gpu", 0).await;
+    assert_eq!(sets.get("gpu").await.unwrap().data["status"]["replicas"], 0);
+
+    // Deleting a MachineSet garbage-collects its Machines.
+    sets.patch("gpu", &merge, &Patch::Merge(json!({"spec": {"replicas": 1}}))).await.unwrap();
+    wait_for_machines(&ms, "pool=gpu", 1).await;
+    sets.delete("gpu", &DeleteParams::default()).await.unwrap();
+    assert_eq!(api_error(sets.get("gpu").await.unwrap_err()).code, 404);
+    wait_for_machines(&ms, "pool=gpu", 0).await;
+}
+
+#[tokio::test]
+async fn core_objects_list_by_label_and_refuse_stale_writes_duplicates_and_missing_namespaces() {
+    let (_server, client) = start("instant").await;
+    let default: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "default");
+    let capi: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), NS);
+    let cm = |name: &str, labels: Value| -> k8s_openapi::api::core::v1::ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})).unwrap()
+    };
+    let pp = PostParams::default();
+    default.create(&pp, &cm("a", json!({"pool": "gpu", "tier": "x"}))).await.unwrap();
+    default.create(&pp, &cm("b", json!({"pool": "cpu"}))).await.unwrap();
+    default.create(&pp, &cm("c", json!({}))).await.unwrap();
+    capi.create(&pp, &cm("d", json!({"pool": "gpu"}))).await.unwrap();
+
+    let names = |l: kube::api::ObjectList<k8s_openapi::api::core::v1::ConfigMap>| -> Vec<String> {
+        l.items.into_iter().map(|o| o.metadata.name.unwrap()).collect()
+    };
+    assert_eq!(names(default.list(&ListParams::default().labels("pool=gpu")).await.unwrap()), ["a"]);
+    assert_eq!(names(default.list(&ListParams::default().labels("pool!=gpu")).await.unwrap()), ["b", "c"]);
+    assert_eq!(names(default.list(&ListParams::default().labels("pool")).await.unwrap()), ["a", "b"]);
+    assert_eq!(names(default.list(&ListParams::default().labels("pool,tier=x")).await.unwrap()), ["a"]);
+    let all: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::all(client.clone());
+    let everywhere = all.list(&ListParams::default().labels("pool=gpu")).await.unwrap();
+    assert_eq!(names(everywhere.clone()), ["a", "d"]);
+    assert!(everywhere.metadata.resource_version.is_some());
+
+    let dup = api_error(default.create(&pp, &cm("a", json!({}))).await.unwrap_err());
+    assert_eq!((dup.code, dup.reason.as_str()), (409, "AlreadyExists"));
+
+    let mut stale = default.get("a").await.unwrap();
+    default.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "w"}}))).await.unwrap();
+    stale.data = Some([("k".to_string(), "mine".to_string())].into());
+    let s = api_error(default.replace("a", &pp, &stale).await.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"));
+    let fresh = default.get("a").await.unwrap();
+    stale.metadata.resource_version = fresh.metadata.resource_version;
+    assert_eq!(default.replace("a", &pp, &stale).await.unwrap().data.unwrap()["k"], "mine");
+
+    let nowhere: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "no-such-namespace");
+    let secret: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s"}, "stringData": {"a": "b"}})).unwrap();
+    let s = api_error(nowhere.create(&pp, &secret).await.unwrap_err());
+    assert_eq!((s.code, s.message.as_str()), (404, "namespaces \"no-such-namespace\" not found"));
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), NS);
+    let stored = secrets.create(&pp, &secret).await.unwrap();
+    assert_eq!(stored.data.unwrap()["a"].0, b"b", "stringData is stored as data");
+
+    let gone = default.delete("b", &DeleteParams::default()).await.unwrap();
+    assert!(gone.is_right(), "a built-in object answers a Status when deleted");
+    assert_eq!(api_error(default.delete("b", &DeleteParams::default()).await.unwrap_err()).code, 404);
+}
+
+#[tokio::test]
+async fn requests_need_the_worlds_bearer_token() {
+    let (server, client) = start("instant").await;
+    let wrong = server.kubeconfig().replace(&server.sim.kube.token, "not-the-token");
+    let intruder = client_for(&wrong).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(intruder, NS, &amt());
+    let s = api_error(api.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (401, "Unauthorized"));
+    let raw = reqwest::get(format!("{}/apis/cluster.x-k8s.io/v1beta1/machinesets", server.base_url)).await.unwrap();
+    assert_eq!(raw.status(), 401);
+    let body: Value = raw.json().await.unwrap();
+    assert_eq!((body["kind"].as_str(), body["reason"].as_str()), (Some("Status"), Some("Unauthorized")));
+    let ok: Api<DynamicObject> = Api::namespaced_with(client, NS, &amt());
+    assert!(ok.list(&ListParams::default()).await.unwrap().items.is_empty());
+}
+
+#[tokio::test]
+async fn discovery_finds_the_capz_and_capi_kinds() {
+    let (_server, client) = start("instant").await;
+    let version = client.apiserver_version().await.unwrap();
+    assert_eq!(version.major, "1");
+    let discovery = kube::discovery::Discovery::new(client.clone()).run().await.unwrap();
+    for (group, kind) in [
+        ("infrastructure.cluster.x-k8s.io", "AzureMachineTemplate"),
+        ("infrastructure.cluster.x-k8s.io", "AzureClusterIdentity"),
+        ("infrastructure.cluster.x-k8s.io", "AzureCluster"),
+        ("cluster.x-k8s.io", "MachineSet"),
+        ("cluster.x-k8s.io", "MachineHealthCheck"),
+        ("cluster.x-k8s.io", "Cluster"),
+        ("", "Secret"),
+    ] {
+        let gvk = GroupVersionKind::gvk(group, if group.is_empty() { "v1" } else { "v1beta1" }, kind);
+        let (ar, caps) = discovery.resolve_gvk(&gvk).unwrap_or_else(|| panic!("{kind} is discovered"));
+        assert_eq!(caps.scope, kube::discovery::Scope::Namespaced, "{kind}");
+        assert!(caps.supports_operation(kube::discovery::verbs::PATCH), "{kind}");
+        assert_eq!(ar.kind, kind);
+    }
+    let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "MachineSet");
+    let (ar, _) = kube::discovery::pinned_kind(&client, &gvk).await.unwrap();
+    assert_eq!(ar.plural, "machinesets");
+    let ns = GroupVersionKind::gvk("", "v1", "Namespace");
+    assert_eq!(discovery.resolve_gvk(&ns).unwrap().1.scope, kube::discovery::Scope::Cluster);
+}
+
+#[tokio::test]
+async fn admin_lists_objects_journals_deletes_in_order_counts_and_resets() {
+    let (server, client) = start("instant").await;
+    let http = reqwest::Client::new();
+    let base = &server.base_url;
+    let kubeconfig = http.get(format!("{base}/_sim/kubeconfig")).send().await.unwrap().text().await.unwrap();
+    let kc = Kubeconfig::from_yaml(&kubeconfig).unwrap();
+    assert_eq!(kc.current_context.as_deref(), Some("xcsp-sim"));
+    assert_eq!(kc.clusters[0].cluster.as_ref().unwrap().server.as_deref(), Some(base.as_str()));
+
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &amt());
+    api.patch(
+        "gpu",
+        &PatchParams::apply("xcsp"),
+        &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128))),
+    )
+    .await
+    .unwrap();
+    let objects: Value = http.get(format!("{base}/_sim/kube/objects")).send().await.unwrap().json().await.unwrap();
+    let listed: Vec<(String, String, String)> = objects["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap().into(),
+                o["namespace"].as_str().unwrap().into(),
+                o["name"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert!(listed.contains(&("AzureMachineTemplate".into(), NS.into(), "gpu".into())), "{listed:?}");
+    assert!(listed.contains(&("Namespace".into(), String::new(), NS.into())));
+
+    // A Kubernetes delete, then an ARM delete: the journal keeps the order.
+    api.delete("gpu", &DeleteParams::default()).await.unwrap();
+    let form = [
+        ("grant_type", "client_credentials"),
+        ("client_id", "c"),
+        ("client_secret", "s"),
+        ("scope", "https://management.azure.com/.default"),
+    ];
+    let token: Value =
+        http.post(format!("{base}/t/oauth2/v2.0/token")).form(&form).send().await.unwrap().json().await.unwrap();
+    let bearer = format!("Bearer {}", token["access_token"].as_str().unwrap());
+    let rg =
+        format!("{base}/subscriptions/00000000-0000-0000-0000-000000000001/resourcegroups/rg?api-version=2021-04-01");
+    let put = http.put(&rg).header("authorization", &bearer).json(&json!({"location": "eastus"})).send().await.unwrap();
+    assert!(put.status().is_success(), "{}", put.status());
+    let del = http.delete(&rg).header("authorization", &bearer).send().await.unwrap();
+    assert_eq!(del.status(), 202);
+    let journal: Value = http.get(format!("{base}/_sim/journal")).send().await.unwrap().json().await.unwrap();
+    let entries: Vec<(String, String)> = journal["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["cloud"].as_str().unwrap().into(), e["verb"].as_str().unwrap().into()))
+        .collect();
+    assert_eq!(entries[..2], [("kubernetes".into(), "DELETE".into()), ("kubernetes".into(), "removed".into())]);
+    assert_eq!(entries[2], ("azure".into(), "DELETE".into()), "{journal}");
+    assert!(
+        journal["entries"][0]["id"]
+            .as_str()
+            .unwrap()
+            .ends_with("/namespaces/openshift-cluster-api/azuremachinetemplates/gpu")
+    );
+
+    let counters = server.sim.world.counters();
+    assert_eq!(counters.requests.get("kube apply azuremachinetemplates.infrastructure.cluster.x-k8s.io"), Some(&1));
+    assert_eq!(counters.requests.get("kube delete azuremachinetemplates.infrastructure.cluster.x-k8s.io"), Some(&1));
+
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "x"}})).unwrap())
+        .await
+        .unwrap();
+    let token_before = server.sim.kube.token.clone();
+    assert_eq!(http.post(format!("{base}/_sim/reset")).send().await.unwrap().status(), 204);
+    assert_eq!(server.sim.kube.token, token_before, "reset keeps the token");
+    assert_eq!(api_error(cms.get("x").await.unwrap_err()).code, 404, "reset forgets objects (the client still works)");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+    let ns: Vec<String> = namespaces
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|n| n.metadata.name.unwrap())
+        .collect();
+    assert_eq!(ns, ["default", NS]);
+}

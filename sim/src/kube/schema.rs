@@ -485,11 +485,9 @@ fn prune(schema: &Value, v: &mut Value, path: &str, removed: &mut Vec<String>) {
                 }
             }
         }
-        Value::Array(items) => {
-            if schema["items"].is_object() {
-                for (i, x) in items.iter_mut().enumerate() {
-                    prune(&schema["items"], x, &format!("{path}[{i}]"), removed);
-                }
+        Value::Array(items) if schema["items"].is_object() => {
+            for (i, x) in items.iter_mut().enumerate() {
+                prune(&schema["items"], x, &format!("{path}[{i}]"), removed);
             }
         }
         _ => {}

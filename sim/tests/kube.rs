@@ -476,3 +476,52 @@ async fn admin_lists_objects_journals_deletes_in_order_counts_and_resets() {
         .collect();
     assert_eq!(ns, ["default", NS]);
 }
+
+#[tokio::test]
+async fn in_the_realistic_profile_machines_follow_the_world_clock() {
+    let (server, client) = start("realistic").await;
+    let sets: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &machine_sets());
+    let ms: Api<DynamicObject> = Api::namespaced_with(client, NS, &machines());
+    sets.patch("gpu", &PatchParams::apply("xcsp"), &Patch::Apply(&machine_set("gpu", 1))).await.unwrap();
+    server.sim.world.clock.advance(Duration::from_secs(200));
+    assert!(ms.list(&ListParams::default()).await.unwrap().items.is_empty(), "a VM takes 4-6 minutes");
+    server.sim.world.clock.advance(Duration::from_secs(200));
+    assert_eq!(ms.list(&ListParams::default()).await.unwrap().items.len(), 1);
+    let merge = PatchParams { field_manager: Some("xcsp".into()), ..Default::default() };
+    sets.patch("gpu", &merge, &Patch::Merge(json!({"spec": {"replicas": 0}}))).await.unwrap();
+    server.sim.world.clock.advance(Duration::from_secs(60));
+    assert_eq!(ms.list(&ListParams::default()).await.unwrap().items.len(), 1, "deleting a VM takes 1.5-2.5 minutes");
+    server.sim.world.clock.advance(Duration::from_secs(100));
+    assert!(ms.list(&ListParams::default()).await.unwrap().items.is_empty());
+}
+
+#[tokio::test]
+async fn scale_and_status_subresources_and_dry_run() {
+    let (_server, client) = start("instant").await;
+    let sets: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &machine_sets());
+    let ms: Api<DynamicObject> = Api::namespaced_with(client, NS, &machines());
+    let mut config = machine_set("gpu", 1);
+    config["status"] = json!({"replicas": 42});
+    sets.patch("gpu", &PatchParams::apply("xcsp"), &Patch::Apply(&config)).await.unwrap();
+    let scale = sets.get_scale("gpu").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(1));
+    assert_eq!(scale.status.unwrap().replicas, 1, "status comes from the controller, not from the applied config");
+
+    let pp = PatchParams { field_manager: Some("autoscaler".into()), ..Default::default() };
+    sets.patch_scale("gpu", &pp, &Patch::Merge(json!({"spec": {"replicas": 3}}))).await.unwrap();
+    assert_eq!(ms.list(&ListParams::default().labels("pool=gpu")).await.unwrap().items.len(), 3);
+    let status =
+        sets.patch_status("gpu", &pp, &Patch::Merge(json!({"status": {"observedGeneration": 7}}))).await.unwrap();
+    assert_eq!(status.data["status"]["observedGeneration"], 7);
+    assert_eq!(status.data["spec"]["replicas"], 3, "a status write leaves the spec alone");
+
+    // The scale write made the autoscaler the owner of spec.replicas, as on a real cluster.
+    let s = api_error(
+        sets.patch("gpu", &PatchParams::apply("xcsp"), &Patch::Apply(&machine_set("gpu", 5))).await.unwrap_err(),
+    );
+    assert_eq!((s.code, s.details.as_ref().unwrap().causes[0].field.as_str()), (409, ".spec.replicas"));
+    let dry = PatchParams { dry_run: true, ..PatchParams::apply("xcsp").force() };
+    let seen = sets.patch("gpu", &dry, &Patch::Apply(&machine_set("gpu", 5))).await.unwrap();
+    assert_eq!(seen.data["spec"]["replicas"], 5);
+    assert_eq!(sets.get("gpu").await.unwrap().data["spec"]["replicas"], 3, "a dry run stores nothing");
+}

@@ -434,22 +434,23 @@ fn check_number(schema: &Value, n: &serde_json::Number, v: &Value, path: &str, o
 }
 
 fn compile_patterns(s: &Value, out: &mut BTreeMap<String, Option<Regex>>) {
-    match s {
-        Value::Object(map) => {
-            if let Some(p) = map.get("pattern").and_then(Value::as_str)
-                && !out.contains_key(p)
-            {
-                out.insert(p.to_string(), Regex::new(p).ok());
-            }
-            for (k, v) in map {
-                // `properties` holds names, not schemas keyed "pattern"; recurse into every value.
-                if k != "pattern" && k != "enum" && k != "default" && k != "example" {
-                    compile_patterns(v, out);
-                }
-            }
+    if let Some(p) = s["pattern"].as_str()
+        && !out.contains_key(p)
+    {
+        out.insert(p.to_string(), Regex::new(p).ok());
+    }
+    for sub in s["properties"].as_object().into_iter().flat_map(|m| m.values()) {
+        compile_patterns(sub, out);
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if s[key].is_object() {
+            compile_patterns(&s[key], out);
         }
-        Value::Array(items) => items.iter().for_each(|v| compile_patterns(v, out)),
-        _ => {}
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        for sub in s[key].as_array().into_iter().flatten() {
+            compile_patterns(sub, out);
+        }
     }
 }
 
@@ -645,7 +646,8 @@ mod tests {
                         "look": {"type": "string", "pattern": "^(?!x)a$"},
                         "tags": {"type": "array", "maxItems": 1, "items": {"type": "string", "minLength": 1}},
                         "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                        "labels": {"type": "object", "additionalProperties": {"type": "string"}}
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "pattern": {"type": "object", "properties": {"default": {"type": "string", "pattern": "^d$"}}}
                     }
                 }
             }
@@ -661,7 +663,7 @@ mod tests {
         let s = schema();
         let bad = json!({"metadata": {"name": "Bad_Name"}, "spec": {
             "size": "small-and-long", "count": 4, "mode": "Maybe", "port": true, "tags": ["", "b"],
-            "labels": {"a": 1}
+            "labels": {"a": 1}, "pattern": {"default": "e"}
         }});
         let got = fields(&s.validate(&bad));
         for want in [
@@ -674,6 +676,7 @@ mod tests {
             ("spec.tags", "FieldValueTooMany"),
             ("spec.tags[0]", "FieldValueInvalid"),
             ("spec.labels.a", "FieldValueTypeInvalid"),
+            ("spec.pattern.default", "FieldValueInvalid"),
         ] {
             assert!(got.contains(&(want.0.to_string(), want.1)), "{want:?} not in {got:?}");
         }

@@ -47,6 +47,22 @@ impl Desired<'_> {
         }
     }
 
+    /// Every secret among the attributes, to be scrubbed from error messages.
+    pub fn secrets(&self) -> Vec<String> {
+        fn walk(v: &Value, inside: bool, out: &mut Vec<String>) {
+            match v {
+                Value::Sensitive(v) => walk(v, true, out),
+                Value::String(s) if inside && !s.is_empty() => out.push(s.clone()),
+                Value::List(l) => l.iter().for_each(|v| walk(v, inside, out)),
+                Value::Map(m) => m.values().for_each(|v| walk(v, inside, out)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        self.attrs.values().for_each(|v| walk(v, false, &mut out));
+        out
+    }
+
     /// The resource's tags: the plan's, or at least the stack and address.
     pub fn tags(&self, stack: &str) -> Json {
         let mut tags = match self.attrs.get("tags").map(Value::to_json) {
@@ -64,6 +80,13 @@ pub fn leaf(id: &str) -> &str {
     id.rsplit('/').next().unwrap_or(id)
 }
 
+/// The resource group segment of an ARM id.
+pub fn resource_group_of(id: &str) -> Option<&str> {
+    let mut segments = id.split('/');
+    segments.find(|s| s.eq_ignore_ascii_case("resourceGroups"))?;
+    segments.next().filter(|s| !s.is_empty())
+}
+
 fn s(v: &Json) -> Value {
     match v {
         Json::Null => Value::Null,
@@ -71,17 +94,24 @@ fn s(v: &Json) -> Value {
     }
 }
 
+/// Sets `key` if Azure returned it.
 fn put(out: &mut Attributes, key: &str, v: &Json) {
     if !v.is_null() {
         out.insert(key.to_string(), s(v));
     }
 }
 
-/// Name, location, tags and id: what every top-level resource reads back.
-fn common(body: &Json, resource_group: Option<&str>) -> Attributes {
+/// Sets `key`, null when Azure has none: a setting removed behind xcsp's back must read as
+/// absent (drift), not be left out (which keeps the recorded value).
+fn put_or_null(out: &mut Attributes, key: &str, v: &Json) {
+    out.insert(key.to_string(), s(v));
+}
+
+/// Name, resource group, location, tags and id: what every top-level resource reads back.
+fn common(body: &Json, in_group: bool) -> Attributes {
     let mut out = Attributes::new();
     put(&mut out, "name", &body["name"]);
-    if let Some(rg) = resource_group {
+    if in_group && let Some(rg) = body["id"].as_str().and_then(resource_group_of) {
         out.insert("resource_group".into(), Value::string(rg));
     }
     put(&mut out, "location", &body["location"]);
@@ -180,7 +210,7 @@ pub fn resource_group_body(d: &Desired, stack: &str) -> Result<Json, ProviderErr
 }
 
 pub fn read_resource_group(body: &Json) -> Attributes {
-    common(body, None)
+    common(body, false)
 }
 
 /// A VNet body; `subnets` are the ones it has now (a PUT without them would remove them).
@@ -192,8 +222,8 @@ pub fn vnet_body(d: &Desired, stack: &str, subnets: Json) -> Result<Json, Provid
     Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack), "properties": props }))
 }
 
-pub fn read_vnet(body: &Json, rg: &str) -> Attributes {
-    let mut out = common(body, Some(rg));
+pub fn read_vnet(body: &Json) -> Attributes {
+    let mut out = common(body, true);
     put(&mut out, "address_space", &body["properties"]["addressSpace"]["addressPrefixes"]);
     out
 }
@@ -206,12 +236,14 @@ pub fn subnet_body(d: &Desired) -> Result<Json, ProviderError> {
     Ok(json!({ "properties": props }))
 }
 
-pub fn read_subnet(body: &Json, vnet: &str) -> Attributes {
+pub fn read_subnet(body: &Json) -> Attributes {
+    // `.../virtualNetworks/<vnet>/subnets/<name>`
+    let vnet = body["id"].as_str().and_then(|id| id.rsplit('/').nth(2)).unwrap_or_default();
     let mut out = Attributes::new();
     put(&mut out, "name", &body["name"]);
     out.insert("virtual_network".into(), Value::string(vnet));
     put(&mut out, "address_prefix", &body["properties"]["addressPrefix"]);
-    put(&mut out, "network_security_group", &body["properties"]["networkSecurityGroup"]["id"]);
+    put_or_null(&mut out, "network_security_group", &body["properties"]["networkSecurityGroup"]["id"]);
     put(&mut out, "id", &body["id"]);
     out
 }
@@ -225,8 +257,8 @@ pub fn nsg_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
     }))
 }
 
-pub fn read_nsg(body: &Json, rg: &str) -> Attributes {
-    let mut out = common(body, Some(rg));
+pub fn read_nsg(body: &Json) -> Attributes {
+    let mut out = common(body, true);
     out.insert("rules".into(), read_nsg_rules(&body["properties"]["securityRules"]));
     out
 }
@@ -244,11 +276,11 @@ pub fn public_ip_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
     Ok(body)
 }
 
-pub fn read_public_ip(body: &Json, rg: &str) -> Attributes {
-    let mut out = common(body, Some(rg));
+pub fn read_public_ip(body: &Json) -> Attributes {
+    let mut out = common(body, true);
     put(&mut out, "sku", &body["sku"]["name"]);
     put(&mut out, "allocation", &body["properties"]["publicIPAllocationMethod"]);
-    put(&mut out, "zones", &body["zones"]);
+    put_or_null(&mut out, "zones", &body["zones"]);
     put(&mut out, "ip_address", &body["properties"]["ipAddress"]);
     out
 }
@@ -295,9 +327,9 @@ pub fn gateway_body(d: &Desired, stack: &str, id: &str) -> Result<Json, Provider
     }))
 }
 
-pub fn read_gateway(body: &Json, rg: &str) -> Attributes {
+pub fn read_gateway(body: &Json) -> Attributes {
     let p = &body["properties"];
-    let mut out = common(body, Some(rg));
+    let mut out = common(body, true);
     put(&mut out, "sku", &p["sku"]["name"]);
     put(&mut out, "vpn_type", &p["vpnType"]);
     put(&mut out, "active_active", &p["activeActive"]);
@@ -311,13 +343,20 @@ pub fn read_gateway(body: &Json, rg: &str) -> Attributes {
         put(&mut out, "subnet", &c["properties"]["subnet"]["id"]);
     }
     put(&mut out, "asn", &p["bgpSettings"]["asn"]);
+    // The custom APIPA addresses of each IP configuration, in the order of the configurations.
     let peering: Vec<&Json> = p["bgpSettings"]["bgpPeeringAddresses"].as_array().into_iter().flatten().collect();
-    if !peering.is_empty() {
-        out.insert(
-            "custom_bgp_addresses".into(),
-            Value::List(peering.iter().map(|b| s(&b["customBgpIpAddresses"])).collect()),
-        );
-    }
+    let custom: Vec<Value> = configs
+        .iter()
+        .map(|c| {
+            let name = c["name"].as_str().unwrap_or_default();
+            peering
+                .iter()
+                .find(|b| b["ipconfigurationId"].as_str().is_some_and(|id| leaf(id).eq_ignore_ascii_case(name)))
+                .map(|b| s(&b["customBgpIpAddresses"]))
+                .unwrap_or(Value::List(vec![]))
+        })
+        .collect();
+    out.insert("custom_bgp_addresses".into(), Value::List(custom));
     out
 }
 
@@ -332,13 +371,13 @@ pub fn local_gateway_body(d: &Desired, stack: &str) -> Result<Json, ProviderErro
     Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack), "properties": props }))
 }
 
-pub fn read_local_gateway(body: &Json, rg: &str) -> Attributes {
+pub fn read_local_gateway(body: &Json) -> Attributes {
     let p = &body["properties"];
-    let mut out = common(body, Some(rg));
+    let mut out = common(body, true);
     put(&mut out, "gateway_ip_address", &p["gatewayIpAddress"]);
-    put(&mut out, "bgp_peering_address", &p["bgpSettings"]["bgpPeeringAddress"]);
-    put(&mut out, "asn", &p["bgpSettings"]["asn"]);
-    put(&mut out, "address_space", &p["localNetworkAddressSpace"]["addressPrefixes"]);
+    put_or_null(&mut out, "bgp_peering_address", &p["bgpSettings"]["bgpPeeringAddress"]);
+    put_or_null(&mut out, "asn", &p["bgpSettings"]["asn"]);
+    put_or_null(&mut out, "address_space", &p["localNetworkAddressSpace"]["addressPrefixes"]);
     out
 }
 
@@ -366,26 +405,23 @@ pub fn connection_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> 
     Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack), "properties": props }))
 }
 
-pub fn read_connection(body: &Json, rg: &str) -> Attributes {
+pub fn read_connection(body: &Json) -> Attributes {
     let p = &body["properties"];
-    let mut out = common(body, Some(rg));
+    let mut out = common(body, true);
     put(&mut out, "virtual_network_gateway", &p["virtualNetworkGateway1"]["id"]);
     put(&mut out, "local_network_gateway", &p["localNetworkGateway2"]["id"]);
     put(&mut out, "connection_protocol", &p["connectionProtocol"]);
     put(&mut out, "enable_bgp", &p["enableBgp"]);
-    if let Some(policy) = p["ipsecPolicies"].as_array().and_then(|a| a.first()) {
-        out.insert("ipsec_policy".into(), read_ipsec_policy(policy));
-    }
-    if let Some(c) = p["gatewayCustomBgpIpAddresses"].as_array().and_then(|a| a.first()) {
-        put(&mut out, "custom_bgp_address", &c["customBgpIpAddress"]);
-        let instance = c["ipConfigurationId"]
-            .as_str()
-            .and_then(|id| leaf(id).strip_prefix("ip"))
-            .and_then(|n| n.parse::<i64>().ok());
-        if let Some(n) = instance {
-            out.insert("gateway_instance".into(), Value::int(n - 1));
-        }
-    }
+    let policy = p["ipsecPolicies"].as_array().and_then(|a| a.first());
+    out.insert("ipsec_policy".into(), policy.map(read_ipsec_policy).unwrap_or(Value::Null));
+    // One custom APIPA address, on the IP configuration `ip<instance + 1>` (see gateway_body).
+    let custom = p["gatewayCustomBgpIpAddresses"].as_array().and_then(|a| a.first());
+    put_or_null(&mut out, "custom_bgp_address", custom.map_or(&Json::Null, |c| &c["customBgpIpAddress"]));
+    let instance = custom
+        .and_then(|c| c["ipConfigurationId"].as_str())
+        .and_then(|id| leaf(id).strip_prefix("ip"))
+        .and_then(|n| n.parse::<i64>().ok());
+    out.insert("gateway_instance".into(), instance.map_or(Value::Null, |n| Value::int(n - 1)));
     put(&mut out, "connection_status", &p["connectionStatus"]);
     out
 }
@@ -394,8 +430,8 @@ pub fn identity_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
     Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack) }))
 }
 
-pub fn read_identity(body: &Json, rg: &str) -> Attributes {
-    let mut out = common(body, Some(rg));
+pub fn read_identity(body: &Json) -> Attributes {
+    let mut out = common(body, true);
     put(&mut out, "principal_id", &body["properties"]["principalId"]);
     put(&mut out, "client_id", &body["properties"]["clientId"]);
     put(&mut out, "tenant_id", &body["properties"]["tenantId"]);
@@ -410,9 +446,13 @@ pub fn federated_body(d: &Desired) -> Result<Json, ProviderError> {
     }}))
 }
 
-pub fn read_federated(body: &Json, identity: &str) -> Attributes {
+pub fn read_federated(body: &Json) -> Attributes {
     let mut out = Attributes::new();
-    out.insert("identity".into(), Value::string(identity));
+    put(&mut out, "name", &body["name"]);
+    // `.../userAssignedIdentities/<identity>/federatedIdentityCredentials/<name>`
+    if let Some(identity) = body["id"].as_str().and_then(|id| id.rsplit('/').nth(2)) {
+        out.insert("identity".into(), Value::string(identity));
+    }
     put(&mut out, "issuer", &body["properties"]["issuer"]);
     put(&mut out, "subject", &body["properties"]["subject"]);
     put(&mut out, "audiences", &body["properties"]["audiences"]);
@@ -420,22 +460,10 @@ pub fn read_federated(body: &Json, identity: &str) -> Attributes {
     out
 }
 
-/// Role assignments carry no tags; their description says whose they are.
-pub fn role_description(stack: &str, address: &Address) -> String {
-    format!("{STACK_TAG}={stack} {ADDRESS_TAG}={address}")
-}
-
-/// The address a role assignment's description names, if it is this stack's.
-pub fn role_owner(stack: &str, description: &str) -> Option<Address> {
-    let mut parts = description.split(' ');
-    let s = parts.next()?.strip_prefix(&format!("{STACK_TAG}="))?;
-    let a = parts.next()?.strip_prefix(&format!("{ADDRESS_TAG}="))?;
-    (s == stack).then(|| a.parse().ok()).flatten()
-}
-
 pub fn read_role_assignment(body: &Json) -> Attributes {
     let p = &body["properties"];
     let mut out = Attributes::new();
+    put(&mut out, "name", &body["name"]);
     put(&mut out, "scope", &p["scope"]);
     put(&mut out, "principal", &p["principalId"]);
     put(&mut out, "principal_type", &p["principalType"]);
@@ -459,12 +487,4 @@ mod tests {
         assert_eq!(read_nsg_rules(&arm).to_json(), rules);
     }
 
-    #[test]
-    fn role_descriptions_name_their_owner() {
-        let a: Address = "azure_role_assignment.capz".parse().unwrap();
-        let d = role_description("il5", &a);
-        assert_eq!(role_owner("il5", &d), Some(a));
-        assert_eq!(role_owner("other", &d), None);
-        assert_eq!(role_owner("il5", "made by hand"), None);
-    }
 }

@@ -1,10 +1,11 @@
-//! Which Azure to talk to, and as whom.
+//! Which Azure to talk to, as whom, and how long to wait for it.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use azure_core::auth::TokenCredential;
-use azure_identity::{DefaultAzureCredential, TokenCredentialOptions, WorkloadIdentityCredential};
+use xcsp_core::ResourceType;
+
+use crate::credential::CredentialSource;
 
 /// An Azure cloud: where Resource Manager and Entra ID live, and the audience tokens are for.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,14 +39,77 @@ impl Cloud {
         format!("{}/", host.trim_end_matches('/'))
     }
 
-    /// The token scope for Resource Manager.
+    /// What Resource Manager tokens are issued for. In a sovereign cloud it differs from the
+    /// public one; a token for the wrong audience is refused with 401.
+    pub fn audience(&self) -> String {
+        match self {
+            Cloud::Public => "https://management.azure.com".into(),
+            Cloud::UsGovernment => "https://management.usgovcloudapi.net".into(),
+            Cloud::Custom { audience, .. } => audience.trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// The OAuth scope for Resource Manager.
     pub fn scope(&self) -> String {
-        let audience = match self {
-            Cloud::Public => "https://management.azure.com",
-            Cloud::UsGovernment => "https://management.usgovcloudapi.net",
-            Cloud::Custom { audience, .. } => audience.as_str(),
-        };
-        format!("{}/.default", audience.trim_end_matches('/'))
+        format!("{}/.default", self.audience())
+    }
+
+    /// This cloud reached through other hosts (a local emulator, a proxy), keeping its audience,
+    /// so that a Government configuration still asks for Government tokens.
+    pub fn through(&self, resource_manager: &str, authority_host: &str) -> Cloud {
+        Cloud::Custom {
+            resource_manager: resource_manager.to_string(),
+            authority_host: authority_host.to_string(),
+            audience: self.audience(),
+        }
+    }
+}
+
+/// How long one operation may take, by resource type. A deadline covers the calls, their
+/// retries and the long-running operation's polling; waiting for a gateway's lock is not counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeouts {
+    /// Every type without its own entry.
+    pub default: Duration,
+    /// One refresh (the bulk list of one type).
+    pub refresh: Duration,
+    pub by_type: BTreeMap<ResourceType, Duration>,
+}
+
+impl Default for Timeouts {
+    /// 30 minutes, and 90 for the VPN gateway: Azure quotes 45 minutes and more for its
+    /// creation, and 90 is what the azurerm Terraform provider allows.
+    fn default() -> Timeouts {
+        let mut by_type = BTreeMap::new();
+        by_type.insert(ResourceType::AzureVpnGateway, Duration::from_secs(90 * 60));
+        Timeouts { default: Duration::from_secs(30 * 60), refresh: Duration::from_secs(10 * 60), by_type }
+    }
+}
+
+impl Timeouts {
+    pub fn of(&self, rtype: ResourceType) -> Duration {
+        self.by_type.get(&rtype).copied().unwrap_or(self.default)
+    }
+
+    pub fn set(&mut self, rtype: ResourceType, timeout: Duration) -> &mut Timeouts {
+        self.by_type.insert(rtype, timeout);
+        self
+    }
+}
+
+/// Waits between retries of a failed call: exponential from `first` up to `max`, with jitter,
+/// unless Azure says how long (`Retry-After`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backoff {
+    pub first: Duration,
+    pub max: Duration,
+    /// How long one HTTP exchange may hang before it counts as a dropped connection.
+    pub attempt_timeout: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff { first: Duration::from_millis(500), max: Duration::from_secs(30), attempt_timeout: Duration::from_secs(120) }
     }
 }
 
@@ -54,42 +118,31 @@ impl Cloud {
 pub struct AzureConfig {
     pub subscription_id: String,
     pub tenant_id: String,
-    /// The pool's resource group: every resource but the group itself lives in it.
+    /// The stack's resource group: refresh lists in it; a resource whose attributes name no
+    /// `resource_group` lives in it.
     pub resource_group: String,
     pub cloud: Cloud,
-    /// How long one operation may take, the VPN gateway apart.
-    pub timeout: Duration,
-    /// How long a VPN gateway create or delete may take (Azure quotes 45 minutes and more).
-    pub vpn_gateway_timeout: Duration,
-    /// The first wait between polls of a long-running operation when Azure does not say.
+    pub credential: CredentialSource,
+    pub timeouts: Timeouts,
+    /// The wait between polls of a long-running operation when Azure does not say (`Retry-After`).
     pub poll_interval: Duration,
+    pub backoff: Backoff,
 }
 
 impl AzureConfig {
+    /// A configuration with the credential chain Azure tools use and the default timeouts.
     pub fn new(subscription_id: &str, tenant_id: &str, resource_group: &str, cloud: Cloud) -> AzureConfig {
         AzureConfig {
             subscription_id: subscription_id.to_string(),
             tenant_id: tenant_id.to_string(),
             resource_group: resource_group.to_string(),
             cloud,
-            timeout: Duration::from_secs(30 * 60),
-            vpn_gateway_timeout: Duration::from_secs(90 * 60),
-            poll_interval: Duration::from_secs(5),
+            credential: CredentialSource::Default,
+            timeouts: Timeouts::default(),
+            poll_interval: Duration::from_secs(10),
+            backoff: Backoff::default(),
         }
     }
-}
-
-/// The credential, in the order Azure's own tools try them: a federated token file (workload
-/// identity, `AZURE_FEDERATED_TOKEN_FILE`), then `DefaultAzureCredential`'s chain: environment
-/// client secret (`AZURE_CLIENT_ID`/`AZURE_CLIENT_SECRET`/`AZURE_TENANT_ID`), managed identity
-/// (App Service, then VM), Azure CLI. Tokens come from the cloud's authority host.
-pub fn credential(cloud: &Cloud) -> azure_core::Result<Arc<dyn TokenCredential>> {
-    let mut options = TokenCredentialOptions::default();
-    options.set_authority_host(cloud.authority_host());
-    if std::env::var_os("AZURE_FEDERATED_TOKEN_FILE").is_some() {
-        return Ok(Arc::new(WorkloadIdentityCredential::create(options)?));
-    }
-    Ok(Arc::new(DefaultAzureCredential::create(options)?))
 }
 
 #[cfg(test)]
@@ -102,13 +155,19 @@ mod tests {
         assert_eq!(g.resource_manager(), "https://management.usgovcloudapi.net");
         assert_eq!(g.authority_host(), "https://login.microsoftonline.us/");
         assert_eq!(g.scope(), "https://management.usgovcloudapi.net/.default");
-        let c = Cloud::Custom {
-            resource_manager: "http://127.0.0.1:1/".into(),
-            authority_host: "http://127.0.0.1:1".into(),
-            audience: "https://management.azure.com/".into(),
-        };
-        assert_eq!(c.resource_manager(), "http://127.0.0.1:1");
-        assert_eq!(c.authority_host(), "http://127.0.0.1:1/");
-        assert_eq!(c.scope(), "https://management.azure.com/.default");
+        let local = g.through("http://127.0.0.1:1/", "http://127.0.0.1:1");
+        assert_eq!(local.resource_manager(), "http://127.0.0.1:1");
+        assert_eq!(local.authority_host(), "http://127.0.0.1:1/");
+        assert_eq!(local.scope(), "https://management.usgovcloudapi.net/.default");
+        assert_eq!(Cloud::Public.scope(), "https://management.azure.com/.default");
+    }
+
+    #[test]
+    fn the_gateway_gets_ninety_minutes_and_the_rest_thirty() {
+        let mut t = Timeouts::default();
+        assert_eq!(t.of(ResourceType::AzureVpnGateway), Duration::from_secs(5400));
+        assert_eq!(t.of(ResourceType::AzurePublicIp), Duration::from_secs(1800));
+        t.set(ResourceType::AzureVpnConnection, Duration::from_secs(60));
+        assert_eq!(t.of(ResourceType::AzureVpnConnection), Duration::from_secs(60));
     }
 }

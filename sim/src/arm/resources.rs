@@ -291,6 +291,11 @@ fn retry_headers(ctx: &Ctx, op: &Operation, reply: Reply) -> Reply {
 
 /// Headers of an LRO's first response.
 fn op_reply(ctx: &Ctx, op: &Operation, status: StatusCode, with_location: bool) -> Reply {
+    // Microsoft.Resources (resource group deletes) answers 202 with a Location only: its one
+    // operation URL answers 202 until done, never a status document.
+    if op.async_path == op.location_path {
+        return retry_headers(ctx, op, Reply::empty(status).header("Location", op_url(ctx, &op.location_path)));
+    }
     let mut reply = Reply::empty(status).header("Azure-AsyncOperation", op_url(ctx, &op.async_path));
     if with_location {
         reply = reply.header("Location", op_url(ctx, &op.location_path));

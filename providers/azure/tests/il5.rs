@@ -1,0 +1,130 @@
+//! The IL5 example's Azure side against the ARM emulator, with the real clients: created in
+//! dependency order (each round at once, so the four connections reach the gateway together),
+//! refreshed in bulk with one list per type, planned again with no changes, drift shown, and
+//! destroyed to nothing.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use xcsp_azure::AzureProvider;
+use xcsp_core::{Address, ProviderKind, Value};
+use xcsp_plans::graph::ResourceGraph;
+use xcsp_plans::plan::Action;
+
+/// Refreshes every Azure type and lays what was found over what was recorded (as the engine
+/// does: what a provider cannot read back keeps its recorded value); returns the addresses found.
+async fn refresh_all(p: &AzureProvider, stack: &str, recorded: &mut Recorded) -> Vec<Address> {
+    let mut found = Vec::new();
+    for t in AZURE_TYPES {
+        for (address, observed) in refresh(p, stack, *t).await {
+            let mut a = recorded.attributes.get(&address).cloned().unwrap_or_default();
+            for (k, v) in observed.attributes {
+                a.insert(k, v);
+            }
+            recorded.attributes.insert(address.clone(), a);
+            recorded.ids.insert(address.clone(), observed.id);
+            found.push(address);
+        }
+    }
+    found
+}
+
+/// The changes a plan would make to the Azure side.
+fn changes(il5: &Il5, recorded: &Recorded) -> Vec<(String, Action)> {
+    let graph = ResourceGraph::new(il5.nodes.clone()).expect("the Azure side is a graph");
+    let plan = xcsp_plans::plan::diff(&il5.stack, "test", &graph, &recorded.attributes);
+    let mut changes: Vec<(String, Action)> = plan
+        .changes
+        .iter()
+        .filter(|c| c.action != Action::NoOp)
+        .map(|c| (c.address.to_string(), c.action))
+        .collect();
+    changes.sort_by(|a, b| a.0.cmp(&b.0));
+    changes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_il5_azure_side_is_created_in_order_refreshed_in_bulk_and_destroyed() {
+    let emu = Emulator::start("fast");
+    let il5 = il5();
+    let p = AzureProvider::new(emu.config_for(&il5.subscription, &il5.tenant, &il5.resource_group)).unwrap();
+    let progress = Recorder::default();
+
+    let mut recorded = apply_in_order(&p, &il5.stack, &il5.nodes, &progress).await;
+
+    // One operation at a time reached the gateway, though its four connections were sent together.
+    assert_eq!(emu.errors("AnotherOperationInProgress").await, 0);
+    assert!(progress.said("azure_virtual_network_gateway.link", "Azure is creating the VPN gateway"));
+    let queued = progress.0.lock().unwrap().iter().filter(|(_, w)| w.contains("waiting for its turn")).count();
+    assert!(queued >= 1, "connections waited for the gateway: {:?}", progress.0.lock().unwrap());
+    // The outputs other resources and the Kubernetes side consume.
+    let uai = recorded.get("azure_user_assigned_identity.capz");
+    for output in ["principal_id", "client_id", "tenant_id", "id", "name"] {
+        assert!(uai[output].as_str().is_some_and(|v| !v.is_empty()), "{output}: {uai:?}");
+    }
+    let pip = recorded.get("azure_public_ip.link[0]");
+    assert!(pip["ip_address"].as_str().is_some_and(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok()), "{pip:?}");
+    let conn = recorded.get("azure_virtual_network_gateway_connection.link[3]");
+    assert_eq!(conn["custom_bgp_address"], Value::string("169.254.22.6"));
+    assert_eq!(conn["gateway_instance"], Value::int(1));
+
+    // Refresh in bulk: one list per type, nothing fetched one by one.
+    emu.reset_counters().await;
+    let found = refresh_all(&p, &il5.stack, &mut recorded).await;
+    let azure_nodes: Vec<&Address> =
+        il5.nodes.iter().filter(|n| n.address.rtype.provider() == ProviderKind::Azure).map(|n| &n.address).collect();
+    assert_eq!(found.len(), azure_nodes.len(), "found {found:?}");
+    assert!(azure_nodes.iter().all(|a| found.contains(a)));
+    let calls: BTreeMap<String, u64> = emu.requests().await.into_iter().filter(|(k, _)| !k.contains("token")).collect();
+    let expected: BTreeMap<String, u64> = [
+        ("GET Microsoft.Resources/resourceGroups (list)", 1),
+        // The VNets, and again for the subnets inside them.
+        ("GET Microsoft.Network/virtualNetworks (list)", 2),
+        ("GET Microsoft.Network/networkSecurityGroups (list)", 1),
+        ("GET Microsoft.Network/publicIPAddresses (list)", 1),
+        ("GET Microsoft.Network/virtualNetworkGateways (list)", 1),
+        ("GET Microsoft.Network/localNetworkGateways (list)", 1),
+        ("GET Microsoft.Network/connections (list)", 1),
+        // The identities, and again for their federated credentials (one list per identity).
+        ("GET Microsoft.ManagedIdentity/userAssignedIdentities (list)", 2),
+        ("GET Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials (list)", 1),
+        ("GET Microsoft.Authorization/roleAssignments (list)", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(calls, expected);
+    eprintln!(
+        "refresh of the IL5 Azure side ({} resources): {} ARM calls",
+        azure_nodes.len(),
+        calls.values().sum::<u64>()
+    );
+
+    // Planned again against what refresh read: nothing to do.
+    assert_eq!(changes(&il5, &recorded), vec![]);
+
+    // Changed behind xcsp's back: a rule removed from the NSG, the federated credential deleted.
+    let nsg = addr("azure_network_security_group.gpu");
+    let fic = addr("azure_federated_identity_credential.capz");
+    let nsg_id = recorded.ids[&nsg].clone();
+    let rules = emu.resource(&nsg_id).await["properties"]["securityRules"].as_array().cloned().unwrap();
+    emu.delete_resource(rules[0]["id"].as_str().unwrap()).await;
+    emu.delete_resource(&recorded.ids[&fic].clone()).await;
+    let mut drifted = recorded.clone();
+    drifted.attributes.remove(&fic);
+    let found = refresh_all(&p, &il5.stack, &mut drifted).await;
+    assert!(!found.contains(&fic));
+    assert_eq!(
+        changes(&il5, &drifted),
+        vec![(fic.to_string(), Action::Create), (nsg.to_string(), Action::Update)]
+    );
+
+    // Destroy, dependents first: the emulator holds nothing afterwards.
+    destroy_in_order(&p, &il5.stack, &il5.nodes, &recorded).await;
+    assert_eq!(emu.resource_ids().await, Vec::<String>::new());
+    for t in AZURE_TYPES {
+        assert!(refresh(&p, &il5.stack, *t).await.is_empty(), "{t} left");
+    }
+}

@@ -486,5 +486,4 @@ mod tests {
         assert_eq!(arm[1]["properties"]["protocol"], "Udp");
         assert_eq!(read_nsg_rules(&arm).to_json(), rules);
     }
-
 }

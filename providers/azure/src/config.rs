@@ -109,7 +109,11 @@ pub struct Backoff {
 
 impl Default for Backoff {
     fn default() -> Backoff {
-        Backoff { first: Duration::from_millis(500), max: Duration::from_secs(30), attempt_timeout: Duration::from_secs(120) }
+        Backoff {
+            first: Duration::from_millis(500),
+            max: Duration::from_secs(30),
+            attempt_timeout: Duration::from_secs(120),
+        }
     }
 }
 

@@ -54,24 +54,46 @@ pub enum CredentialSource {
     /// `AZURE_CLIENT_ID` (workload identity); then managed identity (`AZURE_CLIENT_ID`, if set,
     /// selects a user-assigned one); then the Azure CLI's login.
     Default,
-    ClientSecret { client_id: String, secret: SecretString },
+    ClientSecret {
+        client_id: String,
+        secret: SecretString,
+    },
     /// A federated token (a Kubernetes service account token, a CI OIDC token) in a file that is
     /// read again whenever a new access token is needed.
-    WorkloadIdentity { client_id: String, token_file: PathBuf },
+    WorkloadIdentity {
+        client_id: String,
+        token_file: PathBuf,
+    },
     /// `None`: the system-assigned identity.
-    ManagedIdentity { client_id: Option<String> },
+    ManagedIdentity {
+        client_id: Option<String>,
+    },
     AzureCli,
 }
 
 /// What a source comes to once the environment is read.
 #[derive(Debug, Clone, PartialEq)]
 enum Choice {
-    ClientSecret { tenant: String, client_id: String, secret: SecretString },
-    WorkloadIdentity { tenant: String, client_id: String, token_file: PathBuf },
-    ManagedIdentity { client_id: Option<String>, endpoint: MiEndpoint },
+    ClientSecret {
+        tenant: String,
+        client_id: String,
+        secret: SecretString,
+    },
+    WorkloadIdentity {
+        tenant: String,
+        client_id: String,
+        token_file: PathBuf,
+    },
+    ManagedIdentity {
+        client_id: Option<String>,
+        endpoint: MiEndpoint,
+    },
     AzureCli,
     /// Managed identity, else the Azure CLI, whichever answers first.
-    FirstAvailable { client_id: Option<String>, endpoint: MiEndpoint },
+    FirstAvailable {
+        client_id: Option<String>,
+        endpoint: MiEndpoint,
+    },
 }
 
 fn choose(source: &CredentialSource, tenant: &str, env: &dyn Fn(&str) -> Option<String>) -> Choice {
@@ -80,10 +102,14 @@ fn choose(source: &CredentialSource, tenant: &str, env: &dyn Fn(&str) -> Option<
         CredentialSource::ClientSecret { client_id, secret } => {
             Choice::ClientSecret { tenant: tenant.into(), client_id: client_id.clone(), secret: secret.clone() }
         }
-        CredentialSource::WorkloadIdentity { client_id, token_file } => {
-            Choice::WorkloadIdentity { tenant: tenant.into(), client_id: client_id.clone(), token_file: token_file.clone() }
+        CredentialSource::WorkloadIdentity { client_id, token_file } => Choice::WorkloadIdentity {
+            tenant: tenant.into(),
+            client_id: client_id.clone(),
+            token_file: token_file.clone(),
+        },
+        CredentialSource::ManagedIdentity { client_id } => {
+            Choice::ManagedIdentity { client_id: client_id.clone(), endpoint }
         }
-        CredentialSource::ManagedIdentity { client_id } => Choice::ManagedIdentity { client_id: client_id.clone(), endpoint },
         CredentialSource::AzureCli => Choice::AzureCli,
         CredentialSource::Default => {
             let tenant = env("AZURE_TENANT_ID").unwrap_or_else(|| tenant.to_string());
@@ -119,14 +145,9 @@ fn build(choice: Choice, cloud: &Cloud) -> azure_core::Result<Arc<dyn TokenCrede
         Choice::ClientSecret { tenant, client_id, secret } => {
             Arc::new(ClientSecretCredential::new(http, authority, tenant, client_id, secret.0))
         }
-        Choice::WorkloadIdentity { tenant, client_id, token_file } => Arc::new(FederatedTokenFile {
-            http,
-            authority,
-            tenant,
-            client_id,
-            token_file,
-            cache: Cache::default(),
-        }),
+        Choice::WorkloadIdentity { tenant, client_id, token_file } => {
+            Arc::new(FederatedTokenFile { http, authority, tenant, client_id, token_file, cache: Cache::default() })
+        }
         Choice::ManagedIdentity { client_id, endpoint } => Arc::new(ManagedIdentity::new(http, endpoint, client_id)),
         Choice::AzureCli => Arc::new(AzureCliCredential::new()),
         Choice::FirstAvailable { client_id, endpoint } => Arc::new(FirstAvailable {
@@ -200,19 +221,26 @@ impl TokenCredential for FederatedTokenFile {
                         format!("cannot read the federated token file {}", self.token_file.display()),
                     )
                 })?;
-                let r = azure_identity::federated_credentials_flow::perform(
-                    self.http.clone(),
-                    &self.client_id,
-                    assertion.trim(),
-                    scopes,
-                    &self.tenant,
-                    &self.authority,
-                )
-                .await?;
-                Ok(AccessToken::new(
-                    r.access_token().clone(),
-                    OffsetDateTime::now_utc() + Duration::from_secs(r.expires_in),
-                ))
+                // Our own exchange rather than azure_identity's: its error drops Entra's answer
+                // (AADSTS70021 and its reason), which is what a user needs to fix the trust.
+                let mut url = self.authority.clone();
+                url.set_path(&format!("{}/oauth2/v2.0/token", self.tenant));
+                let form = [
+                    ("client_id", self.client_id.as_str()),
+                    ("scope", &scopes.join(" ")),
+                    ("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
+                    ("client_assertion", assertion.trim()),
+                    ("grant_type", "client_credentials"),
+                ];
+                // The form encoding of a query string is the body's (application/x-www-form-urlencoded).
+                let mut encoder = url.clone();
+                encoder.query_pairs_mut().clear().extend_pairs(form);
+                let body = encoder.query().unwrap_or_default().to_string();
+                let mut request = Request::new(url, Method::Post);
+                request.insert_header("content-type", "application/x-www-form-urlencoded");
+                request.set_body(body);
+                let (status, _, body) = self.http.execute_request(&request).await?.deconstruct();
+                token_answer(u16::from(status), &body.collect().await?, "Entra ID")
             })
             .await
     }
@@ -235,7 +263,9 @@ impl fmt::Debug for MiEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MiEndpoint::Imds => f.write_str("Imds"),
-            MiEndpoint::AppService { url, .. } => f.debug_struct("AppService").field("url", url).finish_non_exhaustive(),
+            MiEndpoint::AppService { url, .. } => {
+                f.debug_struct("AppService").field("url", url).finish_non_exhaustive()
+            }
         }
     }
 }
@@ -297,23 +327,30 @@ impl ManagedIdentity {
         .await
         .map_err(|_| Error::message(ErrorKind::Credential, "no managed identity endpoint answered"))??;
         let (status, body) = response;
-        if !status.is_success() {
-            return Err(Error::with_message(ErrorKind::Credential, || {
-                format!("the managed identity endpoint answered HTTP {}", u16::from(status))
-            }));
-        }
-        let json: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|e| Error::full(ErrorKind::Credential, e, "the managed identity answer is not JSON"))?;
-        let number = |v: &serde_json::Value| v.as_i64().or_else(|| v.as_str().and_then(|s| s.parse().ok()));
-        let expires_on = match (number(&json["expires_on"]), number(&json["expires_in"])) {
-            (Some(at), _) => OffsetDateTime::from_unix_timestamp(at).ok(),
-            (None, Some(secs)) => Some(OffsetDateTime::now_utc() + Duration::from_secs(secs.max(0) as u64)),
-            (None, None) => None,
-        };
-        match (json["access_token"].as_str(), expires_on) {
-            (Some(token), Some(at)) => Ok(AccessToken::new(token.to_string(), at)),
-            _ => Err(Error::message(ErrorKind::Credential, "the managed identity answer has no token or expiry")),
-        }
+        token_answer(u16::from(status), &body, "the managed identity endpoint")
+    }
+}
+
+/// An access token out of a token endpoint's answer; a refusal with the endpoint's own reason
+/// (Entra's `error_description` starts with its AADSTS code), never with what was sent.
+fn token_answer(status: u16, body: &[u8], who: &str) -> azure_core::Result<AccessToken> {
+    let json: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    if !(200..300).contains(&status) {
+        let reason = json["error_description"].as_str().or(json["error"].as_str()).unwrap_or("no reason given");
+        let reason = reason.lines().next().unwrap_or_default().to_string();
+        return Err(Error::with_message(ErrorKind::Credential, || {
+            format!("{who} refused the token request (HTTP {status}): {reason}")
+        }));
+    }
+    let number = |v: &serde_json::Value| v.as_i64().or_else(|| v.as_str().and_then(|s| s.parse().ok()));
+    let expires_on = match (number(&json["expires_on"]), number(&json["expires_in"])) {
+        (Some(at), _) => OffsetDateTime::from_unix_timestamp(at).ok(),
+        (None, Some(secs)) => Some(OffsetDateTime::now_utc() + Duration::from_secs(secs.max(0) as u64)),
+        (None, None) => None,
+    };
+    match (json["access_token"].as_str(), expires_on) {
+        (Some(token), Some(at)) => Ok(AccessToken::new(token.to_string(), at)),
+        _ => Err(Error::with_message(ErrorKind::Credential, || format!("the answer of {who} has no token or expiry"))),
     }
 }
 
@@ -391,7 +428,11 @@ mod tests {
         ]);
         assert_eq!(
             choose(&CredentialSource::Default, "spec-tenant", &all),
-            Choice::ClientSecret { tenant: "home".into(), client_id: "app".into(), secret: SecretString::new("s3cret") }
+            Choice::ClientSecret {
+                tenant: "home".into(),
+                client_id: "app".into(),
+                secret: SecretString::new("s3cret")
+            }
         );
         let federated = env(&[("AZURE_CLIENT_ID", "app"), ("AZURE_FEDERATED_TOKEN_FILE", "/var/run/token")]);
         assert_eq!(

@@ -84,14 +84,24 @@ impl AzureProvider {
         let scope = config.cloud.scope();
         let transport = Arc::new(Transport::new(config.backoff.clone()));
         // Our transport retries; azure_core's retry would retry again on top of it.
-        let mut options = ClientOptions::new(TransportOptions::new_custom_policy(transport.clone()))
-            .retry(RetryOptions::none());
+        let mut options =
+            ClientOptions::new(TransportOptions::new_custom_policy(transport.clone())).retry(RetryOptions::none());
         options.per_call_policies_mut().push(Arc::new(Seal));
         let scopes = vec![scope.clone()];
         Ok(AzureProvider {
-            network: azure_mgmt_network::Client::new(endpoint.clone(), credential.clone(), scopes.clone(), options.clone()),
+            network: azure_mgmt_network::Client::new(
+                endpoint.clone(),
+                credential.clone(),
+                scopes.clone(),
+                options.clone(),
+            ),
             msi: azure_mgmt_msi::Client::new(endpoint.clone(), credential.clone(), scopes.clone(), options.clone()),
-            authz: azure_mgmt_authorization::Client::new(endpoint.clone(), credential.clone(), scopes.clone(), options.clone()),
+            authz: azure_mgmt_authorization::Client::new(
+                endpoint.clone(),
+                credential.clone(),
+                scopes.clone(),
+                options.clone(),
+            ),
             resources: azure_mgmt_resources::Client::new(endpoint.clone(), credential.clone(), scopes, options),
             session: lro::Session { endpoint, scope, credential, transport, poll_interval: config.poll_interval },
             config,
@@ -105,7 +115,11 @@ impl AzureProvider {
     }
 
     /// Waits for the turn of `address` on its VPN gateway, if it writes to one.
-    async fn gateway_turn(&self, req: &Request<'_>, progress: &dyn Progress) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+    async fn gateway_turn(
+        &self,
+        req: &Request<'_>,
+        progress: &dyn Progress,
+    ) -> Option<tokio::sync::OwnedMutexGuard<()>> {
         let d = Desired { address: req.address, attrs: req.attributes };
         let gateway = match req.address.rtype {
             T::AzureVpnGateway => match req.id {
@@ -201,7 +215,10 @@ impl AzureProvider {
 /// What an ARM answer means for whoever made the call.
 enum Failure {
     /// Worth trying again.
-    Transient { code: String, message: String },
+    Transient {
+        code: String,
+        message: String,
+    },
     Final(ProviderError),
 }
 
@@ -277,7 +294,9 @@ fn transient_reason(code: &str) -> String {
 fn scrub(e: ProviderError, secrets: &[String]) -> ProviderError {
     let clean = |s: String| secrets.iter().fold(s, |s, secret| s.replace(secret.as_str(), "(sensitive value)"));
     match e {
-        ProviderError::Failed { address, code, message } => ProviderError::Failed { address, code, message: clean(message) },
+        ProviderError::Failed { address, code, message } => {
+            ProviderError::Failed { address, code, message: clean(message) }
+        }
         ProviderError::InUse { address, detail } => ProviderError::InUse { address, detail: clean(detail) },
         ProviderError::Throttled { address, detail, retry_after } => {
             ProviderError::Throttled { address, detail: clean(detail), retry_after }

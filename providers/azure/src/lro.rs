@@ -79,7 +79,8 @@ impl Session {
         };
         let url = wait.url();
         // The poll carries our token: only ever to the Resource Manager we talk to.
-        if url.host_str() != self.endpoint.host_str() || url.port_or_known_default() != self.endpoint.port_or_known_default()
+        if url.host_str() != self.endpoint.host_str()
+            || url.port_or_known_default() != self.endpoint.port_or_known_default()
         {
             return Err(failed("UntrustedOperationUrl", format!("Azure asked to poll {}, not {}", url, self.endpoint)));
         }
@@ -114,9 +115,10 @@ impl Session {
                     match (wait, status) {
                         // A status document without a status: 202 means "not yet", any other
                         // success means done (never poll forever on an answer we cannot read).
-                        (Wait::AsyncOperation(_), 200..=299) => match json["status"].as_str().unwrap_or(
-                            if status == 202 { "InProgress" } else { "Succeeded" },
-                        ) {
+                        (Wait::AsyncOperation(_), 200..=299) => match json["status"]
+                            .as_str()
+                            .unwrap_or(if status == 202 { "InProgress" } else { "Succeeded" })
+                        {
                             "Succeeded" => return Ok(()),
                             "Failed" | "Canceled" => {
                                 let (code, message) = error();
@@ -134,7 +136,10 @@ impl Session {
                         // The transport already retried what is worth retrying.
                         (_, _) => {
                             let (code, message) = error();
-                            return Err(failed(&code, format!("polling the operation answered HTTP {status}: {message}")));
+                            return Err(failed(
+                                &code,
+                                format!("polling the operation answered HTTP {status}: {message}"),
+                            ));
                         }
                     }
                 }

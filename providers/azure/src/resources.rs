@@ -57,7 +57,9 @@ macro_rules! all_pages {
 fn gone(e: &ProviderError) -> bool {
     match e {
         ProviderError::NotFound { .. } => true,
-        ProviderError::Failed { code, .. } => matches!(code.as_str(), "ParentResourceNotFound" | "ResourceGroupNotFound"),
+        ProviderError::Failed { code, .. } => {
+            matches!(code.as_str(), "ParentResourceNotFound" | "ResourceGroupNotFound")
+        }
         _ => false,
     }
 }
@@ -65,7 +67,9 @@ fn gone(e: &ProviderError) -> bool {
 /// A delete whose operation failed because something still uses the resource.
 fn in_use(e: ProviderError) -> ProviderError {
     match e {
-        ProviderError::Failed { address, code, message } if code.contains("InUse") || code.ends_with("CannotBeDeleted") => {
+        ProviderError::Failed { address, code, message }
+            if code.contains("InUse") || code.ends_with("CannotBeDeleted") =>
+        {
             ProviderError::InUse { address, detail: format!("{code}: {message}") }
         }
         other => other,
@@ -248,8 +252,7 @@ impl AzureProvider {
             T::AzurePublicIp => {
                 read = arm::read_public_ip;
                 let name = d.str("name")?;
-                let m: azure_mgmt_network::models::PublicIpAddress =
-                    model(address, arm::public_ip_body(&d, stack)?)?;
+                let m: azure_mgmt_network::models::PublicIpAddress = model(address, arm::public_ip_body(&d, stack)?)?;
                 let c = n.public_ip_addresses_client();
                 self.write(
                     address,
@@ -329,8 +332,7 @@ impl AzureProvider {
                 read = arm::read_federated;
                 let identity = d.str("identity")?;
                 let name = identify::federated_credential_name(address);
-                let m: azure_mgmt_msi::models::FederatedIdentityCredential =
-                    model(address, arm::federated_body(&d)?)?;
+                let m: azure_mgmt_msi::models::FederatedIdentityCredential = model(address, arm::federated_body(&d)?)?;
                 let c = self.msi.federated_identity_credentials_client();
                 self.write(
                     address,
@@ -412,8 +414,10 @@ impl AzureProvider {
                 let name = name();
                 let vnet = segment(2).map(str::to_string).or_else(|| d.opt_str("virtual_network")).unwrap_or_default();
                 let c = n.subnets_client();
-                self.delete_with(address, progress, &deleting("subnet"), || raw!(c.delete(rg, &vnet, &name, sub).send()))
-                    .await
+                self.delete_with(address, progress, &deleting("subnet"), || {
+                    raw!(c.delete(rg, &vnet, &name, sub).send())
+                })
+                .await
             }
             T::AzureNetworkSecurityGroup => {
                 let (name, c) = (name(), n.network_security_groups_client());
@@ -429,9 +433,12 @@ impl AzureProvider {
             }
             T::AzureVpnGateway => {
                 let (name, c) = (name(), n.virtual_network_gateways_client());
-                self.delete_with(address, progress, "Azure is deleting the VPN gateway (typically 10-20 minutes)", || {
-                    raw!(c.delete(rg, &name, sub).send())
-                })
+                self.delete_with(
+                    address,
+                    progress,
+                    "Azure is deleting the VPN gateway (typically 10-20 minutes)",
+                    || raw!(c.delete(rg, &name, sub).send()),
+                )
                 .await
             }
             T::AzureLocalNetworkGateway => {
@@ -454,7 +461,8 @@ impl AzureProvider {
                 .await
             }
             T::AzureFederatedCredential => {
-                let name = segment(0).map(str::to_string).unwrap_or_else(|| identify::federated_credential_name(address));
+                let name =
+                    segment(0).map(str::to_string).unwrap_or_else(|| identify::federated_credential_name(address));
                 let identity = segment(2).map(str::to_string).or_else(|| d.opt_str("identity")).unwrap_or_default();
                 let c = self.msi.federated_identity_credentials_client();
                 self.delete_with(address, progress, &deleting("federated identity credential"), || {
@@ -470,7 +478,9 @@ impl AzureProvider {
                         format!("/subscriptions/{sub}/resourceGroups/{}", self.config.resource_group)
                     }),
                 };
-                let name = segment(0).map(str::to_string).unwrap_or_else(|| identify::role_assignment_name(req.stack, address));
+                let name = segment(0)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| identify::role_assignment_name(req.stack, address));
                 let c = self.authz.role_assignments_client();
                 self.delete_with(address, progress, "Azure is removing the role assignment", || {
                     raw!(c.delete(&scope, &name).send())
@@ -517,7 +527,10 @@ impl AzureProvider {
             T::AzureResourceGroup => {
                 let filter = format!("tagName eq '{STACK_TAG}' and tagValue eq '{}'", stack.replace('\'', "''"));
                 let c = self.resources.resource_groups_client();
-                tagged(self.list_all(rtype, || all_pages!(c.list(sub).filter(&filter))).await?, arm::read_resource_group)
+                tagged(
+                    self.list_all(rtype, || all_pages!(c.list(sub).filter(&filter))).await?,
+                    arm::read_resource_group,
+                )
             }
             T::AzureVirtualNetwork => {
                 let c = n.virtual_networks_client();
@@ -531,7 +544,8 @@ impl AzureProvider {
                 for vnet in vnets.iter().filter(|j| ours(j)) {
                     let Some(vnet_address) = address_of(vnet) else { continue };
                     for s in vnet["properties"]["subnets"].as_array().into_iter().flatten() {
-                        let Some(address) = identify::subnet_address(stack, &vnet_address, s["name"].as_str().unwrap_or_default())
+                        let Some(address) =
+                            identify::subnet_address(stack, &vnet_address, s["name"].as_str().unwrap_or_default())
                         else {
                             continue;
                         };
@@ -563,7 +577,10 @@ impl AzureProvider {
             }
             T::AzureUserAssignedIdentity => {
                 let c = self.msi.user_assigned_identities_client();
-                tagged(self.list_all(rtype, || all_pages!(c.list_by_resource_group(sub, rg))).await?, arm::read_identity)
+                tagged(
+                    self.list_all(rtype, || all_pages!(c.list_by_resource_group(sub, rg))).await?,
+                    arm::read_identity,
+                )
             }
             T::AzureFederatedCredential => {
                 // One list per identity of the stack.
@@ -574,7 +591,8 @@ impl AzureProvider {
                 for identity in items.iter().filter(|j| ours(j)) {
                     let identity = identity["name"].as_str().unwrap_or_default();
                     for f in self.list_all(rtype, || all_pages!(c.list(sub, rg, identity))).await? {
-                        let Some(address) = identify::federated_credential_address(f["name"].as_str().unwrap_or_default())
+                        let Some(address) =
+                            identify::federated_credential_address(f["name"].as_str().unwrap_or_default())
                         else {
                             continue;
                         };

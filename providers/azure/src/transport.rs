@@ -150,7 +150,8 @@ impl Transport {
                     if !retryable(status) {
                         return Ok(response);
                     }
-                    let asked = if matches!(u16::from(status), 429 | 503) { retry_after(response.headers()) } else { None };
+                    let asked =
+                        if matches!(u16::from(status), 429 | 503) { retry_after(response.headers()) } else { None };
                     let wait = match asked {
                         // What Azure asks for, and a little more so that callers spread out.
                         Some(d) => d + Duration::from_millis(rand::rng().random_range(0..250)),

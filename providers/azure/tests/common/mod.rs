@@ -14,7 +14,8 @@ use serde_json::{Value as Json, json};
 use xcsp_azure::{AzureConfig, AzureProvider, Cloud, CredentialSource, SecretString};
 use xcsp_core::provider::{Attributes, Observed, Progress, Provider, Request};
 use xcsp_core::{Address, ProviderKind, ResourceType, Value};
-use xcsp_plans::graph::Node;
+use xcsp_plans::graph::{Node, ResourceGraph};
+use xcsp_plans::plan::Action;
 use xcsp_sim::{SimConfig, SimServer};
 
 pub const SUB: &str = "11111111-2222-3333-4444-555555555555";
@@ -100,6 +101,30 @@ impl Emulator {
     pub async fn delete_resource(&self, id: &str) {
         let r = self.http.delete(format!("{}/_sim/resource", self.base)).query(&[("id", id)]).send().await;
         assert!(r.expect("the admin API answers").status().is_success());
+    }
+
+    /// A connection's shared key, read as ARM gives it (`GET .../sharedkey`, with a token).
+    pub async fn shared_key(&self, connection_id: &str) -> String {
+        let form = [
+            ("grant_type", "client_credentials"),
+            ("client_id", "xcsp-test"),
+            ("client_secret", "local-secret"),
+            ("scope", "https://management.usgovcloudapi.net/.default"),
+        ];
+        let token: Json = self
+            .http
+            .post(format!("{}/{TENANT}/oauth2/v2.0/token", self.base))
+            .form(&form)
+            .send()
+            .await
+            .expect("the token endpoint answers")
+            .json()
+            .await
+            .expect("a token");
+        let url = format!("{}{connection_id}/sharedkey?api-version=2024-03-01", self.base);
+        let r = self.http.get(url).bearer_auth(token["access_token"].as_str().unwrap_or_default()).send().await;
+        let key: Json = r.expect("ARM answers").json().await.expect("a shared key");
+        key["value"].as_str().unwrap_or_default().to_string()
     }
 
     /// A configuration for this emulator: Azure Government reached through it, a client secret
@@ -193,9 +218,23 @@ pub struct Il5 {
 }
 
 pub fn il5() -> Il5 {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/il5-govcloud");
-    let loaded = xcsp_plans::load(&path, &Default::default())
-        .unwrap_or_else(|e| panic!("examples/il5-govcloud loads: {e}"));
+    il5_at(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/il5-govcloud"))
+}
+
+/// The IL5 example as another stack in its own resource group (a copy of the spec in `dir`).
+pub fn il5_as(stack: &str, resource_group: &str, dir: &Path) -> Il5 {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/il5-govcloud/pool.xcsp.hcl");
+    let text = std::fs::read_to_string(example).expect("the IL5 example");
+    let text = text
+        .replace("stack = \"il5-gpu\"", &format!("stack = \"{stack}\""))
+        .replace("\"il5-gpu-workers\"", &format!("\"{resource_group}\""));
+    std::fs::write(dir.join("pool.xcsp.hcl"), text).expect("a copy of the spec");
+    il5_at(dir)
+}
+
+fn il5_at(path: &Path) -> Il5 {
+    let loaded =
+        xcsp_plans::load(path, &Default::default()).unwrap_or_else(|e| panic!("{} loads: {e}", path.display()));
     let mut nodes = Vec::new();
     for node in loaded.graph.nodes() {
         if !matches!(node.address.rtype.provider(), ProviderKind::Azure | ProviderKind::Local) {
@@ -259,9 +298,9 @@ pub async fn apply_in_order(p: &AzureProvider, stack: &str, nodes: &[Node], prog
     let ours: BTreeSet<&Address> = nodes.iter().map(|n| &n.address).collect();
     let mut left: Vec<&Node> = nodes.iter().collect();
     while !left.is_empty() {
-        let (ready, waiting): (Vec<&Node>, Vec<&Node>) = left.into_iter().partition(|n| {
-            n.dependencies().iter().all(|d| !ours.contains(d) || recorded.attributes.contains_key(d))
-        });
+        let (ready, waiting): (Vec<&Node>, Vec<&Node>) = left
+            .into_iter()
+            .partition(|n| n.dependencies().iter().all(|d| !ours.contains(d) || recorded.attributes.contains_key(d)));
         assert!(!ready.is_empty(), "nothing is ready: {:?}", waiting.iter().map(|n| &n.address).collect::<Vec<_>>());
         let filled: Vec<(&Node, Attributes)> = ready
             .iter()
@@ -290,8 +329,7 @@ pub async fn apply_in_order(p: &AzureProvider, stack: &str, nodes: &[Node], prog
 
 /// Deletes what `recorded` holds, dependents first, each round at once.
 pub async fn destroy_in_order(p: &AzureProvider, stack: &str, nodes: &[Node], recorded: &Recorded) {
-    let mut left: Vec<&Node> =
-        nodes.iter().filter(|n| n.address.rtype.provider() == ProviderKind::Azure).collect();
+    let mut left: Vec<&Node> = nodes.iter().filter(|n| n.address.rtype.provider() == ProviderKind::Azure).collect();
     let mut gone: BTreeSet<Address> = BTreeSet::new();
     while !left.is_empty() {
         let still: BTreeSet<&Address> = left.iter().map(|n| &n.address).collect();
@@ -309,6 +347,34 @@ pub async fn destroy_in_order(p: &AzureProvider, stack: &str, nodes: &[Node], re
         gone.extend(ready.iter().map(|n| n.address.clone()));
         left = waiting;
     }
+}
+
+/// Refreshes every Azure type and lays what was found over what was recorded (as the engine
+/// does: what a provider cannot read back keeps its recorded value); returns the addresses found.
+pub async fn refresh_all(p: &AzureProvider, stack: &str, recorded: &mut Recorded) -> Vec<Address> {
+    let mut found = Vec::new();
+    for t in AZURE_TYPES {
+        for (address, observed) in refresh(p, stack, *t).await {
+            let mut a = recorded.attributes.get(&address).cloned().unwrap_or_default();
+            for (k, v) in observed.attributes {
+                a.insert(k, v);
+            }
+            recorded.attributes.insert(address.clone(), a);
+            recorded.ids.insert(address.clone(), observed.id);
+            found.push(address);
+        }
+    }
+    found
+}
+
+/// The changes a plan would make to the Azure side.
+pub fn changes(il5: &Il5, recorded: &Recorded) -> Vec<(String, Action)> {
+    let graph = ResourceGraph::new(il5.nodes.clone()).expect("the Azure side is a graph");
+    let plan = xcsp_plans::plan::diff(&il5.stack, "test", &graph, &recorded.attributes);
+    let mut changes: Vec<(String, Action)> =
+        plan.changes.iter().filter(|c| c.action != Action::NoOp).map(|c| (c.address.to_string(), c.action)).collect();
+    changes.sort_by(|a, b| a.0.cmp(&b.0));
+    changes
 }
 
 /// The Azure resource types, in the order a refresh of the stack lists them.

@@ -11,6 +11,7 @@
 //!   security-group rules carry the address in their description.
 //! - Refresh is one paginated Describe per type, filtered by the stack tag.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aws_sdk_ec2::Client;
@@ -84,15 +85,29 @@ fn sdk_error<E: ProvideErrorMetadata + std::fmt::Display>(address: &Address, e: 
     }
 }
 
-fn tags_of(stack: &str, address: &Address) -> Vec<Tag> {
-    vec![
-        Tag::builder().key(STACK_TAG).value(stack).build(),
-        Tag::builder().key(ADDRESS_TAG).value(address.to_string()).build(),
-    ]
+/// The tags a resource should carry: the plan's `tags` (the spec's, for the user), with the
+/// stack and address tags always xcsp's own (adoption and sweeps find resources by them).
+fn desired_tags(stack: &str, address: &Address, attrs: &Attributes) -> BTreeMap<String, String> {
+    let mut tags: BTreeMap<String, String> = match attrs.get("tags").map(Value::unmarked) {
+        Some(Value::Map(m)) => m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect(),
+        _ => BTreeMap::new(),
+    };
+    tags.insert(STACK_TAG.into(), stack.into());
+    tags.insert(ADDRESS_TAG.into(), address.to_string());
+    tags
 }
 
-fn tag_spec(kind: AwsType, stack: &str, address: &Address) -> TagSpecification {
-    TagSpecification::builder().resource_type(kind).set_tags(Some(tags_of(stack, address))).build()
+fn tag_map(tags: &[Tag]) -> BTreeMap<String, String> {
+    tags.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
+}
+
+fn tags_value(tags: &BTreeMap<String, String>) -> Value {
+    Value::Map(tags.iter().map(|(k, v)| (k.clone(), Value::string(v))).collect())
+}
+
+fn tag_spec(kind: AwsType, tags: &BTreeMap<String, String>) -> TagSpecification {
+    let tags = tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
+    TagSpecification::builder().resource_type(kind).set_tags(Some(tags)).build()
 }
 
 fn filter(name: &str, values: &[&str]) -> Filter {
@@ -379,7 +394,7 @@ impl AwsProvider {
                             .create_vpn_gateway()
                             .r#type(GatewayType::Ipsec1)
                             .amazon_side_asn(asn)
-                            .tag_specifications(tag_spec(AwsType::VpnGateway, req.stack, a))
+                            .tag_specifications(tag_spec(AwsType::VpnGateway, &desired_tags(req.stack, a, attrs)))
                             .send()
                             .await
                             .map_err(|x| sdk_error(a, x.into_service_error()))?;
@@ -398,6 +413,8 @@ impl AwsProvider {
                 if let Some(g) = self.vgw(a, &id).await? {
                     out.insert("amazon_side_asn".into(), Value::int(g.amazon_side_asn().unwrap_or_default()));
                     out.insert("type".into(), Value::string("ipsec.1"));
+                    let tags = self.retag(a, &id, &tag_map(g.tags()), &desired_tags(req.stack, a, attrs)).await?;
+                    out.insert("tags".into(), tags_value(&tags));
                 }
                 out.insert("id".into(), Value::string(&id));
                 Ok(observed(id, out))
@@ -491,7 +508,7 @@ impl AwsProvider {
                             .r#type(GatewayType::Ipsec1)
                             .ip_address(ip)
                             .bgp_asn(asn as i32)
-                            .tag_specifications(tag_spec(AwsType::CustomerGateway, req.stack, a))
+                            .tag_specifications(tag_spec(AwsType::CustomerGateway, &desired_tags(req.stack, a, attrs)))
                             .send()
                             .await
                             .map_err(|x| sdk_error(a, x.into_service_error()))?;
@@ -513,6 +530,8 @@ impl AwsProvider {
                         Value::int(g.bgp_asn().and_then(|s| s.parse().ok()).unwrap_or_default()),
                     );
                     out.insert("type".into(), Value::string(g.r#type().unwrap_or("ipsec.1")));
+                    let tags = self.retag(a, &id, &tag_map(g.tags()), &desired_tags(req.stack, a, attrs)).await?;
+                    out.insert("tags".into(), tags_value(&tags));
                 }
                 out.insert("id".into(), Value::string(&id));
                 Ok(observed(id, out))
@@ -537,6 +556,43 @@ impl AwsProvider {
         }
     }
 
+    /// Makes the tags of `id` the `want`ed ones (CreateTags for new and changed values,
+    /// DeleteTags for the rest) and returns them; calls nothing when they already are.
+    async fn retag(
+        &self,
+        a: &Address,
+        id: &str,
+        have: &BTreeMap<String, String>,
+        want: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>, ProviderError> {
+        let set: Vec<Tag> = want
+            .iter()
+            .filter(|(k, v)| have.get(*k) != Some(*v))
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect();
+        let gone: Vec<Tag> =
+            have.keys().filter(|k| !want.contains_key(*k)).map(|k| Tag::builder().key(k).build()).collect();
+        if !set.is_empty() {
+            self.ec2
+                .create_tags()
+                .resources(id)
+                .set_tags(Some(set))
+                .send()
+                .await
+                .map_err(|x| sdk_error(a, x.into_service_error()))?;
+        }
+        if !gone.is_empty() {
+            self.ec2
+                .delete_tags()
+                .resources(id)
+                .set_tags(Some(gone))
+                .send()
+                .await
+                .map_err(|x| sdk_error(a, x.into_service_error()))?;
+        }
+        Ok(want.clone())
+    }
+
     async fn read_connection(
         &self,
         a: &Address,
@@ -557,6 +613,7 @@ impl AwsProvider {
         out.insert("customer_gateway".into(), Value::string(c.customer_gateway_id().unwrap_or_default()));
         out.insert("vpn_gateway_id".into(), Value::string(c.vpn_gateway_id().unwrap_or_default()));
         tunnel_outputs(&mut out, c.options(), c.vgw_telemetry(), wanted_first);
+        out.insert("tags".into(), tags_value(&tag_map(c.tags())));
         out.insert("id".into(), Value::string(id));
         Ok((c.state().map(|s| s.as_str().to_string()), out))
     }
@@ -634,7 +691,7 @@ impl AwsProvider {
                             .customer_gateway_id(&cgw)
                             .vpn_gateway_id(&vgw)
                             .options(options.clone())
-                            .tag_specifications(tag_spec(AwsType::VpnConnection, req.stack, a))
+                            .tag_specifications(tag_spec(AwsType::VpnConnection, &desired_tags(req.stack, a, attrs)))
                             .send()
                             .await
                             .map_err(|x| sdk_error(a, x.into_service_error()))
@@ -669,6 +726,11 @@ impl AwsProvider {
                     .map_err(|x| sdk_error(a, x.into_service_error()))?;
             }
         }
+        let have = match current.get("tags").map(Value::unmarked) {
+            Some(Value::Map(m)) => m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect(),
+            _ => BTreeMap::new(),
+        };
+        self.retag(a, &id, &have, &desired_tags(req.stack, a, attrs)).await?;
         let (_, out) = self.read_connection(a, &id, first_cidr.as_deref()).await?;
         Ok(Observed { address: a.clone(), id, attributes: out })
     }
@@ -738,9 +800,67 @@ impl AwsProvider {
                 }
             }
         }
+        // Rules of ours the spec no longer has (a port dropped, a CIDR changed) are revoked.
+        let same = |x: &IpPermission, y: &IpPermission| {
+            let cidr = |p: &IpPermission| p.ip_ranges().first().and_then(|r| r.cidr_ip()).map(String::from);
+            (x.ip_protocol(), x.from_port(), x.to_port(), cidr(x))
+                == (y.ip_protocol(), y.from_port(), y.to_port(), cidr(y))
+        };
+        for (g, have) in self.marked_rules(a, &groups, req.stack).await? {
+            if !wanted.iter().any(|w| same(w, &have)) {
+                self.revoke(a, &g, have).await?;
+            }
+        }
         let mut out = Attributes::new();
         out.insert("security_group_ids".into(), Value::strings(groups.iter()));
         Ok(Observed { address: a.clone(), id: groups.join(","), attributes: out })
+    }
+
+    /// The rules in `groups` that carry the marker of `a`, one IP range each, by group.
+    async fn marked_rules(
+        &self,
+        a: &Address,
+        groups: &[String],
+        stack: &str,
+    ) -> Result<Vec<(String, IpPermission)>, ProviderError> {
+        let marker = Self::marker(stack, a);
+        let r = self
+            .ec2
+            .describe_security_groups()
+            .set_group_ids(Some(groups.to_vec()))
+            .send()
+            .await
+            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+        let mut out = Vec::new();
+        for g in r.security_groups() {
+            for p in g.ip_permissions() {
+                for range in p.ip_ranges().iter().filter(|r| r.description().is_some_and(|d| d.contains(&marker))) {
+                    let rule = IpPermission::builder()
+                        .set_ip_protocol(p.ip_protocol().map(String::from))
+                        .set_from_port(p.from_port())
+                        .set_to_port(p.to_port())
+                        .ip_ranges(range.clone())
+                        .build();
+                    out.push((g.group_id().unwrap_or_default().to_string(), rule));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Revokes one rule; one already gone is fine.
+    async fn revoke(&self, a: &Address, group: &str, rule: IpPermission) -> Result<(), ProviderError> {
+        match self.ec2.revoke_security_group_ingress().group_id(group).ip_permissions(rule).send().await {
+            Ok(_) => Ok(()),
+            Err(x) => {
+                let x = x.into_service_error();
+                if matches!(x.code(), Some("InvalidPermission.NotFound" | "InvalidGroup.NotFound")) {
+                    Ok(())
+                } else {
+                    Err(sdk_error(a, x))
+                }
+            }
+        }
     }
 
     async fn remove(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<(), ProviderError> {
@@ -811,12 +931,13 @@ impl AwsProvider {
                 Ok(())
             }
             T::AwsSecurityGroupIngress => {
-                let perms = Self::permissions(req.stack, a, req.attributes);
-                for g in id.split(',').filter(|g| !g.is_empty()) {
-                    for p in &perms {
-                        let _ =
-                            self.ec2.revoke_security_group_ingress().group_id(g).ip_permissions(p.clone()).send().await;
-                    }
+                // Every rule marked as this resource's, whatever state recorded of them.
+                let groups: Vec<String> = id.split(',').filter(|g| !g.is_empty()).map(String::from).collect();
+                if groups.is_empty() {
+                    return Ok(());
+                }
+                for (g, rule) in self.marked_rules(a, &groups, req.stack).await? {
+                    self.revoke(a, &g, rule).await?;
                 }
                 Ok(())
             }
@@ -859,6 +980,7 @@ impl AwsProvider {
                             let mut attrs = Attributes::new();
                             attrs.insert("amazon_side_asn".into(), Value::int(g.amazon_side_asn().unwrap_or_default()));
                             attrs.insert("type".into(), Value::string("ipsec.1"));
+                            attrs.insert("tags".into(), tags_value(&tag_map(g.tags())));
                             attrs.insert("id".into(), Value::string(&id));
                             out.push(Observed { address: addr, id, attributes: attrs });
                         }
@@ -917,6 +1039,7 @@ impl AwsProvider {
                         Value::int(g.bgp_asn().and_then(|s| s.parse().ok()).unwrap_or_default()),
                     );
                     attrs.insert("type".into(), Value::string(g.r#type().unwrap_or("ipsec.1")));
+                    attrs.insert("tags".into(), tags_value(&tag_map(g.tags())));
                     attrs.insert("id".into(), Value::string(&id));
                     out.push(Observed { address: addr, id, attributes: attrs });
                 }
@@ -942,6 +1065,7 @@ impl AwsProvider {
                         .unwrap_or_default();
                     cidrs.sort();
                     tunnel_outputs(&mut attrs, c.options(), c.vgw_telemetry(), cidrs.first().copied());
+                    attrs.insert("tags".into(), tags_value(&tag_map(c.tags())));
                     attrs.insert("id".into(), Value::string(&id));
                     out.push(Observed { address: addr, id, attributes: attrs });
                 }

@@ -35,6 +35,7 @@ pub fn validate(spec: Spec, problems: &mut Problems) -> Option<Model> {
     }
     check_pool_identities(&spec, problems);
     check_shared_vpcs(&spec, problems);
+    check_rule_quota(&spec, problems);
     for id in &spec.identities {
         check_https(&id.issuer, "the OIDC issuer", problems);
     }
@@ -579,6 +580,34 @@ fn check_shared_vpcs(spec: &Spec, problems: &mut Problems) {
         }
         seen.push((vpc, n));
     }
+}
+
+/// AWS's default quota of inbound rules per security group (adjustable in Service Quotas).
+pub const AWS_RULES_PER_GROUP: usize = 60;
+
+/// Every IPsec link adds its rules to the same cluster security groups; past AWS's default
+/// quota the apply would fail halfway (`RulesPerSecurityGroupLimitExceeded`), so say it now.
+fn check_rule_quota(spec: &Spec, problems: &mut Problems) {
+    let per_link = crate::expand::CONTROL_PLANE_PORTS.len() + crate::expand::WORKER_PORTS.len();
+    let links: Vec<&Network> = spec.networks.iter().filter(|n| n.driver.value == Driver::Ipsec).collect();
+    let total = links.len() * per_link;
+    if total <= AWS_RULES_PER_GROUP {
+        return;
+    }
+    let over = &links[AWS_RULES_PER_GROUP / per_link];
+    problems.push(
+        Problem::warning(
+            "xcsp::aws::security_group_quota",
+            format!(
+                "{} IPsec links add {total} inbound rules to each of the cluster's security groups ({per_link} per link); AWS allows {AWS_RULES_PER_GROUP} per group by default",
+                links.len()
+            ),
+        )
+        .label(&over.name.span, "the rules of this link would pass the default quota")
+        .with_help(
+            "raise the \"Inbound or outbound rules per security group\" quota (Service Quotas, Amazon VPC) in the cluster's region before applying; the rules the installer made count too",
+        ),
+    );
 }
 
 /// One AzureCluster per network carries one identity reference, so its pools must agree.

@@ -129,3 +129,34 @@ fn outputs_become_known_from_what_apply_recorded() {
     assert_eq!(tunnels[3].as_map().unwrap()["aws_outside_ip"], Value::string("203.0.113.4"));
     assert_eq!(tunnels[3].as_map().unwrap()["vpn_connection_id"], Value::string("vpn-1"));
 }
+
+/// Links in their own VPCs but rules on the one cluster's security groups: the plan warns once
+/// the rules pass AWS's default quota, and names the first link that passes it (regression:
+/// 10 links failed halfway through an apply with `RulesPerSecurityGroupLimitExceeded`).
+#[test]
+fn more_links_than_the_security_group_quota_allows_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |links: usize| {
+        let mut s = std::fs::read_to_string(root().join("tests/cases/overlap/spec.xcsp.hcl")).unwrap();
+        s.truncate(s.find("network \"link\"").unwrap());
+        for l in 0..links {
+            s.push_str(&format!(
+                "network \"l{l}\" {{\n  vnet_cidr      = \"10.{o}.0.0/16\"\n  gateway_subnet = \"10.{o}.255.0/27\"\n  vpc_id         = \"vpc-{l:017x}\"\n}}\n",
+                o = 200 + l
+            ));
+        }
+        std::fs::write(dir.path().join("spec.xcsp.hcl"), s).unwrap();
+        xcsp_plans::load(dir.path(), &VarInputs::default()).unwrap_or_else(|e| panic!("{links} links load: {e:?}"))
+    };
+    let quota =
+        |l: &xcsp_plans::Loaded| l.warnings.iter().filter(|p| p.code == "xcsp::aws::security_group_quota").count();
+    assert_eq!(quota(&spec(7)), 0, "7 links x 8 rules = 56 fit in 60");
+    let ten = spec(10);
+    assert_eq!(quota(&ten), 1);
+    let w = ten.warnings.iter().find(|p| p.code == "xcsp::aws::security_group_quota").unwrap();
+    assert!(w.to_string().contains("80 inbound rules"), "{w}");
+    let line = w.labels.first().map(|(s, _)| s.file.line_col(s.start).0);
+    let text = std::fs::read_to_string(dir.path().join("spec.xcsp.hcl")).unwrap();
+    let l7 = text.lines().position(|l| l.starts_with("network \"l7\"")).unwrap() + 1;
+    assert_eq!(line, Some(l7), "the label is on the eighth link");
+}

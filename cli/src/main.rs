@@ -58,7 +58,7 @@ pub struct RunArgs {
     #[arg(long)]
     auto_approve: bool,
     /// At most this many operations at once (each provider also has its own limit).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 32)]
     parallelism: usize,
     /// Skip checks that reach outside the clouds (the OIDC issuer's discovery document).
     #[arg(long, env = "XCSP_OFFLINE", value_parser = clap::builder::BoolishValueParser::new())]

@@ -105,4 +105,11 @@ pub trait Provider: Send + Sync {
     ) -> BoxFuture<'a, Result<Observed, ProviderError>>;
 
     fn delete<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>>;
+
+    /// What the cloud runs one operation at a time (an Azure VPN gateway and its connections):
+    /// operations with the same key never run together. The engine starts only one per key, so
+    /// an operation waiting its turn holds no concurrency slot. `None`: no such constraint.
+    fn serial_key(&self, _req: &Request<'_>) -> Option<String> {
+        None
+    }
 }

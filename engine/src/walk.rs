@@ -66,16 +66,19 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        // EC2's mutating calls share a small request bucket; ARM allows more writes per minute.
+        // Clouds limit request rates, not operations in flight, and an operation in flight mostly
+        // waits (a VPN gateway polls for 30-45 minutes): ARM refills 10 writes/s per subscription
+        // and principal, EC2's mutating bucket 5/s. These caps keep the burst far below both and
+        // leave room beside ten 45-minute gateways; throttling halves them until it passes.
         let per_provider = [
             (ProviderKind::Local, 64),
-            (ProviderKind::Aws, 5),
-            (ProviderKind::Azure, 10),
-            (ProviderKind::Kubernetes, 5),
+            (ProviderKind::Aws, 10),
+            (ProviderKind::Azure, 20),
+            (ProviderKind::Kubernetes, 10),
         ]
         .into_iter()
         .collect();
-        Limits { total: 16, per_provider }
+        Limits { total: 32, per_provider }
     }
 }
 
@@ -263,6 +266,10 @@ struct Walker<'r> {
     started: HashMap<Address, Instant>,
     summary: Summary,
     finished: HashSet<Address>,
+    /// Serial keys ([`Provider::serial_key`]) of running operations, and the ready items that
+    /// wait for one to be free (they hold no slot meanwhile).
+    serial: HashMap<Address, String>,
+    parked: HashMap<String, Vec<Address>>,
 }
 
 impl<'r> Walker<'r> {
@@ -296,6 +303,8 @@ impl<'r> Walker<'r> {
             started: HashMap::new(),
             summary: Summary::default(),
             finished: HashSet::new(),
+            serial: HashMap::new(),
+            parked: HashMap::new(),
         };
         let roots: Vec<Address> = w.waiting_on.iter().filter(|(_, n)| **n == 0).map(|(a, _)| a.clone()).collect();
         let mut roots = roots;
@@ -334,6 +343,24 @@ impl<'r> Walker<'r> {
         }
         self.ready.extend(held);
         found
+    }
+
+    /// Whether an operation holding `key` runs; if so, `a` waits for it, parked.
+    fn park_behind(&mut self, key: &str, a: &Address) -> bool {
+        if !self.serial.values().any(|k| k == key) {
+            return false;
+        }
+        self.parked.entry(key.to_string()).or_default().push(a.clone());
+        true
+    }
+
+    /// `a` stopped running: what waited for its serial key is ready again.
+    fn release(&mut self, a: &Address) {
+        if let Some(key) = self.serial.remove(a) {
+            for p in self.parked.remove(&key).unwrap_or_default() {
+                self.make_ready(p);
+            }
+        }
     }
 
     /// Marks `a` done and readies what waited only for it.
@@ -403,6 +430,13 @@ async fn walk(
                     w.complete(&a);
                 }
                 Prepared::Run { op, desired, id, provider, intent } => {
+                    let req = Request { stack: &run.stack, address: &a, id: id.as_deref(), attributes: &desired };
+                    if let Some(key) = provider.serial_key(&req) {
+                        if w.park_behind(&key, &a) {
+                            continue;
+                        }
+                        w.serial.insert(a.clone(), key);
+                    }
                     if let Some(intent) = intent {
                         state.resources.insert(a.clone(), intent);
                         store.save(state).await?;
@@ -443,6 +477,7 @@ async fn walk(
                 };
                 let kind = w.items[&address].kind;
                 *w.running.get_mut(&kind).expect("was running") -= 1;
+                w.release(&address);
                 let elapsed = w.started.get(&address).map(Instant::elapsed).unwrap_or_default();
                 match result {
                     Ok(outcome) => {

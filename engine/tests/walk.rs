@@ -27,6 +27,11 @@ struct Cloud {
     throttle: BTreeMap<ResourceType, u32>,
     /// How long a create of this type takes.
     delay: BTreeMap<ResourceType, Duration>,
+    /// Types whose operations share one serial key (as an Azure gateway and its connections).
+    serial: Vec<ResourceType>,
+    /// Creates of serial types running now, and the most that ever ran at once.
+    serial_running: usize,
+    serial_most: usize,
 }
 
 #[derive(Clone)]
@@ -68,11 +73,22 @@ impl Provider for Fake {
 
     fn create<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
         Box::pin(async move {
-            let delay = self.cloud.lock().unwrap().delay.get(&req.address.rtype).copied();
+            let (delay, serial) = {
+                let mut cloud = self.cloud.lock().unwrap();
+                let serial = cloud.serial.contains(&req.address.rtype);
+                if serial {
+                    cloud.serial_running += 1;
+                    cloud.serial_most = cloud.serial_most.max(cloud.serial_running);
+                }
+                (cloud.delay.get(&req.address.rtype).copied(), serial)
+            };
             if let Some(d) = delay {
                 tokio::time::sleep(d).await;
             }
             let mut cloud = self.cloud.lock().unwrap();
+            if serial {
+                cloud.serial_running -= 1;
+            }
             cloud.log.push((Op::Create, req.address.clone()));
             for (k, v) in req.attributes {
                 // The engine fills every input before it calls (discovery attributes excepted).
@@ -116,6 +132,10 @@ impl Provider for Fake {
             cloud.live.insert(req.address.clone(), (id.clone(), attrs.clone()));
             Ok(Observed { address: req.address.clone(), id, attributes: attrs })
         })
+    }
+
+    fn serial_key(&self, req: &Request<'_>) -> Option<String> {
+        self.cloud.lock().unwrap().serial.contains(&req.address.rtype).then(|| "the-gateway".to_string())
     }
 
     fn delete<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {
@@ -298,6 +318,43 @@ async fn critical_path_first_starts_the_gateway_chain_before_quick_resources() {
         let log = h.log();
         assert_eq!(position(&log, Op::Create, &gw) < position(&log, Op::Create, &uai), gateway_first, "{order:?}");
     }
+}
+
+/// An Azure gateway and its four connections run one at a time, and a connection waiting for
+/// its turn is not started (holds no slot): the identity, keys and the rest go on beside it.
+#[tokio::test]
+async fn operations_sharing_a_serial_key_run_one_at_a_time_without_holding_slots() {
+    let graph = example("il5-govcloud");
+    let mut limits = Limits::default();
+    limits.per_provider.insert(ProviderKind::Azure, 2);
+    let h = harness(limits, Order::CriticalPath);
+    {
+        let mut cloud = h.cloud.lock().unwrap();
+        cloud.serial = vec![ResourceType::AzureVpnGateway, ResourceType::AzureVpnConnection];
+        cloud.delay.insert(ResourceType::AzureVpnGateway, Duration::from_millis(30));
+        cloud.delay.insert(ResourceType::AzureVpnConnection, Duration::from_millis(10));
+    }
+    let mut state = State::new("test");
+    assert!(h.apply(&graph, &mut state).await.succeeded());
+    assert_eq!(h.cloud.lock().unwrap().serial_most, 1, "never two operations on one gateway at once");
+    // Every connection started only after the previous one on the gateway finished.
+    let mut rx = h.events;
+    let (mut running, mut most) = (0usize, 0usize);
+    let serial = |a: &Address| matches!(a.rtype, ResourceType::AzureVpnGateway | ResourceType::AzureVpnConnection);
+    let mut connections = 0;
+    while let Ok(e) = rx.try_recv() {
+        match e {
+            Event::Started { address, .. } if serial(&address) => {
+                running += 1;
+                most = most.max(running);
+                connections += usize::from(address.rtype == ResourceType::AzureVpnConnection);
+            }
+            Event::Finished { address, .. } if serial(&address) => running -= 1,
+            _ => {}
+        }
+    }
+    assert_eq!(connections, 4);
+    assert_eq!(most, 1, "a connection waiting for the gateway was started (and held a slot)");
 }
 
 #[tokio::test]

@@ -26,6 +26,9 @@ struct Args {
     /// Also serve EC2 (moto behind the fidelity layer) on the same port; needs scripts/moto-setup.
     #[arg(long)]
     aws: bool,
+    /// The account's "inbound rules per security group" quota (AWS's default 60; implies --aws).
+    #[arg(long, value_name = "N", default_value_t = xcsp_sim::aws::AWS_RULES_PER_GROUP)]
+    aws_rules_per_group: u32,
     /// Create an OpenShift IPI cluster's network in moto: INFRA_NAME:REGION (repeatable; implies --aws).
     #[arg(long, value_name = "INFRA:REGION")]
     fixture: Vec<String>,
@@ -65,8 +68,9 @@ fn main() {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "xcsp-sim listening on {}", server.base_url);
     let _ = out.flush();
-    let moto = if args.aws || !args.fixture.is_empty() {
-        match xcsp_sim::aws::Moto::start() {
+    let raised = args.aws_rules_per_group != xcsp_sim::aws::AWS_RULES_PER_GROUP;
+    let moto = if args.aws || raised || !args.fixture.is_empty() {
+        match xcsp_sim::aws::Moto::start_with(args.aws_rules_per_group) {
             Ok(m) => {
                 server.sim.aws.set_moto(&m.url);
                 let _ = writeln!(out, "xcsp-sim aws: EC2 on {} (moto at {})", server.base_url, m.url);

@@ -114,12 +114,8 @@ impl AzureProvider {
         &self.config
     }
 
-    /// Waits for the turn of `address` on its VPN gateway, if it writes to one.
-    async fn gateway_turn(
-        &self,
-        req: &Request<'_>,
-        progress: &dyn Progress,
-    ) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+    /// The VPN gateway (lower-case ARM id) that `req` writes to, if it writes to one.
+    fn gateway_of(&self, req: &Request<'_>) -> Option<String> {
         let d = Desired { address: req.address, attrs: req.attributes };
         let gateway = match req.address.rtype {
             T::AzureVpnGateway => match req.id {
@@ -129,9 +125,21 @@ impl AzureProvider {
             T::AzureVpnConnection => d.opt_str("virtual_network_gateway")?,
             _ => return None,
         };
+        Some(gateway.to_ascii_lowercase())
+    }
+
+    /// Waits for the turn of `address` on its VPN gateway, if it writes to one. The engine
+    /// already starts one operation per gateway ([`Provider::serial_key`]); this lock keeps the
+    /// rule for any other caller.
+    async fn gateway_turn(
+        &self,
+        req: &Request<'_>,
+        progress: &dyn Progress,
+    ) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        let gateway = self.gateway_of(req)?;
         let lock = {
             let mut locks = self.gateways.lock().expect("no panic while held");
-            locks.entry(gateway.to_ascii_lowercase()).or_default().clone()
+            locks.entry(gateway.clone()).or_default().clone()
         };
         match lock.clone().try_lock_owned() {
             Ok(turn) => Some(turn),
@@ -336,6 +344,10 @@ impl Provider for AzureProvider {
         progress: &'a dyn Progress,
     ) -> BoxFuture<'a, Result<Observed, ProviderError>> {
         Box::pin(self.write_resource(req, progress, "update"))
+    }
+
+    fn serial_key(&self, req: &Request<'_>) -> Option<String> {
+        self.gateway_of(req)
     }
 
     fn delete<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {

@@ -52,6 +52,13 @@ impl Moto {
 
     /// Starts moto on a free port and waits until it answers.
     pub fn start() -> Result<Moto, MotoError> {
+        Moto::start_with(AWS_RULES_PER_GROUP)
+    }
+
+    /// Like [`Moto::start`], for an account whose "inbound rules per security group" quota is
+    /// `rules_per_group` (AWS's default is 60, adjustable; moto hard-codes the default, so a
+    /// raised quota runs moto with that one check replaced).
+    pub fn start_with(rules_per_group: u32) -> Result<Moto, MotoError> {
         let bin = Moto::venv().join("bin/moto_server");
         if !bin.exists() {
             return Err(MotoError::NotInstalled(bin.display().to_string()));
@@ -60,7 +67,14 @@ impl Moto {
             .and_then(|l| l.local_addr())
             .map_err(|e| MotoError::Start(e.to_string()))?
             .port();
-        let child = Command::new(&bin)
+        let mut command = if rules_per_group == AWS_RULES_PER_GROUP {
+            Command::new(&bin)
+        } else {
+            let mut c = Command::new(Moto::venv().join("bin/python3"));
+            c.args(["-c", RAISED_QUOTA, &rules_per_group.to_string()]);
+            c
+        };
+        let child = command
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -81,6 +95,22 @@ impl Moto {
         Ok(moto)
     }
 }
+
+/// AWS's default quota of inbound (and of outbound) rules per VPC security group.
+pub const AWS_RULES_PER_GROUP: u32 = 60;
+
+/// moto's server with its rules-per-group check counting against `argv[1]` instead of 60.
+const RAISED_QUOTA: &str = r#"
+import sys
+from moto.ec2.models import security_groups as sg
+limit = int(sys.argv.pop(1))
+def check(self, group, current_rule_nb, ip_ranges, source_groups=None, egress=False):
+    if current_rule_nb + len(ip_ranges or []) + len(source_groups or []) > (limit if group.vpc_id else 100):
+        raise sg.RulesPerSecurityGroupLimitExceededError
+sg.SecurityGroupBackend._verify_group_will_respect_rule_count_limit = check
+from moto.server import main
+sys.exit(main(sys.argv[1:]))
+"#;
 
 impl Drop for Moto {
     fn drop(&mut self) {

@@ -4,7 +4,11 @@
 //! namespace `openshift-cluster-api`, MachineSets bootstrapped from `worker-user-data`.
 //!
 //! [`object`] builds one object as JSON; [`render`] writes them as YAML documents for `oc apply`
-//! or GitOps. Applying them with server-side apply is not here yet.
+//! or GitOps; [`KubeProvider`] applies them to the cluster with server-side apply.
+
+mod provider;
+
+pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider};
 
 use serde_json::{Value as Json, json};
 use xcsp_core::provider::Attributes;

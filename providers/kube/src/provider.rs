@@ -1,0 +1,293 @@
+//! The Kubernetes provider: the pool's CAPZ/CAPI objects applied to the cluster with server-side
+//! apply (field manager `xcsp`), read back in one list per kind, and deleted with the machines
+//! they made gone first.
+//!
+//! - Apply never forces: a field another manager owns with another value is a conflict, reported
+//!   with the manager and field (as `kubectl apply --server-side` does without `--force-conflicts`),
+//!   so xcsp never silently takes a field back from an operator or a person.
+//! - Objects carry the stack as a label and their address as an annotation: refresh lists each
+//!   kind once across namespaces by the label and maps objects back by the annotation.
+//! - A MachineSet is scaled to zero and its Machines are waited for before it is deleted, so the
+//!   network they use outlives them (destroy deletes the Kubernetes objects first).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+use xcsp_core::provider::{Attributes, BoxFuture, Observed, Progress, Provider, ProviderError, Request};
+use xcsp_core::{ADDRESS_TAG, Address, ProviderKind, ResourceType as T, STACK_TAG, Value};
+
+/// The field manager xcsp applies as.
+pub const FIELD_MANAGER: &str = "xcsp";
+
+/// The kind of a `k8s_*` resource type, as the API serves it.
+fn resource(rtype: T) -> Option<ApiResource> {
+    let (group, kind, plural) = match rtype {
+        T::K8sAzureClusterIdentity => {
+            ("infrastructure.cluster.x-k8s.io", "AzureClusterIdentity", "azureclusteridentities")
+        }
+        T::K8sAzureCluster => ("infrastructure.cluster.x-k8s.io", "AzureCluster", "azureclusters"),
+        T::K8sAzureMachineTemplate => {
+            ("infrastructure.cluster.x-k8s.io", "AzureMachineTemplate", "azuremachinetemplates")
+        }
+        T::K8sCluster => ("cluster.x-k8s.io", "Cluster", "clusters"),
+        T::K8sMachineSet => ("cluster.x-k8s.io", "MachineSet", "machinesets"),
+        T::K8sMachineHealthCheck => ("cluster.x-k8s.io", "MachineHealthCheck", "machinehealthchecks"),
+        _ => return None,
+    };
+    Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1beta1", kind), plural))
+}
+
+fn machines() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "Machine"), "machines")
+}
+
+/// Where the cluster is and how long to wait for it.
+#[derive(Debug, Clone)]
+pub struct KubeConfig {
+    /// The kubeconfig file; its current context unless `context` names another.
+    pub kubeconfig: std::path::PathBuf,
+    pub context: Option<String>,
+    /// How long deleting a MachineSet may wait for its machines (VMs take minutes to go).
+    pub machine_timeout: Duration,
+    /// Any other operation, retries included.
+    pub timeout: Duration,
+    pub poll_interval: Duration,
+}
+
+impl KubeConfig {
+    pub fn new(kubeconfig: &Path) -> KubeConfig {
+        KubeConfig {
+            kubeconfig: kubeconfig.to_path_buf(),
+            context: None,
+            machine_timeout: Duration::from_secs(30 * 60),
+            timeout: Duration::from_secs(5 * 60),
+            poll_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+pub struct KubeProvider {
+    client: kube::Client,
+    config: KubeConfig,
+}
+
+impl std::fmt::Debug for KubeProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The kubeconfig's credentials stay out of every output.
+        f.debug_struct("KubeProvider").field("kubeconfig", &self.config.kubeconfig).finish_non_exhaustive()
+    }
+}
+
+fn failed(address: &Address, code: &str, message: impl Into<String>) -> ProviderError {
+    ProviderError::Failed { address: address.to_string(), code: code.into(), message: message.into() }
+}
+
+/// What a kube error means for the operation: worth another try, or final.
+fn classify(address: &Address, e: kube::Error) -> Result<ProviderError, ProviderError> {
+    match e {
+        kube::Error::Api(s) => {
+            let causes: Vec<String> = s
+                .details
+                .as_ref()
+                .map(|d| d.causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect())
+                .unwrap_or_default();
+            let message =
+                if causes.is_empty() { s.message.clone() } else { format!("{} ({})", s.message, causes.join("; ")) };
+            match s.code {
+                404 => Err(ProviderError::NotFound { address: address.to_string() }),
+                409 if s.reason == "Conflict" && message.contains("conflict") => Err(failed(
+                    address,
+                    "FieldManagerConflict",
+                    format!(
+                        "{message}; another field manager owns these fields: change them there, or remove them from that manager"
+                    ),
+                )),
+                409 => Err(failed(address, "Conflict", message)),
+                422 => Err(failed(address, "Invalid", message)),
+                401 | 403 => Err(failed(
+                    address,
+                    if s.code == 401 { "Unauthorized" } else { "Forbidden" },
+                    format!("{message}; check the kubeconfig's credentials and their RBAC for Cluster API objects"),
+                )),
+                429 | 500..=599 => Ok(failed(address, &format!("HTTP {}", s.code), message)),
+                _ => Err(failed(address, &s.reason, message)),
+            }
+        }
+        other => Ok(failed(address, "Connection", other.to_string())),
+    }
+}
+
+impl KubeProvider {
+    /// A client for the cluster of `config.kubeconfig` (its current context, or `config.context`).
+    pub async fn new(config: KubeConfig) -> Result<KubeProvider, String> {
+        // kube's rustls needs a process-wide crypto provider before its first TLS handshake.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let kc = Kubeconfig::read_from(&config.kubeconfig)
+            .map_err(|e| format!("cannot read the kubeconfig {}: {e}", config.kubeconfig.display()))?;
+        let options = KubeConfigOptions { context: config.context.clone(), ..Default::default() };
+        let client_config = kube::Config::from_custom_kubeconfig(kc, &options)
+            .await
+            .map_err(|e| format!("the kubeconfig {} is not usable: {e}", config.kubeconfig.display()))?;
+        let client = kube::Client::try_from(client_config).map_err(|e| format!("no Kubernetes client: {e}"))?;
+        Ok(KubeProvider { client, config })
+    }
+
+    fn api(&self, address: &Address, namespace: &str) -> Result<Api<DynamicObject>, ProviderError> {
+        let ar = resource(address.rtype).ok_or_else(|| failed(address, "NotKubernetes", "not a Kubernetes object"))?;
+        Ok(Api::namespaced_with(self.client.clone(), namespace, &ar))
+    }
+
+    /// Runs `call` until it succeeds, fails for good, or `timeout` passes; 429, 5xx and
+    /// connection failures are tried again with backoff.
+    async fn retry<R, F, Fut>(&self, address: &Address, call: F) -> Result<R, ProviderError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<R, kube::Error>>,
+    {
+        let deadline = Instant::now() + self.config.timeout;
+        let mut wait = self.config.poll_interval.min(Duration::from_millis(500));
+        loop {
+            let e = match call().await {
+                Ok(r) => return Ok(r),
+                Err(e) => classify(address, e)?,
+            };
+            if Instant::now() + wait > deadline {
+                return Err(e);
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(30));
+        }
+    }
+
+    async fn apply(&self, req: &Request<'_>) -> Result<Observed, ProviderError> {
+        let a = req.address;
+        let object = crate::object(req.stack, a, req.attributes).map_err(|e| failed(a, "Unknown", e.to_string()))?;
+        let (ns, name) = (
+            object["metadata"]["namespace"].as_str().unwrap_or_default(),
+            object["metadata"]["name"].as_str().unwrap_or_default(),
+        );
+        let api = self.api(a, ns)?;
+        let params = PatchParams::apply(FIELD_MANAGER);
+        let patch = Patch::Apply(&object);
+        let applied = self.retry(a, || api.patch(name, &params, &patch)).await?;
+        let mut out = req.attributes.clone();
+        out.insert("uid".into(), Value::string(applied.metadata.uid.clone().unwrap_or_default()));
+        Ok(Observed { address: a.clone(), id: format!("{ns}/{name}"), attributes: out })
+    }
+
+    async fn remove(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<(), ProviderError> {
+        let a = req.address;
+        let id = req.id.unwrap_or_default();
+        let Some((ns, name)) = id.split_once('/') else {
+            return Err(failed(a, "BadId", format!("`{id}` is not namespace/name")));
+        };
+        let api = self.api(a, ns)?;
+        if a.rtype == T::K8sMachineSet {
+            // Scale to zero (xcsp owns spec.replicas) and wait for the machines to go, so their
+            // VMs leave the subnet before the network goes.
+            let zero = json!({ "spec": { "replicas": 0 } });
+            let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+            let patch = Patch::Merge(&zero);
+            match self.retry(a, || api.patch(name, &params, &patch)).await {
+                Ok(_) | Err(ProviderError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            let machines: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &machines());
+            let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={name}"));
+            let deadline = Instant::now() + self.config.machine_timeout;
+            loop {
+                let left = self.retry(a, || machines.list(&selector)).await?.items.len();
+                if left == 0 {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(ProviderError::Timeout {
+                        address: a.to_string(),
+                        operation: "delete",
+                        timeout: self.config.machine_timeout,
+                    });
+                }
+                progress.waiting(a, &format!("waiting for {left} machines of MachineSet {name} to be deleted"));
+                tokio::time::sleep(self.config.poll_interval).await;
+            }
+        }
+        let params = DeleteParams::default();
+        match self.retry(a, || api.delete(name, &params)).await {
+            Ok(_) | Err(ProviderError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            match self.retry(a, || api.get_opt(name)).await? {
+                None => return Ok(()),
+                Some(_) if Instant::now() > deadline => {
+                    return Err(ProviderError::Timeout {
+                        address: a.to_string(),
+                        operation: "delete",
+                        timeout: self.config.timeout,
+                    });
+                }
+                Some(_) => {
+                    progress.waiting(a, "waiting for the API server to remove the object (finalizers)");
+                    tokio::time::sleep(self.config.poll_interval).await;
+                }
+            }
+        }
+    }
+
+    async fn list(&self, stack: &str, rtype: T) -> Result<Vec<Observed>, ProviderError> {
+        let probe = Address::new(rtype, "refresh");
+        let Some(ar) = resource(rtype) else { return Ok(Vec::new()) };
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        let params = ListParams::default().labels(&format!("{STACK_TAG}={stack}"));
+        let list = self.retry(&probe, || api.list(&params)).await?;
+        let mut out = Vec::new();
+        for o in list.items {
+            let Some(address) = o
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ADDRESS_TAG))
+                .and_then(|a| a.parse::<Address>().ok())
+            else {
+                continue;
+            };
+            if address.rtype != rtype {
+                continue;
+            }
+            let (ns, name) =
+                (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default());
+            let mut attributes = Attributes::new();
+            attributes.insert("namespace".into(), Value::string(&ns));
+            attributes.insert("name".into(), Value::string(&name));
+            attributes.insert("uid".into(), Value::string(o.metadata.uid.clone().unwrap_or_default()));
+            out.push(Observed { address, id: format!("{ns}/{name}"), attributes });
+        }
+        Ok(out)
+    }
+}
+
+impl Provider for KubeProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Kubernetes
+    }
+
+    fn refresh<'a>(&'a self, stack: &'a str, rtype: T) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+        Box::pin(self.list(stack, rtype))
+    }
+
+    fn create<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
+        Box::pin(async move { self.apply(&req).await })
+    }
+
+    fn update<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
+        Box::pin(async move { self.apply(&req).await })
+    }
+
+    fn delete<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async move { self.remove(&req, progress).await })
+    }
+}

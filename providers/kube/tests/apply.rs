@@ -1,0 +1,146 @@
+//! The KubeProvider against the sim's Kubernetes API over HTTP, with the real kube client: the
+//! IL5 example's objects applied with server-side apply, read back with one list per kind,
+//! applied again without a change, an invalid object refused with the schema's message, and a
+//! MachineSet deleted only after its machines are gone.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{Value as Json, json};
+use xcsp_core::provider::{Observed, Progress, Provider, ProviderError, Request};
+use xcsp_core::{Address, ProviderKind, ResourceType as T, Value};
+use xcsp_kube::{KubeConfig, KubeProvider};
+use xcsp_sim::{SimConfig, SimServer};
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<String>>);
+impl Progress for Recorder {
+    fn waiting(&self, address: &Address, what: &str) {
+        self.0.lock().unwrap().push(format!("{address}: {what}"));
+    }
+}
+
+async fn admin(base: &str, path: &str) -> Json {
+    reqwest::get(format!("{base}/_sim/{path}")).await.expect("the sim answers").json().await.expect("JSON")
+}
+
+/// (kind, name, resourceVersion) of every object the sim holds of `kinds`.
+async fn objects(base: &str) -> Vec<(String, String, String)> {
+    let all = admin(base, "kube/objects").await;
+    let mut out: Vec<(String, String, String)> = all["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["namespace"] == json!("openshift-cluster-api"))
+        .map(|o| {
+            let s = |k: &str| o[k].as_str().unwrap_or_default().to_string();
+            (s("kind"), s("name"), s("resourceVersion"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_first() {
+    let mut config = SimConfig::default();
+    config.latency.profile = xcsp_sim::Profile::Fast;
+    let sim = SimServer::start(config, 0).expect("the sim starts");
+    let base = sim.base_url.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, sim.kubeconfig()).unwrap();
+    let mut kc = KubeConfig::new(&kubeconfig);
+    kc.poll_interval = Duration::from_millis(50);
+    let kube = KubeProvider::new(kc).await.expect("a client from the kubeconfig");
+
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/il5-govcloud");
+    let loaded = xcsp_plans::load(&path, &Default::default()).unwrap_or_else(|_| panic!("the example loads"));
+    let stack = loaded.model.stack.clone();
+    // What the Azure side would give: an identity's client id, the VNet's name.
+    let made_up = |from: &Address, output: &str| Some(Value::string(format!("{output}-of-{}", from.name)));
+    let nodes: Vec<_> = loaded
+        .graph
+        .in_order()
+        .into_iter()
+        .filter(|n| n.address.rtype.provider() == ProviderKind::Kubernetes)
+        .collect();
+    assert_eq!(
+        nodes.len(),
+        6,
+        "AzureClusterIdentity, AzureCluster, Cluster, AzureMachineTemplate, MachineSet, MachineHealthCheck"
+    );
+
+    let mut made: Vec<Observed> = Vec::new();
+    for n in &nodes {
+        let attrs = n.filled(made_up);
+        let req = Request { stack: &stack, address: &n.address, id: None, attributes: &attrs };
+        let o = kube.create(req, &Recorder::default()).await.unwrap_or_else(|e| panic!("apply {}: {e}", n.address));
+        assert_eq!(o.id, format!("openshift-cluster-api/{}", attrs["name"].as_str().unwrap()));
+        made.push(o);
+    }
+    let first = objects(&base).await;
+    let kinds: Vec<&str> = first.iter().map(|(k, _, _)| k.as_str()).filter(|k| *k != "Machine").collect();
+    assert_eq!(
+        kinds,
+        ["AzureCluster", "AzureClusterIdentity", "AzureMachineTemplate", "Cluster", "MachineHealthCheck", "MachineSet"]
+    );
+
+    // Applied again, unchanged: the API server keeps every resourceVersion.
+    for n in &nodes {
+        let attrs = n.filled(made_up);
+        let id = made.iter().find(|o| o.address == n.address).map(|o| o.id.clone());
+        let req = Request { stack: &stack, address: &n.address, id: id.as_deref(), attributes: &attrs };
+        kube.update(req, &Recorder::default()).await.unwrap();
+    }
+    let again: Vec<_> = objects(&base).await.into_iter().filter(|(k, _, _)| k != "Machine").collect();
+    let before: Vec<_> = first.iter().filter(|(k, _, _)| k != "Machine").cloned().collect();
+    assert_eq!(again, before, "a no-op apply changes nothing");
+
+    // Refresh: one list per kind, across namespaces, by the stack's label.
+    reqwest::Client::new().delete(format!("{base}/_sim/counters")).send().await.unwrap();
+    for n in &nodes {
+        let found = kube.refresh(&stack, n.address.rtype).await.unwrap();
+        assert_eq!(found.iter().map(|o| &o.address).collect::<Vec<_>>(), vec![&n.address]);
+    }
+    let requests = admin(&base, "counters").await["requests"].clone();
+    let kube_calls: Vec<(&String, &Json)> =
+        requests.as_object().unwrap().iter().filter(|(k, _)| k.starts_with("kube ")).collect();
+    assert_eq!(kube_calls.len(), 6, "{kube_calls:?}");
+    assert!(kube_calls.iter().all(|(k, v)| k.starts_with("kube list") && **v == json!(1)), "{kube_calls:?}");
+
+    // An identity of a type CAPZ does not know: refused with the schema's reason.
+    let identity = nodes.iter().find(|n| n.address.rtype == T::K8sAzureClusterIdentity).unwrap();
+    let mut bad = identity.filled(made_up);
+    bad.insert("type".into(), Value::string("Magic"));
+    bad.insert("name".into(), Value::string("another"));
+    let req = Request { stack: &stack, address: &identity.address, id: None, attributes: &bad };
+    match kube.create(req, &Recorder::default()).await {
+        Err(ProviderError::Failed { code, message, .. }) => {
+            assert_eq!(code, "Invalid");
+            assert!(message.contains("spec.type"), "{message}");
+        }
+        other => panic!("an invalid identity type was accepted: {other:?}"),
+    }
+
+    // Destroy in reverse: the MachineSet waits for its two machines to go first.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while objects(&base).await.iter().filter(|(k, _, _)| k == "Machine").count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the MachineSet made its machines");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let progress = Recorder::default();
+    for o in made.iter().rev() {
+        let attrs = nodes.iter().find(|n| n.address == o.address).unwrap().filled(made_up);
+        let req = Request { stack: &stack, address: &o.address, id: Some(&o.id), attributes: &attrs };
+        kube.delete(req, &progress).await.unwrap_or_else(|e| panic!("delete {}: {e}", o.address));
+    }
+    let said = progress.0.lock().unwrap().clone();
+    assert!(said.iter().any(|s| s.contains("waiting for 2 machines of MachineSet")), "{said:?}");
+    assert_eq!(objects(&base).await, vec![], "nothing left");
+    // Gone already: deleting again is fine.
+    let o = &made[0];
+    let attrs = nodes[0].filled(made_up);
+    let req = Request { stack: &stack, address: &o.address, id: Some(&o.id), attributes: &attrs };
+    kube.delete(req, &progress).await.expect("a second delete of a gone object succeeds");
+}

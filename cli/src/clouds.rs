@@ -2,6 +2,7 @@
 //! tunnels' state out of refreshed resources for `xcsp status`.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use xcsp_azure::{AzureConfig, AzureProvider, Cloud};
 use xcsp_core::{Address, ProviderKind, ResourceType, Value};
 use xcsp_engine::Providers;
 use xcsp_engine::local::LocalProvider;
+use xcsp_kube::{KubeConfig, KubeProvider};
 use xcsp_plans::spec::AzureCloud;
 use xcsp_plans::validate::Model;
 use xcsp_state::State;
@@ -56,7 +58,28 @@ pub async fn providers(model: &Model, kinds: &BTreeSet<ProviderKind>) -> Result<
             }
         }
     }
+    if kinds.contains(&ProviderKind::Kubernetes)
+        && let Some(path) = kubeconfig()
+    {
+        let mut config = KubeConfig::new(&path);
+        config.context = std::env::var("XCSP_KUBE_CONTEXT").ok().filter(|c| !c.is_empty());
+        match KubeProvider::new(config).await {
+            Ok(p) => providers = providers.with(Arc::new(p)),
+            Err(e) => {
+                eprintln!("Error: {e}");
+                return Err(ExitCode::from(1));
+            }
+        }
+    }
     Ok(providers)
+}
+
+/// The kubeconfig of the cluster the pool's objects go to: the first file `KUBECONFIG` names.
+/// Deliberately not `~/.kube/config` by itself: applying to whatever cluster a workstation last
+/// logged in to is a surprise no one wants; `KUBECONFIG` says which cluster is meant.
+pub fn kubeconfig() -> Option<PathBuf> {
+    let list = std::env::var_os("KUBECONFIG")?;
+    std::env::split_paths(&list).find(|p| !p.as_os_str().is_empty())
 }
 
 /// One IPsec tunnel as both clouds see it.

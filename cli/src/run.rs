@@ -42,15 +42,19 @@ pub fn fail(diag: &dyn miette::Diagnostic) -> ExitCode {
     ExitCode::from(1)
 }
 
-/// The part of the graph this version can apply: everything but the Kubernetes objects, which
-/// no provider reaches yet. Says so once, on stderr, when it leaves any out.
+/// The part of the graph this run applies: everything, or everything but the Kubernetes objects
+/// when no cluster is configured (`KUBECONFIG`); then it says so once, on stderr, with the ways
+/// to deliver them.
 fn in_reach(l: &Loaded) -> ResourceGraph {
+    if clouds::kubeconfig().is_some() {
+        return l.graph.clone();
+    }
     let kept: Vec<_> =
         l.graph.nodes().filter(|n| n.address.rtype.provider() != ProviderKind::Kubernetes).cloned().collect();
     let left_out = l.graph.len() - kept.len();
     if left_out > 0 {
         eprintln!(
-            "Note: xcsp does not apply Kubernetes objects yet; the {left_out} CAPZ/CAPI objects of the spec are left out of this run."
+            "Note: no cluster configured, so the {left_out} CAPZ/CAPI objects of the spec are left out of this run: set KUBECONFIG to apply them with server-side apply, or write them with `xcsp render DIR` for oc apply or GitOps."
         );
     }
     ResourceGraph::new(kept).expect("no resource depends on a Kubernetes object")

@@ -705,6 +705,19 @@ fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: 
     );
     b.after(ms, &amt_addr);
     b.after(ms, cluster);
+    // Machines come up only over a working link (ignition from the machine-config server, the
+    // API server), and their nodes drain over it when they go: the MachineSet waits for the
+    // link's tunnels on apply, and destroy removes it (and its machines) before the tunnels.
+    let tunnels: Vec<Address> = b
+        .nodes
+        .iter()
+        .map(|n| &n.address)
+        .filter(|a| matches!(a.rtype, T::AzureVpnConnection | T::AwsVpnConnection) && a.name == p.network.value)
+        .cloned()
+        .collect();
+    for t in &tunnels {
+        b.after(ms, t);
+    }
     if p.machine_health_check {
         let ms_addr = b.addr(ms);
         let mhc = b.add(

@@ -23,11 +23,14 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
 }
 
-/// A running `xcsp-sim` with the IL5 cluster fixture; killed (with its moto) when dropped.
+/// A running `xcsp-sim` with the IL5 cluster fixture and a Kubernetes API whose kubeconfig every
+/// `xcsp` run gets (`KUBECONFIG`); killed (with its moto) when dropped.
 struct Clouds {
     child: Child,
     url: String,
     moto: String,
+    kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Clouds {
@@ -40,8 +43,11 @@ impl Clouds {
             "moto is not installed at {}: run scripts/moto-setup (scripts/test does)",
             venv.display()
         );
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
         let mut child = Command::new(bin("xcsp-sim"))
-            .args(["--latency", "fast", "--fixture", "il5-gpu-x7k2p:us-gov-west-1"])
+            .args(["--latency", "fast", "--fixture", "il5-gpu-x7k2p:us-gov-west-1", "--kubeconfig"])
+            .arg(&kubeconfig)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -59,7 +65,32 @@ impl Clouds {
                 break;
             }
         }
-        Clouds { child, url, moto }
+        assert!(kubeconfig.exists(), "xcsp-sim wrote no kubeconfig");
+        Clouds { child, url, moto, kubeconfig, _dir: dir }
+    }
+
+    /// A Kubernetes API read with the kubeconfig's bearer token, as a client makes it.
+    fn kube_get(&self, path: &str) -> serde_json::Value {
+        let kubeconfig = std::fs::read_to_string(&self.kubeconfig).unwrap();
+        let token = kubeconfig.lines().find_map(|l| l.trim().strip_prefix("token:")).expect("a token").trim();
+        let token = token.trim_matches('"');
+        let out = Command::new("curl")
+            .args(["-sf", "-H", &format!("Authorization: Bearer {token}"), &format!("{}{path}", self.url)])
+            .output()
+            .expect("curl");
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The Kubernetes objects in the pool's namespace: (kind, name), Machines left out.
+    fn kube_objects(&self) -> Vec<(String, String)> {
+        let all = self.get("/_sim/kube/objects")["items"].as_array().cloned().unwrap_or_default();
+        let mut out: Vec<(String, String)> = all
+            .iter()
+            .filter(|o| o["namespace"] == "openshift-cluster-api" && o["kind"] != "Machine")
+            .map(|o| (o["kind"].as_str().unwrap_or_default().into(), o["name"].as_str().unwrap_or_default().into()))
+            .collect();
+        out.sort();
+        out
     }
 
     /// `xcsp` with the environment that points the SDKs here.
@@ -75,6 +106,7 @@ impl Clouds {
             .env("AZURE_TENANT_ID", "00000000-0000-0000-0000-000000000001")
             .env("XCSP_OFFLINE", "1")
             .env("XCSP_STATE_DIR", state)
+            .env("KUBECONFIG", &self.kubeconfig)
             .env_remove("AWS_PROFILE");
         c
     }
@@ -161,8 +193,41 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let state = dir.path();
     ok(&clouds.xcsp(state).arg("plan").arg(il5()).output().unwrap());
     let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(applied.contains("Apply complete! Resources: 31 added"), "{applied}");
+    assert!(applied.contains("Apply complete! Resources: 37 added"), "{applied}");
     assert_eq!(tunnels_up(&clouds, state), 4);
+
+    // The CAPZ/CAPI objects are in the cluster, applied by xcsp and valid (the sim's API server
+    // checks every object against the CRD schemas), wired to the identity Azure made.
+    let kinds: Vec<String> = clouds.kube_objects().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        kinds,
+        ["AzureCluster", "AzureClusterIdentity", "AzureMachineTemplate", "Cluster", "MachineHealthCheck", "MachineSet"]
+    );
+    // Its MachineSet made the pool's two machines.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let machines = || {
+        let all = clouds.get("/_sim/kube/objects")["items"].as_array().cloned().unwrap_or_default();
+        all.iter().filter(|o| o["kind"] == "Machine").count()
+    };
+    while machines() < 2 && Instant::now() < deadline {
+        clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/openshift-cluster-api/machines");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(machines(), 2, "{:#?}", clouds.get("/_sim/kube/objects"));
+    let state_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(state.join("state.json")).unwrap()).unwrap();
+    let resources = &state_json["resources"];
+    let client_id = resources["azure_user_assigned_identity.capz"]["attributes"]["client_id"].as_str().unwrap();
+    let aci = clouds.kube_get(&format!(
+        "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/openshift-cluster-api/azureclusteridentities/{}",
+        resources["k8s_azure_cluster_identity.capz"]["attributes"]["name"].as_str().unwrap()
+    ));
+    assert_eq!(aci["spec"]["clientID"], client_id, "{aci}");
+    assert_eq!(aci["spec"]["type"], "WorkloadIdentity");
+    let fic_id = resources["azure_federated_identity_credential.capz"]["id"].as_str().unwrap();
+    let fic = clouds.get(&format!("/_sim/resource?id={fic_id}"));
+    assert_eq!(fic["properties"]["issuer"], "https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com", "{fic}");
+    assert_eq!(fic["properties"]["subject"], "system:serviceaccount:openshift-cluster-api:capi-controllers");
 
     let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
     assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
@@ -191,9 +256,21 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     }
 
     let destroyed = ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(destroyed.contains("31 destroyed"), "{destroyed}");
+    assert!(destroyed.contains("37 destroyed"), "{destroyed}");
     assert_eq!(clouds.aws_live(), (0, 0, 0));
     assert_eq!(clouds.arm_count(), 0);
+    assert_eq!(clouds.kube_objects(), vec![]);
+    // The machines went first: their MachineSet was scaled to zero, they were removed, and the
+    // MachineSet deleted, all before the first Azure delete (the link and subnet outlive them).
+    let journal = clouds.get("/_sim/journal")["entries"].as_array().cloned().unwrap_or_default();
+    let is = |e: &serde_json::Value, cloud: &str, path: &str| {
+        e["cloud"] == cloud && e["id"].as_str().unwrap_or_default().contains(path)
+    };
+    let machine_set = journal.iter().position(|e| is(e, "kubernetes", "/machinesets/"));
+    let last_machine = journal.iter().rposition(|e| is(e, "kubernetes", "/machines/"));
+    let first_arm = journal.iter().position(|e| e["cloud"] == "azure");
+    assert!(machine_set.is_some() && last_machine.is_some() && first_arm.is_some(), "{journal:#?}");
+    assert!(last_machine < machine_set && machine_set < first_arm, "machines, MachineSet, then Azure: {journal:#?}");
 }
 
 #[test]

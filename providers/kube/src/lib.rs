@@ -99,9 +99,13 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
                 "apiVersion": CAPZ, "kind": "AzureMachineTemplate", "metadata": meta,
                 "spec": { "template": { "spec": {
                     "vmSize": a.str("vm_size"),
-                    "image": { "marketplace": {
-                        "publisher": image["publisher"], "offer": image["offer"], "sku": image["sku"], "version": image["version"],
-                    }},
+                    "image": match image.get("id") {
+                        // A managed image or gallery version by its ARM id.
+                        Some(id) => json!({ "id": id }),
+                        None => json!({ "marketplace": {
+                            "publisher": image["publisher"], "offer": image["offer"], "sku": image["sku"], "version": image["version"],
+                        }}),
+                    },
                     "osDisk": {
                         "osType": "Linux",
                         "diskSizeGB": a.attrs.get("os_disk_size_gb").and_then(Value::as_i64).unwrap_or(128),
@@ -133,7 +137,7 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
                     t
                 })
                 .collect();
-            json!({
+            let mut ms = json!({
                 "apiVersion": CAPI, "kind": "MachineSet", "metadata": meta,
                 "spec": {
                     "clusterName": a.str("cluster_name"),
@@ -145,11 +149,15 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
                             "clusterName": a.str("cluster_name"),
                             "bootstrap": { "dataSecretName": a.str("bootstrap_secret") },
                             "infrastructureRef": { "apiVersion": CAPZ, "kind": "AzureMachineTemplate", "name": a.str("infrastructure_template"), "namespace": ns },
-                            "taints": taints,
                         }
                     }
                 }
-            })
+            });
+            // The CRD wants at least one taint when the list is there at all.
+            if !taints.is_empty() {
+                ms["spec"]["template"]["spec"]["taints"] = json!(taints);
+            }
+            ms
         }
         T::K8sMachineHealthCheck => json!({
             "apiVersion": CAPI, "kind": "MachineHealthCheck", "metadata": meta,

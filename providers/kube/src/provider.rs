@@ -94,8 +94,10 @@ fn classify(address: &Address, e: kube::Error) -> Result<ProviderError, Provider
                 .as_ref()
                 .map(|d| d.causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect())
                 .unwrap_or_default();
+            // The API server's message usually lists the causes already; add those it does not.
+            let missing: Vec<String> = causes.into_iter().filter(|c| !s.message.contains(c.as_str())).collect();
             let message =
-                if causes.is_empty() { s.message.clone() } else { format!("{} ({})", s.message, causes.join("; ")) };
+                if missing.is_empty() { s.message.clone() } else { format!("{} ({})", s.message, missing.join("; ")) };
             match s.code {
                 404 => Err(ProviderError::NotFound { address: address.to_string() }),
                 409 if s.reason == "Conflict" && message.contains("conflict") => Err(failed(

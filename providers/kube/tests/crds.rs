@@ -34,9 +34,13 @@ fn problems(object: &Json) -> Vec<String> {
     out
 }
 
-/// The example's objects, with the values apply would fill in (client id, VNet name).
+/// The IL5 example's objects, with the values apply would fill in (client id, VNet name).
 fn il5_objects() -> Vec<Json> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/il5-govcloud");
+    example_objects("il5-govcloud")
+}
+
+fn example_objects(example: &str) -> Vec<Json> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(example);
     let loaded = xcsp_plans::load(&path, &Default::default()).unwrap_or_else(|_| panic!("the example loads"));
     loaded
         .graph
@@ -73,6 +77,20 @@ fn the_il5_objects_are_valid_against_the_capz_and_capi_crds() {
     assert_eq!(ms["spec"]["template"]["metadata"]["labels"]["node.openshift.io/cloud-provider"], "azure");
     assert_eq!(objects[1]["spec"]["azureEnvironment"], "AzureUSGovernmentCloud");
     assert_eq!(objects[0]["spec"]["type"], "WorkloadIdentity");
+}
+
+/// Regression: a pool with `image_id` rendered an empty marketplace image, which the API server
+/// refused (publisher, offer, sku and version required); it is an image by id.
+#[test]
+fn the_public_example_with_an_image_id_is_valid_too() {
+    let objects = example_objects("public");
+    assert!(!objects.is_empty());
+    for o in &objects {
+        assert_eq!(problems(o), Vec::<String>::new(), "{}", serde_json::to_string_pretty(o).unwrap());
+    }
+    let template = objects.iter().find(|o| o["kind"] == "AzureMachineTemplate").unwrap();
+    let image = &template["spec"]["template"]["spec"]["image"];
+    assert!(image["id"].is_string() && image.get("marketplace").is_none(), "{image}");
 }
 
 #[test]

@@ -124,10 +124,15 @@ fn render_writes_one_yaml_document_per_object_in_apply_order() {
     let files = xcsp_kube::render(&objects);
     assert_eq!(files[0].0, "01-azureclusteridentity-il5-gpu-x7k2p-capz.yaml");
     assert_eq!(files[4].0, "05-machineset-il5-gpu-x7k2p-gpu.yaml");
-    for ((_, text), o) in files.iter().zip(&objects) {
+    let mut golden = String::new();
+    for ((name, text), o) in files.iter().zip(&objects) {
         let back: Json = serde_norway::from_str(text).unwrap();
         assert_eq!(&back, o);
+        // What `xcsp render` writes passes the API server's schema check as written.
+        assert_eq!(problems(&back), Vec::<String>::new(), "{name}");
+        golden.push_str(&format!("# {name}\n{text}"));
     }
+    insta::assert_snapshot!("il5_rendered_objects", golden);
 }
 
 #[test]

@@ -233,6 +233,15 @@ fn removal_items(state: &State, addresses: &[Address]) -> BTreeMap<Address, Item
             }
         }
     }
+    // The cluster's objects go before any cloud resource: machines drain over the link and use
+    // the subnet, and the objects name what they run on.
+    let cluster: Vec<Address> =
+        addresses.iter().filter(|a| a.rtype.provider() == ProviderKind::Kubernetes).cloned().collect();
+    for (a, d) in deps.iter_mut() {
+        if a.rtype.provider() != ProviderKind::Kubernetes {
+            d.extend(cluster.iter().cloned());
+        }
+    }
     deps.into_iter()
         .map(|(a, deps)| {
             let item = Item { kind: a.rtype.provider(), deps, work: Work::Remove };

@@ -472,6 +472,12 @@ async fn destroy_removes_dependents_first_and_leaves_nothing() {
             assert!(position(&log, Op::Delete, &node.address) < position(&log, Op::Delete, &dep));
         }
     }
+    // The cluster's objects all go before any cloud resource.
+    let deletes: Vec<&Address> = log.iter().filter(|(o, _)| *o == Op::Delete).map(|(_, a)| a).collect();
+    let last_k8s = deletes.iter().rposition(|a| a.rtype.provider() == ProviderKind::Kubernetes).unwrap();
+    let first_cloud =
+        deletes.iter().position(|a| matches!(a.rtype.provider(), ProviderKind::Aws | ProviderKind::Azure)).unwrap();
+    assert!(last_k8s < first_cloud, "{deletes:?}");
 }
 
 #[tokio::test]

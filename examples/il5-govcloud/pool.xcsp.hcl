@@ -26,6 +26,7 @@ cluster {
 aws {
   region = "us-gov-west-1"
   asn    = 64512
+  tags   = { "cost-center" = "gpu-il5", owner = "platform" }
   # vpc_id, route_table_ids and security_group_ids are discovered from the
   # cluster's kubernetes.io/cluster/<infrastructure_name> tags when left out.
 }
@@ -36,6 +37,7 @@ azure {
   tenant_id       = var.tenant_id
   location        = "usgovvirginia"
   resource_group  = "il5-gpu-workers"
+  tags            = { "cost-center" = "gpu-il5", owner = "platform" }
 }
 
 network "link" {

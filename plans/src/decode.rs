@@ -810,6 +810,18 @@ impl<'a> Fields<'a> {
         self.block.head_span()
     }
 
+    /// A map of strings (the schema checked the type), empty when not written.
+    fn string_map(&self, name: &str) -> Sp<IndexMap<String, Value>> {
+        match self.attrs.get(name) {
+            Some((Value::Map(m), a)) => Sp::new(m.clone(), a.span.clone()),
+            _ => Sp::new(IndexMap::new(), self.head()),
+        }
+    }
+
+    fn tags(&self) -> Sp<IndexMap<String, Value>> {
+        self.string_map("tags")
+    }
+
     fn nested(&self, kind: &str) -> Option<&Fields<'a>> {
         self.blocks.iter().find(|(k, _)| k == kind).map(|(_, f)| f)
     }
@@ -968,6 +980,7 @@ fn decode_aws(f: &Fields, problems: &mut Problems) -> Option<Aws> {
         security_group_ids: f.strings("security_group_ids", problems),
         asn: f.number_or("asn", 64512, problems),
         fips: f.bool_or("fips", false, problems),
+        tags: f.tags(),
         span: f.head(),
     })
 }
@@ -992,6 +1005,7 @@ fn decode_azure(f: &Fields, problems: &mut Problems) -> Option<Azure> {
         tenant_id: f.get_string("tenant_id", problems)?,
         location: f.get_string("location", problems)?,
         resource_group: f.get_string("resource_group", problems)?,
+        tags: f.tags(),
         span: f.head(),
     })
 }
@@ -1130,10 +1144,7 @@ fn decode_pool(f: &Fields, networks: &[String], identities: &[String], problems:
         Some((v, span)) => Sp::new(decode_taints(&v, &span, problems), span),
         None => Sp::new(Vec::new(), f.head()),
     };
-    let labels = match f.attrs.get("labels") {
-        Some((Value::Map(m), a)) => Sp::new(m.clone(), a.span.clone()),
-        _ => Sp::new(IndexMap::new(), f.head()),
-    };
+    let labels = f.string_map("labels");
     Some(Pool {
         name: Sp::new(f.block.labels[0].0.clone(), f.block.labels[0].1.clone()),
         network: network?,

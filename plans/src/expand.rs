@@ -78,15 +78,15 @@ impl Builder<'_> {
         self.add(rtype, name, index, all)
     }
 
+    /// The spec's tags for the resource's cloud, then xcsp's stack and address tags (which win).
     fn tags(&self, address: &Address) -> Value {
-        Value::Map(
-            [
-                (xcsp_core::STACK_TAG.to_string(), Value::string(&self.model.stack)),
-                (xcsp_core::ADDRESS_TAG.to_string(), Value::string(address.to_string())),
-            ]
-            .into_iter()
-            .collect(),
-        )
+        let mut tags = match address.rtype.provider() {
+            xcsp_core::ProviderKind::Aws => self.model.aws.tags.value.clone(),
+            _ => self.model.azure.tags.value.clone(),
+        };
+        tags.insert(xcsp_core::STACK_TAG.to_string(), Value::string(&self.model.stack));
+        tags.insert(xcsp_core::ADDRESS_TAG.to_string(), Value::string(address.to_string()));
+        Value::Map(tags)
     }
 
     /// `attribute` of node `at` is `output` of `from`, known once `from` exists.

@@ -77,6 +77,8 @@ pub struct Aws {
     pub security_group_ids: Option<Sp<Vec<String>>>,
     pub asn: Sp<i64>,
     pub fips: bool,
+    /// Put on every AWS resource, beside xcsp's own stack and address tags.
+    pub tags: Sp<IndexMap<String, Value>>,
     pub span: Span,
 }
 
@@ -101,6 +103,8 @@ pub struct Azure {
     pub tenant_id: Sp<String>,
     pub location: Sp<String>,
     pub resource_group: Sp<String>,
+    /// Put on every taggable Azure resource, beside xcsp's own stack and address tags.
+    pub tags: Sp<IndexMap<String, Value>>,
     pub span: Span,
 }
 

@@ -36,6 +36,7 @@ pub fn validate(spec: Spec, problems: &mut Problems) -> Option<Model> {
     check_pool_identities(&spec, problems);
     check_shared_vpcs(&spec, problems);
     check_rule_quota(&spec, problems);
+    check_tags(&spec, problems);
     for id in &spec.identities {
         check_https(&id.issuer, "the OIDC issuer", problems);
     }
@@ -579,6 +580,36 @@ fn check_shared_vpcs(spec: &Spec, problems: &mut Problems) {
             );
         }
         seen.push((vpc, n));
+    }
+}
+
+/// User tags may not take xcsp's own keys (adoption and sweeps find resources by them) nor the
+/// prefixes the clouds reserve; lengths per the clouds' limits (AWS: keys 128, values 256;
+/// Azure: names 512, values 256).
+fn check_tags(spec: &Spec, problems: &mut Problems) {
+    let blocks = [
+        spec.aws.as_ref().map(|a| (&a.tags, "aws:", 128usize)),
+        spec.azure.as_ref().map(|a| (&a.tags, "microsoft", 512usize)),
+    ];
+    for (tags, reserved, key_max) in blocks.into_iter().flatten() {
+        for (k, v) in &tags.value {
+            let value_len = v.as_str().map_or(0, str::len);
+            let why = if k.starts_with("xcsp.io/") {
+                Some(format!("`{k}`: the `xcsp.io/` keys are xcsp's own"))
+            } else if k.to_ascii_lowercase().starts_with(reserved) {
+                Some(format!("`{k}`: the prefix `{reserved}` is reserved by the cloud"))
+            } else if k.is_empty() || k.len() > key_max || value_len > 256 {
+                Some(format!("`{k}`: keys take 1-{key_max} characters and values at most 256"))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                problems.push(
+                    err("xcsp::tags::invalid", format!("tag {why}"), &tags.span, "in these tags")
+                        .with_help("rename the tag; xcsp adds `xcsp.io/stack` and `xcsp.io/address` by itself"),
+                );
+            }
+        }
     }
 }
 

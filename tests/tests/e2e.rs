@@ -116,17 +116,22 @@ impl Clouds {
         serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
     }
 
+    /// The answer of an EC2 action without parameters, through the fidelity layer.
+    fn ec2(&self, action: &str) -> String {
+        let out = Command::new("curl")
+            .args(["-s", "-X", "POST", &format!("{}/", self.url)])
+            .args(["-H", "Authorization: AWS4-HMAC-SHA256 Credential=x/20260101/us-gov-west-1/ec2/aws4_request, SignedHeaders=host, Signature=0"])
+            .args(["-H", "Content-Type: application/x-www-form-urlencoded"])
+            .args(["--data", &format!("Action={action}&Version=2016-11-15")])
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Live EC2 VPN resources by kind, through the fidelity layer.
     fn aws_live(&self) -> (usize, usize, usize) {
         let call = |action: &str, tag: &str| -> usize {
-            let out = Command::new("curl")
-                .args(["-s", "-X", "POST", &format!("{}/", self.url)])
-                .args(["-H", "Authorization: AWS4-HMAC-SHA256 Credential=x/20260101/us-gov-west-1/ec2/aws4_request, SignedHeaders=host, Signature=0"])
-                .args(["-H", "Content-Type: application/x-www-form-urlencoded"])
-                .args(["--data", &format!("Action={action}&Version=2016-11-15")])
-                .output()
-                .expect("curl");
-            let text = String::from_utf8_lossy(&out.stdout);
+            let text = self.ec2(action);
             text.matches(&format!("<{tag}>")).count()
                 - text.matches("<state>deleted</state>").count()
                 - text.matches("<state>deleting</state>").count()
@@ -195,6 +200,14 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     assert!(applied.contains("Apply complete! Resources: 37 added"), "{applied}");
     assert_eq!(tunnels_up(&clouds, state), 4);
+
+    // The spec's tags are on both clouds' resources, beside xcsp's own.
+    let vgws = clouds.ec2("DescribeVpnGateways");
+    assert!(vgws.contains("<key>cost-center</key>") && vgws.contains("<value>gpu-il5</value>"), "{vgws}");
+    let arm = clouds.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
+    let gateway = arm.iter().find(|r| r["type"] == "Microsoft.Network/virtualNetworkGateways").expect("the gateway");
+    assert_eq!(gateway["body"]["tags"]["cost-center"], "gpu-il5", "{gateway}");
+    assert_eq!(gateway["body"]["tags"]["xcsp.io/address"], "azure_virtual_network_gateway.link", "{gateway}");
 
     // The CAPZ/CAPI objects are in the cluster, applied by xcsp and valid (the sim's API server
     // checks every object against the CRD schemas), wired to the identity Azure made.

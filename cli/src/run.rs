@@ -43,10 +43,12 @@ pub fn fail(diag: &dyn miette::Diagnostic) -> ExitCode {
 }
 
 /// The part of the graph this run applies: everything, or everything but the Kubernetes objects
-/// when no cluster is configured (`KUBECONFIG`); then it says so once, on stderr, with the ways
-/// to deliver them.
-fn in_reach(l: &Loaded) -> ResourceGraph {
-    if clouds::kubeconfig().is_some() {
+/// when no cluster is configured (`KUBECONFIG`) and state records none; then it says so once, on
+/// stderr, with the ways to deliver them. Objects state records stay in the graph without a
+/// cluster, so a run without `KUBECONFIG` never plans to delete them.
+fn in_reach(l: &Loaded, state: &State) -> ResourceGraph {
+    let recorded = state.resources.keys().any(|a| a.rtype.provider() == ProviderKind::Kubernetes);
+    if clouds::kubeconfig().is_some() || recorded {
         return l.graph.clone();
     }
     let kept: Vec<_> =
@@ -85,8 +87,8 @@ async fn refresh(
 
 pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> Result<ExitCode, ExitCode> {
     check_issuers(l, opts.offline).await?;
-    let graph = in_reach(l);
     let (_, guard, mut state) = open(l, args, "plan").await?;
+    let graph = in_reach(l, &state);
     if opts.refresh && !state.resources.is_empty() {
         let providers = clouds::providers(&l.model, &needed(&graph, &state)).await?;
         refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
@@ -182,7 +184,7 @@ pub async fn apply(
         saved.check_fresh(&l.model.digest, lineage, state.serial).map_err(|e| fail(&e))?;
     }
     check_issuers(l, run_args.offline).await?;
-    let graph = in_reach(l);
+    let graph = in_reach(l, &state);
     let providers = clouds::providers(&l.model, &needed(&graph, &state)).await?;
     let mode = Mode::pick(run_args.json);
     let (tx, rx) = mpsc::unbounded_channel();

@@ -244,6 +244,13 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
 
     let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
     assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+    // Without the cluster's kubeconfig, the recorded objects are taken as state has them: nothing
+    // to do, and certainly no plan to delete them.
+    let blind =
+        clouds.xcsp(state).env_remove("KUBECONFIG").args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    let said = String::from_utf8_lossy(&blind.stderr);
+    assert_eq!(blind.status.code(), Some(0), "{}{said}", String::from_utf8_lossy(&blind.stdout));
+    assert!(said.contains("no Kubernetes access configured"), "{said}");
 
     // The CAPZ/CAPI objects, with the identity's client id from state.
     let objects = dir.path().join("objects");

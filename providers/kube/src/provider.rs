@@ -100,13 +100,19 @@ fn classify(address: &Address, e: kube::Error) -> Result<ProviderError, Provider
                 if missing.is_empty() { s.message.clone() } else { format!("{} ({})", s.message, missing.join("; ")) };
             match s.code {
                 404 => Err(ProviderError::NotFound { address: address.to_string() }),
-                409 if s.reason == "Conflict" && message.contains("conflict") => Err(failed(
-                    address,
-                    "FieldManagerConflict",
-                    format!(
-                        "{message}; another field manager owns these fields: change them there, or remove them from that manager"
-                    ),
-                )),
+                409 if s
+                    .details
+                    .as_ref()
+                    .is_some_and(|d| d.causes.iter().any(|c| c.reason == "FieldManagerConflict")) =>
+                {
+                    Err(failed(
+                        address,
+                        "FieldManagerConflict",
+                        format!(
+                            "{message}; another field manager owns these fields: change them there, or remove them from that manager"
+                        ),
+                    ))
+                }
                 409 => Err(failed(address, "Conflict", message)),
                 422 => Err(failed(address, "Invalid", message)),
                 401 | 403 => Err(failed(
@@ -266,6 +272,21 @@ impl KubeProvider {
             attributes.insert("namespace".into(), Value::string(&ns));
             attributes.insert("name".into(), Value::string(&name));
             attributes.insert("uid".into(), Value::string(o.metadata.uid.clone().unwrap_or_default()));
+            // What people change by hand, read back so a plan shows it as drift.
+            let spec = &o.data["spec"];
+            match rtype {
+                T::K8sMachineSet => {
+                    if let Some(n) = spec["replicas"].as_i64() {
+                        attributes.insert("replicas".into(), Value::int(n));
+                    }
+                }
+                T::K8sAzureMachineTemplate => {
+                    if let Some(size) = spec["template"]["spec"]["vmSize"].as_str() {
+                        attributes.insert("vm_size".into(), Value::string(size));
+                    }
+                }
+                _ => {}
+            }
             out.push(Observed { address, id: format!("{ns}/{name}"), attributes });
         }
         Ok(out)

@@ -109,6 +109,34 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     assert_eq!(kube_calls.len(), 6, "{kube_calls:?}");
     assert!(kube_calls.iter().all(|(k, v)| k.starts_with("kube list") && **v == json!(1)), "{kube_calls:?}");
 
+    // Scaled by hand: refresh shows the new count (drift), and an apply that would scale it back
+    // meets the other manager's field and says so instead of taking it (never forced).
+    let ms = made.iter().find(|o| o.address.rtype == T::K8sMachineSet).unwrap();
+    let (ns, name) = ms.id.split_once('/').unwrap();
+    let client = {
+        let kc = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig()).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+        kube::Client::try_from(config).unwrap()
+    };
+    let gvk = kube::api::GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "MachineSet");
+    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "machinesets");
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(client, ns, &ar);
+    let by_hand = kube::api::PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
+    api.patch(name, &by_hand, &kube::api::Patch::Merge(json!({ "spec": { "replicas": 5 } }))).await.unwrap();
+    let found = kube.refresh(&stack, T::K8sMachineSet).await.unwrap();
+    assert_eq!(found[0].attributes["replicas"], Value::int(5));
+    let node = nodes.iter().find(|n| n.address == ms.address).unwrap();
+    let attrs = node.filled(made_up);
+    let req = Request { stack: &stack, address: &ms.address, id: Some(&ms.id), attributes: &attrs };
+    match kube.update(req, &Recorder::default()).await {
+        Err(ProviderError::Failed { code, message, .. }) => {
+            assert_eq!(code, "FieldManagerConflict");
+            assert!(message.contains("kubectl-edit") && message.contains("spec.replicas"), "{message}");
+        }
+        other => panic!("an apply over another manager's field went through: {other:?}"),
+    }
+    api.patch(name, &by_hand, &kube::api::Patch::Merge(json!({ "spec": { "replicas": 2 } }))).await.unwrap();
+
     // An identity of a type CAPZ does not know: refused with the schema's reason.
     let identity = nodes.iter().find(|n| n.address.rtype == T::K8sAzureClusterIdentity).unwrap();
     let mut bad = identity.filled(made_up);

@@ -2,7 +2,6 @@
 //! tunnels' state out of refreshed resources for `xcsp status`.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -17,12 +16,19 @@ use xcsp_plans::spec::AzureCloud;
 use xcsp_plans::validate::Model;
 use xcsp_state::State;
 
+use crate::cluster::Kubeconfig;
+
 /// The providers for `kinds`, configured from the spec, with the usual environment overrides:
 /// AWS reads its default credential chain and `AWS_ENDPOINT_URL`; Azure its credential chain
 /// (`AZURE_CLIENT_ID`/`AZURE_CLIENT_SECRET`/`AZURE_TENANT_ID`, `AZURE_FEDERATED_TOKEN_FILE`,
 /// managed identity, Azure CLI), with `XCSP_AZURE_ENDPOINT` and `AZURE_AUTHORITY_HOST` pointing
-/// it at another Resource Manager (the local clouds) while keeping the spec's cloud audience.
-pub async fn providers(model: &Model, kinds: &BTreeSet<ProviderKind>) -> Result<Providers, ExitCode> {
+/// it at another Resource Manager (the local clouds) while keeping the spec's cloud audience;
+/// Kubernetes the kubeconfig [`crate::cluster::find`] found, if any.
+pub async fn providers(
+    model: &Model,
+    kinds: &BTreeSet<ProviderKind>,
+    cluster: Option<&Kubeconfig>,
+) -> Result<Providers, ExitCode> {
     let mut providers = Providers::new().with(Arc::new(LocalProvider));
     if kinds.contains(&ProviderKind::Aws) {
         let mut config = AwsConfig::new(&model.aws.region.value);
@@ -59,27 +65,19 @@ pub async fn providers(model: &Model, kinds: &BTreeSet<ProviderKind>) -> Result<
         }
     }
     if kinds.contains(&ProviderKind::Kubernetes)
-        && let Some(path) = kubeconfig()
+        && let Some(found) = cluster
     {
-        let mut config = KubeConfig::new(&path);
-        config.context = std::env::var("XCSP_KUBE_CONTEXT").ok().filter(|c| !c.is_empty());
+        let mut config = KubeConfig::new(&found.path);
+        config.context = found.context.clone();
         match KubeProvider::new(config).await {
             Ok(p) => providers = providers.with(Arc::new(p)),
             Err(e) => {
-                eprintln!("Error: {e}");
+                eprintln!("Error: {e} (the kubeconfig from {})", found.from);
                 return Err(ExitCode::from(1));
             }
         }
     }
     Ok(providers)
-}
-
-/// The kubeconfig of the cluster the pool's objects go to: the first file `KUBECONFIG` names.
-/// Deliberately not `~/.kube/config` by itself: applying to whatever cluster a workstation last
-/// logged in to is a surprise no one wants; `KUBECONFIG` says which cluster is meant.
-pub fn kubeconfig() -> Option<PathBuf> {
-    let list = std::env::var_os("KUBECONFIG")?;
-    std::env::split_paths(&list).find(|p| !p.as_os_str().is_empty())
 }
 
 /// One IPsec tunnel as both clouds see it.

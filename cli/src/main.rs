@@ -3,6 +3,7 @@
 
 mod backend;
 mod clouds;
+mod cluster;
 mod discovery;
 mod progress;
 mod run;

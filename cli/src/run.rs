@@ -11,9 +11,11 @@ use xcsp_engine::{Adopt, Events, Limits, Order, Providers, Run, Summary};
 use xcsp_plans::Loaded;
 use xcsp_plans::graph::ResourceGraph;
 use xcsp_plans::plan::{self, Action, SavedPlan};
+use xcsp_plans::spec::KubernetesObjects;
 use xcsp_state::State;
 
 use crate::backend::{Saver, backend, codec, open};
+use crate::cluster::{self, Kubeconfig};
 use crate::progress::{self, Mode};
 use crate::{RunArgs, SpecArgs, StateArgs, clouds, report};
 
@@ -42,13 +44,19 @@ pub fn fail(diag: &dyn miette::Diagnostic) -> ExitCode {
     ExitCode::from(1)
 }
 
-/// The part of the graph this run applies: everything, or everything but the Kubernetes objects
-/// when no cluster is configured (`KUBECONFIG`) and state records none; then it says so once, on
-/// stderr, with the ways to deliver them. Objects state records stay in the graph without a
-/// cluster, so a run without `KUBECONFIG` never plans to delete them.
+/// The part of the graph this run applies: everything, unless the spec says
+/// `kubernetes_objects = "render"`; then the Kubernetes objects are left out (said once, on
+/// stderr, with `xcsp render DIR` as the way to deliver them), except when state records some:
+/// those an earlier run applied stay xcsp's, so the run never plans to delete them.
 fn in_reach(l: &Loaded, state: &State) -> ResourceGraph {
-    let recorded = state.resources.keys().any(|a| a.rtype.provider() == ProviderKind::Kubernetes);
-    if clouds::kubeconfig().is_some() || recorded {
+    let recorded = state.resources.keys().filter(|a| a.rtype.provider() == ProviderKind::Kubernetes).count();
+    if l.model.cluster.kubernetes_objects.value == KubernetesObjects::Apply {
+        return l.graph.clone();
+    }
+    if recorded > 0 {
+        eprintln!(
+            "Note: kubernetes_objects = \"render\", but state records {recorded} CAPZ/CAPI objects an earlier run applied: they stay in this run (applied, refreshed and destroyed by xcsp) until `xcsp state rm ADDR` hands them over."
+        );
         return l.graph.clone();
     }
     let kept: Vec<_> =
@@ -56,10 +64,27 @@ fn in_reach(l: &Loaded, state: &State) -> ResourceGraph {
     let left_out = l.graph.len() - kept.len();
     if left_out > 0 {
         eprintln!(
-            "Note: no cluster configured, so the {left_out} CAPZ/CAPI objects of the spec are left out of this run: set KUBECONFIG to apply them with server-side apply, or write them with `xcsp render DIR` for oc apply or GitOps."
+            "Note: kubernetes_objects = \"render\", so the {left_out} CAPZ/CAPI objects of the spec are left out of this run: write them with `xcsp render DIR` for oc apply or GitOps."
         );
     }
     ResourceGraph::new(kept).expect("no resource depends on a Kubernetes object")
+}
+
+/// The kubeconfig of the cluster, when Kubernetes objects are among `kinds`. Without one, `strict`
+/// commands (apply, destroy) stop before changing anything; plan and status warn and go on,
+/// taking the objects state records as recorded.
+fn kubeconfig(l: &Loaded, kinds: &BTreeSet<ProviderKind>, strict: bool) -> Result<Option<Kubeconfig>, ExitCode> {
+    if !kinds.contains(&ProviderKind::Kubernetes) {
+        return Ok(None);
+    }
+    match cluster::find(&l.model) {
+        Ok(found) => Ok(Some(found)),
+        Err(p) if strict => Err(fail(&p)),
+        Err(p) => {
+            report(&cluster::warning(p));
+            Ok(None)
+        }
+    }
 }
 
 /// The providers kinds a run needs: those of the graph and of what state records.
@@ -89,8 +114,10 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> Result<Exi
     check_issuers(l, opts.offline).await?;
     let (_, guard, mut state) = open(l, args, "plan").await?;
     let graph = in_reach(l, &state);
+    let kinds = needed(&graph, &state);
+    let kube = kubeconfig(l, &kinds, false)?;
     if opts.refresh && !state.resources.is_empty() {
-        let providers = clouds::providers(&l.model, &needed(&graph, &state)).await?;
+        let providers = clouds::providers(&l.model, &kinds, kube.as_ref()).await?;
         refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
     }
     drop(guard);
@@ -185,7 +212,9 @@ pub async fn apply(
     }
     check_issuers(l, run_args.offline).await?;
     let graph = in_reach(l, &state);
-    let providers = clouds::providers(&l.model, &needed(&graph, &state)).await?;
+    let kinds = needed(&graph, &state);
+    let kube = kubeconfig(l, &kinds, true)?;
+    let providers = clouds::providers(&l.model, &kinds, kube.as_ref()).await?;
     let mode = Mode::pick(run_args.json);
     let (tx, rx) = mpsc::unbounded_channel();
     let events = Events::new(tx);
@@ -247,9 +276,13 @@ fn finish(what: &str, summary: &Summary) -> Result<ExitCode, ExitCode> {
 
 pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bool) -> Result<ExitCode, ExitCode> {
     let (backend, _held, mut state) = open(l, args, "destroy").await?;
-    let kinds =
-        if sweep { needed(&l.graph, &state) } else { state.resources.keys().map(|a| a.rtype.provider()).collect() };
-    let providers = clouds::providers(&l.model, &kinds).await?;
+    let kinds = if sweep {
+        needed(&in_reach(l, &state), &state)
+    } else {
+        state.resources.keys().map(|a| a.rtype.provider()).collect()
+    };
+    let kube = kubeconfig(l, &kinds, true)?;
+    let providers = clouds::providers(&l.model, &kinds, kube.as_ref()).await?;
     let mode = Mode::pick(run_args.json);
     let (tx, rx) = mpsc::unbounded_channel();
     let events = Events::new(tx);
@@ -308,7 +341,9 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
 pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -> Result<ExitCode, ExitCode> {
     let (_, guard, mut state) = open(l, args, "status").await?;
     if !state.resources.is_empty() {
-        let providers = clouds::providers(&l.model, &needed(&l.graph, &state)).await?;
+        let kinds = needed(&in_reach(l, &state), &state);
+        let kube = kubeconfig(l, &kinds, false)?;
+        let providers = clouds::providers(&l.model, &kinds, kube.as_ref()).await?;
         refresh(&providers, &l.model.stack, &mut state, Adopt::Known, &Events::none()).await?;
     }
     drop(guard);

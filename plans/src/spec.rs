@@ -66,7 +66,21 @@ pub struct Cluster {
     pub cluster_network: Sp<Ipv4Net>,
     pub service_network: Sp<Ipv4Net>,
     pub overlay_mtu: Sp<i64>,
+    /// The kubeconfig file of this cluster, as written (the cli expands `~` and looks it up).
+    pub kubeconfig: Option<Sp<String>>,
+    /// The kubeconfig context to use instead of its current one.
+    pub kube_context: Option<Sp<String>>,
+    pub kubernetes_objects: Sp<KubernetesObjects>,
     pub span: Span,
+}
+
+/// What xcsp does with the pool's CAPZ/CAPI objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubernetesObjects {
+    /// Applied to the cluster with server-side apply, refreshed and destroyed with the rest.
+    Apply,
+    /// Left out of plan, apply and destroy; written by `xcsp render DIR` for oc apply or GitOps.
+    Render,
 }
 
 #[derive(Debug, Clone)]

@@ -107,6 +107,9 @@ impl Clouds {
             .env("XCSP_OFFLINE", "1")
             .env("XCSP_STATE_DIR", state)
             .env("KUBECONFIG", &self.kubeconfig)
+            // A home without ~/.kube/config: the machine's own kubeconfig never takes part.
+            .env("HOME", self._dir.path())
+            .env_remove("XCSP_KUBE_CONTEXT")
             .env_remove("AWS_PROFILE");
         c
     }
@@ -244,13 +247,29 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
 
     let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
     assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
-    // Without the cluster's kubeconfig, the recorded objects are taken as state has them: nothing
-    // to do, and certainly no plan to delete them.
+    // Without a kubeconfig (none in the spec, KUBECONFIG unset, no ~/.kube/config), plan warns
+    // and takes the recorded objects as state has them: nothing to do, and certainly no plan to
+    // delete them. Apply stops before changing anything.
     let blind =
         clouds.xcsp(state).env_remove("KUBECONFIG").args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
     let said = String::from_utf8_lossy(&blind.stderr);
     assert_eq!(blind.status.code(), Some(0), "{}{said}", String::from_utf8_lossy(&blind.stdout));
-    assert!(said.contains("no Kubernetes access configured"), "{said}");
+    assert!(
+        said.contains("no kubeconfig for the cluster") && said.contains("no Kubernetes access configured"),
+        "{said}"
+    );
+    let serial = |s: &Path| -> u64 {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(s.join("state.json")).unwrap()).unwrap();
+        v["serial"].as_u64().unwrap()
+    };
+    let before = serial(state);
+    let blind =
+        clouds.xcsp(state).env_remove("KUBECONFIG").args(["apply", "--auto-approve"]).arg(il5()).output().unwrap();
+    let said = String::from_utf8_lossy(&blind.stderr);
+    assert_eq!(blind.status.code(), Some(1), "{said}");
+    assert!(said.contains("xcsp::cluster::no_kubeconfig"), "{said}");
+    assert_eq!(serial(state), before, "a blind apply wrote state");
 
     // The CAPZ/CAPI objects, with the identity's client id from state.
     let objects = dir.path().join("objects");

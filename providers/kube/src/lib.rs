@@ -6,8 +6,10 @@
 //! [`object`] builds one object as JSON; [`render`] writes them as YAML documents for `oc apply`
 //! or GitOps; [`KubeProvider`] applies them to the cluster with server-side apply.
 
+mod kubeconfig;
 mod provider;
 
+pub use kubeconfig::server;
 pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider};
 
 use serde_json::{Value as Json, json};

@@ -27,10 +27,12 @@ a = p.parse_args()
 if a.links:
     a.fixture = "bench-x1:us-gov-west-1"
 
+scratch = tempfile.mkdtemp()
 target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/xcsp-target"))
 bin_dir = os.path.join(target, os.environ.get("XCSP_PROFILE", "debug"))
 sim = subprocess.Popen([f"{bin_dir}/xcsp-sim", "--latency", "fast", "--time-scale", str(a.scale), "--no-throttle",
-                        "--fixture", a.fixture, "--aws-rules-per-group", str(a.rules_per_group)],
+                        "--fixture", a.fixture, "--aws-rules-per-group", str(a.rules_per_group),
+                        "--kubeconfig", os.path.join(scratch, "kubeconfig")],
                        stdout=subprocess.PIPE, text=True)
 try:
     url = sim.stdout.readline().split()[3]
@@ -53,7 +55,8 @@ try:
                         ",".join(vpcs)], check=True)
     env = dict(os.environ, AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local",
                XCSP_AZURE_ENDPOINT=url, AZURE_AUTHORITY_HOST=url, AZURE_CLIENT_ID="bench", AZURE_CLIENT_SECRET="local",
-               AZURE_TENANT_ID="00000000-0000-0000-0000-000000000001", XCSP_OFFLINE="1", XCSP_STATE_DIR=state)
+               AZURE_TENANT_ID="00000000-0000-0000-0000-000000000001", XCSP_OFFLINE="1", XCSP_STATE_DIR=state,
+               KUBECONFIG=os.path.join(scratch, "kubeconfig"))
     dot = subprocess.run([f"{bin_dir}/xcsp", "graph", a.example], capture_output=True, text=True, env=env).stdout
     edges = re.findall(r'"([^"]+)" -> "([^"]+)"', dot)
     started = time.monotonic()

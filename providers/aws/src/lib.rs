@@ -88,13 +88,18 @@ fn sdk_error<E: ProvideErrorMetadata + std::fmt::Display>(address: &Address, e: 
 /// The tags a resource should carry: the plan's `tags` (the spec's, for the user), with the
 /// stack and address tags always xcsp's own (adoption and sweeps find resources by them).
 fn desired_tags(stack: &str, address: &Address, attrs: &Attributes) -> BTreeMap<String, String> {
-    let mut tags: BTreeMap<String, String> = match attrs.get("tags").map(Value::unmarked) {
-        Some(Value::Map(m)) => m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect(),
-        _ => BTreeMap::new(),
-    };
+    let mut tags = tags_in(attrs);
     tags.insert(STACK_TAG.into(), stack.into());
     tags.insert(ADDRESS_TAG.into(), address.to_string());
     tags
+}
+
+/// The `tags` attribute as a map of strings (empty when there is none).
+fn tags_in(attrs: &Attributes) -> BTreeMap<String, String> {
+    match attrs.get("tags").map(Value::unmarked) {
+        Some(Value::Map(m)) => m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect(),
+        _ => BTreeMap::new(),
+    }
 }
 
 fn tag_map(tags: &[Tag]) -> BTreeMap<String, String> {
@@ -726,11 +731,7 @@ impl AwsProvider {
                     .map_err(|x| sdk_error(a, x.into_service_error()))?;
             }
         }
-        let have = match current.get("tags").map(Value::unmarked) {
-            Some(Value::Map(m)) => m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect(),
-            _ => BTreeMap::new(),
-        };
-        self.retag(a, &id, &have, &desired_tags(req.stack, a, attrs)).await?;
+        self.retag(a, &id, &tags_in(&current), &desired_tags(req.stack, a, attrs)).await?;
         let (_, out) = self.read_connection(a, &id, first_cidr.as_deref()).await?;
         Ok(Observed { address: a.clone(), id, attributes: out })
     }

@@ -10,7 +10,7 @@ mod kubeconfig;
 mod provider;
 
 pub use kubeconfig::server;
-pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider};
+pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider, resource};
 
 use serde_json::{Value as Json, json};
 use xcsp_core::provider::Attributes;

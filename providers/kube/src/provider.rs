@@ -23,7 +23,7 @@ use xcsp_core::{ADDRESS_TAG, Address, ProviderKind, ResourceType as T, STACK_TAG
 pub const FIELD_MANAGER: &str = "xcsp";
 
 /// The kind of a `k8s_*` resource type, as the API serves it.
-fn resource(rtype: T) -> Option<ApiResource> {
+pub fn resource(rtype: T) -> Option<ApiResource> {
     let (group, kind, plural) = match rtype {
         T::K8sAzureClusterIdentity => {
             ("infrastructure.cluster.x-k8s.io", "AzureClusterIdentity", "azureclusteridentities")

@@ -118,8 +118,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
         kube::Client::try_from(config).unwrap()
     };
-    let gvk = kube::api::GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "MachineSet");
-    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "machinesets");
+    let ar = xcsp_kube::resource(T::K8sMachineSet).unwrap();
     let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(client, ns, &ar);
     let by_hand = kube::api::PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
     api.patch(name, &by_hand, &kube::api::Patch::Merge(json!({ "spec": { "replicas": 5 } }))).await.unwrap();

@@ -7,6 +7,7 @@ pub mod address;
 pub mod diag;
 pub mod provider;
 pub mod rtype;
+pub mod tags;
 pub mod value;
 
 pub use address::Address;
@@ -14,7 +15,8 @@ pub use diag::{Problem, Problems, SourceFile, Span};
 pub use rtype::{ProviderKind, ResourceType};
 pub use value::Value;
 
-/// The tag (AWS) / tag (Azure) / label (Kubernetes) that names the stack a resource belongs to.
-pub const STACK_TAG: &str = "xcsp.io/stack";
-/// The tag that names a resource's address within its stack, so an untracked resource can be adopted.
-pub const ADDRESS_TAG: &str = "xcsp.io/address";
+/// The AWS tag / Kubernetes label that names the stack a resource belongs to (Azure: [`tags::AZURE`]).
+pub const STACK_TAG: &str = tags::SLASHED.stack;
+/// The AWS tag / Kubernetes annotation that names a resource's address within its stack, so an
+/// untracked resource can be adopted (Azure: [`tags::AZURE`]).
+pub const ADDRESS_TAG: &str = tags::SLASHED.address;

@@ -211,7 +211,17 @@ pub async fn apply(
         })
         .collect();
     let removed: Vec<Address> = state.resources.keys().filter(|a| graph.get(a).is_none()).cloned().collect();
-    items.extend(removal_items(state, &removed));
+    let mut removals = removal_items(state, &removed);
+    // A removed resource that a kept one was recorded depending on goes only after that one has
+    // converged: a superseded machine template after the MachineSets point at its successor.
+    for (a, item) in removals.iter_mut() {
+        for (kept, r) in &state.resources {
+            if graph.get(kept).is_some() && r.dependencies.contains(a) {
+                item.deps.push(kept.clone());
+            }
+        }
+    }
+    items.extend(removals);
     walk(run, items, state, store).await
 }
 

@@ -75,7 +75,7 @@ worker_pool "gpu" {
   image {
     publisher = "azureopenshift"
     offer     = "aro4"
-    sku       = "aro_419"
+    sku       = "419-v2" # Generation 2: ND A100 v4 runs no Generation 1 image
     version   = "latest"
   }
 

@@ -369,10 +369,9 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
         }
     }
 
-    let stack = stack
-        .map(|s| s.value)
-        .or_else(|| cluster.as_ref().map(|c| c.infrastructure_name.value.clone()))
-        .unwrap_or_else(|| "default".into());
+    let stack = stack.or_else(|| cluster.as_ref().map(|c| c.infrastructure_name.clone()));
+    let stack_span = stack.as_ref().map(|s| s.span.clone());
+    let stack = stack.map(|s| s.value).unwrap_or_else(|| "default".into());
     for keys in networks.iter().filter_map(|n| n.preshared_keys.as_ref()) {
         for k in keys {
             strings_in(&k.value, &mut secrets);
@@ -380,6 +379,7 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
     }
     Spec {
         stack,
+        stack_span,
         files: raw.files.clone(),
         cluster,
         aws,

@@ -84,8 +84,9 @@ impl Builder<'_> {
             xcsp_core::ProviderKind::Aws => self.model.aws.tags.value.clone(),
             _ => self.model.azure.tags.value.clone(),
         };
-        tags.insert(xcsp_core::STACK_TAG.to_string(), Value::string(&self.model.stack));
-        tags.insert(xcsp_core::ADDRESS_TAG.to_string(), Value::string(address.to_string()));
+        let keys = xcsp_core::tags::keys_for(address.rtype.provider());
+        tags.insert(keys.stack.to_string(), Value::string(&self.model.stack));
+        tags.insert(keys.address.to_string(), Value::string(address.to_string()));
         Value::Map(tags)
     }
 
@@ -336,12 +337,12 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
             name,
             Some(i),
             &[name, &format!("gw{i}")],
-            vec![
-                ("sku", Value::string("Standard")),
-                ("allocation", Value::string("Static")),
-                ("zones", Value::strings(["1", "2", "3"])),
-            ],
+            vec![("sku", Value::string("Standard")), ("allocation", Value::string("Static"))],
         );
+        // Zone-redundant where the region has zones; regional elsewhere (ARM refuses zones there).
+        if crate::regions::has_zones(&model.azure.location.value) == Some(true) {
+            b.nodes[pip].attributes.insert("zones".into(), Value::strings(["1", "2", "3"]));
+        }
         b.after(pip, rg);
         pips.push(b.addr(pip));
     }
@@ -514,9 +515,15 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
             ("ipsec_policy", azure_ipsec_policy(&n.ipsec)),
         ];
         if bgp {
-            conn_attrs.push(("custom_bgp_address", Value::string(host(tunnel_inside, 2))));
-            // The gateway instance facing this tunnel: AWS connection c ends on public IP c.
-            conn_attrs.push(("gateway_instance", Value::int(c as i64)));
+            // Both instances' custom APIPA addresses on every connection of the active-active
+            // gateway, as Microsoft's AWS tutorial does (vpn-gateway-howto-aws-bgp): the one
+            // facing this tunnel (AWS connection c ends on public IP c, instance c) is the
+            // tunnel's customer-side address; the other instance names its address in the same
+            // position.
+            let mut custom = [String::new(), String::new()];
+            custom[c] = host(tunnel_inside, 2);
+            custom[1 - c] = host(&inside[2 * (1 - c) + t % 2], 2);
+            conn_attrs.push(("custom_bgp_addresses", Value::strings(custom)));
         }
         let conn = b.add_azure(T::AzureVpnConnection, name, Some(t as u32), &[name, &format!("aws{t}")], conn_attrs);
         b.input(conn, "virtual_network_gateway", &vng_addr, "id");
@@ -655,27 +662,29 @@ fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: 
         ),
         Image::Id(id) => Value::Map([("id".to_string(), Value::string(id))].into_iter().collect()),
     };
-    let amt = b.add(
-        T::K8sAzureMachineTemplate,
-        name,
-        None,
-        vec![
-            ("namespace", Value::string(CAPI_NAMESPACE)),
-            ("name", Value::string(format!("{infra}-{name}"))),
-            ("vm_size", Value::string(&p.vm_size.value)),
-            ("image", image),
-            ("os_disk_size_gb", Value::int(p.os_disk_size_gb.value)),
-            ("os_disk_type", Value::string(&p.os_disk_type.value)),
-            ("subnet", Value::string(&subnet_name)),
-            ("accelerated_networking", Value::Bool(p.accelerated_networking)),
-            ("zones", Value::strings(p.zones.value.iter())),
-        ],
-    );
+    // CAPZ refuses any change to an AzureMachineTemplate's `spec.template.spec`
+    // (`internal/webhooks/azuremachinetemplate_webhook.go`, ValidateUpdate: "field is
+    // immutable. Please create new resource instead"). The template's name and address carry a
+    // digest of what it renders, so a change of size, image, disk or subnet is a new template;
+    // the MachineSets move to it, and the old one goes only after them (engine::walk::apply).
+    let template_attrs: Vec<(&str, Value)> = vec![
+        ("vm_size", Value::string(&p.vm_size.value)),
+        ("image", image),
+        ("os_disk_size_gb", Value::int(p.os_disk_size_gb.value)),
+        ("os_disk_type", Value::string(&p.os_disk_type.value)),
+        ("subnet", Value::string(&subnet_name)),
+        ("accelerated_networking", Value::Bool(p.accelerated_networking)),
+    ];
+    let digest = template_digest(&template_attrs);
+    let template_name = format!("{infra}-{name}-{digest}");
+    let mut attrs = vec![("namespace", Value::string(CAPI_NAMESPACE)), ("name", Value::string(&template_name))];
+    attrs.extend(template_attrs);
+    let amt = b.add(T::K8sAzureMachineTemplate, &format!("{name}-{digest}"), None, attrs);
     b.after(amt, &subnet_addr);
     let amt_addr = b.addr(amt);
     let mut labels: IndexMap<String, Value> = p.labels.value.clone();
     labels.insert("node.openshift.io/cloud-provider".into(), Value::string("azure"));
-    let taints = p
+    let taints: Vec<Value> = p
         .taints
         .value
         .iter()
@@ -688,26 +697,10 @@ fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: 
             )
         })
         .collect();
-    let ms = b.add(
-        T::K8sMachineSet,
-        name,
-        None,
-        vec![
-            ("namespace", Value::string(CAPI_NAMESPACE)),
-            ("name", Value::string(format!("{infra}-{name}"))),
-            ("cluster_name", Value::string(format!("{infra}-{}", p.network.value))),
-            ("replicas", Value::int(p.replicas.value)),
-            ("bootstrap_secret", Value::string("worker-user-data")),
-            ("infrastructure_template", Value::string(format!("{infra}-{name}"))),
-            ("labels", Value::Map(labels)),
-            ("taints", Value::List(taints)),
-        ],
-    );
-    b.after(ms, &amt_addr);
-    b.after(ms, cluster);
+    labels.insert(xcsp_core::tags::POOL_LABEL.into(), Value::string(format!("{infra}-{name}")));
     // Machines come up only over a working link (ignition from the machine-config server, the
-    // API server), and their nodes drain over it when they go: the MachineSet waits for the
-    // link's tunnels on apply, and destroy removes it (and its machines) before the tunnels.
+    // API server), and their nodes drain over it when they go: the MachineSets wait for the
+    // link's tunnels on apply, and destroy removes them (and their machines) before the tunnels.
     let tunnels: Vec<Address> = b
         .nodes
         .iter()
@@ -715,11 +708,40 @@ fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: 
         .filter(|a| matches!(a.rtype, T::AzureVpnConnection | T::AwsVpnConnection) && a.name == p.network.value)
         .cloned()
         .collect();
-    for t in &tunnels {
-        b.after(ms, t);
+    for (index, zone, replicas) in machine_sets(p) {
+        let ms_name = match &zone {
+            // OpenShift's naming for a zonal MachineSet: `<infra>-<pool>-<location><zone>`.
+            Some(z) => format!("{infra}-{name}-{}{z}", model.azure.location.value),
+            None => format!("{infra}-{name}"),
+        };
+        let mut attrs = vec![
+            ("namespace", Value::string(CAPI_NAMESPACE)),
+            ("name", Value::string(ms_name)),
+            ("cluster_name", Value::string(format!("{infra}-{}", p.network.value))),
+            ("replicas", Value::int(replicas)),
+            ("bootstrap_secret", Value::string("worker-user-data")),
+            ("infrastructure_template", Value::string(&template_name)),
+            ("labels", Value::Map(labels.clone())),
+            ("taints", Value::List(taints.clone())),
+        ];
+        if let Some(z) = zone {
+            attrs.push(("failure_domain", Value::string(z)));
+        }
+        let ms = b.add(T::K8sMachineSet, name, index, attrs);
+        b.after(ms, &amt_addr);
+        b.after(ms, cluster);
+        for t in &tunnels {
+            b.after(ms, t);
+        }
     }
     if p.machine_health_check {
-        let ms_addr = b.addr(ms);
+        let sets: Vec<Address> = b
+            .nodes
+            .iter()
+            .map(|n| &n.address)
+            .filter(|a| a.rtype == T::K8sMachineSet && a.name == name)
+            .cloned()
+            .collect();
         let mhc = b.add(
             T::K8sMachineHealthCheck,
             name,
@@ -731,6 +753,43 @@ fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: 
                 ("selector", Value::string(format!("{infra}-{name}"))),
             ],
         );
-        b.after(mhc, &ms_addr);
+        for ms in &sets {
+            b.after(mhc, ms);
+        }
     }
+}
+
+/// The pool's MachineSets: one per zone, each with the zone as its machines' failure domain, the
+/// replicas spread evenly (the first zones take one more when they do not divide). A MachineSet
+/// does not spread its machines: the MachineSet controller copies `spec.template.spec.failureDomain`
+/// onto every Machine it makes (kubernetes-sigs/cluster-api, machineset controller), and CAPZ
+/// takes a Machine's failure domain as the VM's zone (`azure/scope/machine.go` AvailabilityZone).
+/// Without zones, one regional MachineSet. Returns (index, zone, replicas).
+pub fn machine_sets(p: &crate::spec::Pool) -> Vec<(Option<u32>, Option<String>, i64)> {
+    let zones = &p.zones.value;
+    if zones.is_empty() {
+        return vec![(None, None, p.replicas.value)];
+    }
+    let n = zones.len() as i64;
+    zones
+        .iter()
+        .enumerate()
+        .map(|(i, z)| {
+            let extra = i64::from((i as i64) < p.replicas.value % n);
+            (Some(i as u32), Some(z.clone()), p.replicas.value / n + extra)
+        })
+        .collect()
+}
+
+/// The first 8 hex digits of the sha256 of a template's rendered attributes.
+fn template_digest(attrs: &[(&str, Value)]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for (k, v) in attrs {
+        h.update(k.as_bytes());
+        h.update([0]);
+        h.update(v.to_json().to_string().as_bytes());
+        h.update([0]);
+    }
+    hex::encode(h.finalize())[..8].to_string()
 }

@@ -13,6 +13,7 @@ pub mod exports;
 pub mod graph;
 pub mod net;
 pub mod plan;
+pub mod regions;
 pub mod schema;
 pub mod spec;
 pub mod syntax;

@@ -219,6 +219,8 @@ pub struct Output {
 #[derive(Debug, Clone)]
 pub struct Spec {
     pub stack: String,
+    /// Where the stack's name was written (`stack = ...`, or the infrastructure name it defaults to).
+    pub stack_span: Option<Span>,
     pub files: Vec<Arc<SourceFile>>,
     pub cluster: Option<Cluster>,
     pub aws: Option<Aws>,

@@ -26,6 +26,7 @@ pub struct Model {
 
 /// Runs every rule. Returns the model if no rule found an error (warnings are allowed).
 pub fn validate(spec: Spec, problems: &mut Problems) -> Option<Model> {
+    check_stack(&spec, problems);
     check_cluster(&spec, problems);
     check_address_space(&spec, problems);
     check_asns(&spec, problems);
@@ -43,6 +44,7 @@ pub fn validate(spec: Spec, problems: &mut Problems) -> Option<Model> {
     for p in &spec.pools {
         check_pool(p, problems);
     }
+    check_zones(&spec, problems);
     if problems.has_errors() {
         return None;
     }
@@ -388,6 +390,24 @@ fn check_network(n: &Network, problems: &mut Problems) {
             ),
         );
     }
+    if n.routing.value == Routing::Static {
+        // The link xcsp builds is four tunnels to an active-active gateway whose failover and
+        // load sharing come from BGP. A static variant would need its own topology (one local
+        // network gateway per AWS tunnel all claiming the cluster's prefixes, static routes on
+        // both AWS connections, a gateway body without BGP settings) that xcsp neither builds nor
+        // tests end to end, so it is refused here rather than failing halfway through an apply.
+        problems.push(
+            err(
+                "xcsp::network::routing",
+                format!("network `{}`: static routing is not supported", n.name.value),
+                &n.routing.span,
+                "",
+            )
+            .with_help(
+                "use `routing = \"bgp\"` (the default): the four tunnels fail over and share load only with BGP",
+            ),
+        );
+    }
     check_sku(&n.gateway_sku, n.routing.value, problems);
     let mtu = &n.tunnel_mtu;
     if mtu.value > AWS_VPN_MAX_MTU || mtu.value < 576 {
@@ -545,6 +565,39 @@ fn check_ipsec(p: &IpsecPolicy, problems: &mut Problems) {
             );
         }
     }
+    // Azure's IPsec (phase 2) integrity has no SHA384 (`network.json` `IpsecIntegrity`: MD5, SHA1,
+    // SHA256, GCMAES128/192/256). With GCM encryption the phase 2 integrity is the GCM algorithm
+    // itself and `sha384` applies to IKE only, which both clouds offer; with CBC encryption both
+    // phases would need SHA384, and Azure would answer with SHA256 that AWS was not offered.
+    if p.integrity.value == "sha384" && !p.encryption.value.starts_with("gcm-") {
+        problems.push(
+            err(
+                "xcsp::ipsec::policy",
+                format!("integrity `sha384` with encryption `{}`: Azure's IPsec integrity has no SHA384", p.encryption.value),
+                &p.integrity.span,
+                "",
+            )
+            .label(&p.encryption.span, "a CBC cipher")
+            .with_help("use `sha256`, or a GCM cipher (`gcm-aes256`), with which `sha384` is the IKE integrity and GCM protects phase 2"),
+        );
+    }
+    // AWS: Phase2LifetimeSeconds "must be less than the value for Phase1LifetimeSeconds"
+    // (EC2 API, VpnTunnelOptionsSpecification).
+    if p.sa_lifetime_seconds.value >= p.ike_lifetime_seconds.value {
+        problems.push(
+            err(
+                "xcsp::ipsec::lifetime",
+                format!(
+                    "the IPsec SA (phase 2) lifetime {}s is not below the IKE (phase 1) lifetime {}s",
+                    p.sa_lifetime_seconds.value, p.ike_lifetime_seconds.value
+                ),
+                &p.sa_lifetime_seconds.span,
+                "",
+            )
+            .label(&p.ike_lifetime_seconds.span, "phase 1")
+            .with_help("AWS requires phase 2 to be shorter than phase 1 (e.g. 3600 and 28800)"),
+        );
+    }
     for (v, lo, hi, what) in [
         (&p.ike_lifetime_seconds, 900, 28800, "IKE (phase 1) lifetime"),
         (&p.sa_lifetime_seconds, 900, 3600, "IPsec SA (phase 2) lifetime"),
@@ -583,32 +636,132 @@ fn check_shared_vpcs(spec: &Spec, problems: &mut Problems) {
     }
 }
 
-/// User tags may not take xcsp's own keys (adoption and sweeps find resources by them) nor the
-/// prefixes the clouds reserve; lengths per the clouds' limits (AWS: keys 128, values 256;
-/// Azure: names 512, values 256).
+/// Characters Azure refuses in tag names (Microsoft Learn, "Use tags to organize your Azure
+/// resources", Limitations: `InvalidTagNameCharacters`).
+const AZURE_TAG_NAME_REFUSED: &str = "<>%&\\?/";
+/// Tags per resource: Azure allows 50 tag name/value pairs; AWS 50 user tags (Microsoft Learn,
+/// tag limitations; AWS "Tag your Amazon EC2 resources", tag restrictions). xcsp's own two count.
+const TAGS_PER_RESOURCE: usize = 50;
+
+/// User tags may not take xcsp's own keys (adoption and sweeps find resources by them) nor what
+/// the clouds refuse: AWS keys 1-128 characters, values 256, the `aws:` prefix reserved; Azure
+/// names 1-512 characters without `< > % & \ ? /`, values 256, the prefixes `microsoft`, `azure`
+/// and `windows` reserved (Az.Resources `Tags_CreateOrUpdate`); 50 tags a resource on both.
 fn check_tags(spec: &Spec, problems: &mut Problems) {
     let blocks = [
-        spec.aws.as_ref().map(|a| (&a.tags, "aws:", 128usize)),
-        spec.azure.as_ref().map(|a| (&a.tags, "microsoft", 512usize)),
+        spec.aws.as_ref().map(|a| (&a.tags, "AWS", &["aws:"][..], 128usize, "")),
+        spec.azure
+            .as_ref()
+            .map(|a| (&a.tags, "Azure", &["microsoft", "azure", "windows"][..], 512usize, AZURE_TAG_NAME_REFUSED)),
     ];
-    for (tags, reserved, key_max) in blocks.into_iter().flatten() {
+    for (tags, cloud, reserved, key_max, refused_chars) in blocks.into_iter().flatten() {
         for (k, v) in &tags.value {
-            let value_len = v.as_str().map_or(0, str::len);
-            let why = if k.starts_with("xcsp.io/") {
-                Some(format!("`{k}`: the `xcsp.io/` keys are xcsp's own"))
-            } else if k.to_ascii_lowercase().starts_with(reserved) {
-                Some(format!("`{k}`: the prefix `{reserved}` is reserved by the cloud"))
-            } else if k.is_empty() || k.len() > key_max || value_len > 256 {
-                Some(format!("`{k}`: keys take 1-{key_max} characters and values at most 256"))
+            let value_len = v.as_str().map_or(0, |s| s.chars().count());
+            let lower = k.to_ascii_lowercase();
+            let why = if xcsp_core::tags::is_reserved(k) {
+                Some(format!("`{k}`: the `xcsp.io/` and `xcsp.io_` keys are xcsp's own"))
+            } else if let Some(prefix) = reserved.iter().find(|p| lower.starts_with(*p)) {
+                Some(format!("`{k}`: {cloud} reserves names beginning with `{prefix}`"))
+            } else if let Some(c) = k.chars().find(|c| refused_chars.contains(*c)) {
+                Some(format!(
+                    "`{k}`: {cloud} refuses `{c}` in tag names (any of {})",
+                    refused_chars.chars().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" ")
+                ))
+            } else if k.is_empty() || k.chars().count() > key_max || value_len > 256 {
+                Some(format!("`{k}`: {cloud} tag names take 1-{key_max} characters and values at most 256"))
             } else {
                 None
             };
             if let Some(why) = why {
                 problems.push(
                     err("xcsp::tags::invalid", format!("tag {why}"), &tags.span, "in these tags")
-                        .with_help("rename the tag; xcsp adds `xcsp.io/stack` and `xcsp.io/address` by itself"),
+                        .with_help("rename the tag; xcsp adds its stack and address tags by itself"),
                 );
             }
+        }
+        if tags.value.len() + 2 > TAGS_PER_RESOURCE {
+            problems.push(
+                err(
+                    "xcsp::tags::count",
+                    format!(
+                        "{} {cloud} tags, and xcsp adds 2: a resource takes at most {TAGS_PER_RESOURCE}",
+                        tags.value.len()
+                    ),
+                    &tags.span,
+                    "",
+                )
+                .with_help(format!("keep at most {} tags", TAGS_PER_RESOURCE - 2)),
+            );
+        }
+    }
+}
+
+/// The stack's name goes into the state path (`.xcsp/<stack>/`), every Kubernetes object's
+/// `xcsp.io/stack` label value and every list by label selector, the start of every Azure
+/// resource name, and AWS tags. Refused here is what any of them would refuse:
+/// - a Kubernetes label value: at most 63 characters, `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`
+///   (apimachinery `validation.IsValidLabelValue`);
+/// - Azure names: a user-assigned identity's name takes letters, digits, `-` and `_` only (no `.`);
+///   virtual networks at most 64 characters, the network resources xcsp names at most 80
+///   (Microsoft Learn, "Naming rules and restrictions for Azure resources");
+/// - a path: no separators, no `..`, no control characters (the label rule excludes them all).
+fn check_stack(spec: &Spec, problems: &mut Problems) {
+    let stack = &spec.stack;
+    let Some(span) = &spec.stack_span else { return };
+    let label_ok = |s: &str| {
+        let b = s.as_bytes();
+        !b.is_empty()
+            && b.len() <= 63
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+            && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+    };
+    let shown: String = stack.chars().take(64).map(|c| if c.is_control() { '?' } else { c }).collect();
+    let why = if !label_ok(stack) {
+        Some((
+            "a Kubernetes label value (every object's `xcsp.io/stack` label) takes 1-63 letters, digits, `-`, `_` and `.`, beginning and ending with a letter or digit",
+            "the first object xcsp applies would be refused by the API server",
+        ))
+    } else if stack.contains('.') {
+        Some((
+            "an Azure user-assigned identity's name (`<stack>-<identity>`) takes letters, digits, `-` and `_` only",
+            "Azure would refuse the identity after the network was made",
+        ))
+    } else {
+        None
+    };
+    if let Some((rule, fails)) = why {
+        problems.push(
+            err("xcsp::stack::name", format!("the stack name `{shown}` cannot be used"), span, rule)
+                .with_help(format!("{fails}; use letters, digits, `-` and `_`, e.g. `il5-gpu`")),
+        );
+        return;
+    }
+    // The Azure names xcsp composes from the stack (plans::expand::Builder::azure_name).
+    let mut names: Vec<(String, usize, &Span)> = Vec::new();
+    for n in &spec.networks {
+        names.push((format!("{stack}-{}", n.name.value), 64, &n.name.span));
+        names.push((format!("{stack}-{}-vpngw", n.name.value), 80, &n.name.span));
+        names.push((format!("{stack}-{}-aws3", n.name.value), 80, &n.name.span));
+    }
+    for p in &spec.pools {
+        names.push((format!("{stack}-{}-nsg", p.name.value), 80, &p.name.span));
+    }
+    for id in &spec.identities {
+        names.push((format!("{stack}-{}", id.name.value), 128, &id.name.span));
+    }
+    for (name, max, at) in names {
+        if name.len() > max {
+            problems.push(
+                err(
+                    "xcsp::stack::name",
+                    format!("the Azure name `{name}` is {} characters long; Azure allows {max}", name.len()),
+                    at,
+                    "named from the stack and this block",
+                )
+                .label(span, "stack")
+                .with_help("shorten the stack name or the block's label"),
+            );
         }
     }
 }
@@ -679,6 +832,7 @@ fn check_pool(p: &Pool, problems: &mut Problems) {
             );
         }
     }
+    check_generation(p, problems);
     for t in &p.taints.value {
         if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&t.effect.as_str()) {
             problems.push(
@@ -707,6 +861,97 @@ fn check_pool(p: &Pool, problems: &mut Problems) {
                 &p.labels.span,
                 "",
             ));
+        }
+    }
+}
+
+/// VM size series that run Generation 2 images only (Microsoft Learn, the series' pages under
+/// virtual-machines/sizes/gpu-accelerated, "Feature support": Generation 1 VMs "Not supported").
+/// Matched as prefixes of the size name, case-insensitively.
+const GEN2_ONLY_SIZES: &[(&str, &str)] = &[
+    ("standard_nd96asr_v4", "ND A100 v4"),
+    ("standard_nd96amsr_a100_v4", "NDm A100 v4"),
+    ("standard_nd96isr_h100_v5", "ND H100 v5"),
+    ("standard_nc24ads_a100_v4", "NC A100 v4"),
+    ("standard_nc48ads_a100_v4", "NC A100 v4"),
+    ("standard_nc96ads_a100_v4", "NC A100 v4"),
+    ("standard_nd40rs_v2", "NDv2"),
+];
+
+/// The Hyper-V generation of a marketplace image, where its SKU's naming says so: RHCOS in
+/// `azureopenshift/aro4` is `aro_<XY>` for Generation 1 and `<XY>-v2` (or `<XY>-arm`) for
+/// Generation 2 (openshift/enhancements `enhancements/rhcos/marketplace-images.md`); the paid
+/// `redhat/rh-ocp-worker` offer has `rh-ocp-worker-gen1` and `rh-ocp-worker`. None when unknown.
+fn image_generation(image: &Image) -> Option<u8> {
+    let Image::Marketplace { publisher, offer, sku, .. } = image else { return None };
+    match (publisher.to_ascii_lowercase().as_str(), offer.to_ascii_lowercase().as_str()) {
+        ("azureopenshift", "aro4") if sku.starts_with("aro_") && !sku.ends_with("-v2") => Some(1),
+        ("azureopenshift", "aro4") if sku.ends_with("-v2") || sku.ends_with("-arm") => Some(2),
+        ("redhat", "rh-ocp-worker") if sku == "rh-ocp-worker-gen1" => Some(1),
+        ("redhat", "rh-ocp-worker") if sku == "rh-ocp-worker" => Some(2),
+        _ => None,
+    }
+}
+
+/// A Generation 1 image on a size that runs Generation 2 only never boots (Azure refuses the
+/// VM); refused when both are known.
+fn check_generation(p: &Pool, problems: &mut Problems) {
+    let size = p.vm_size.value.to_ascii_lowercase();
+    let Some((_, series)) = GEN2_ONLY_SIZES.iter().find(|(prefix, _)| size.starts_with(prefix)) else { return };
+    if image_generation(&p.image.value) != Some(1) {
+        return;
+    }
+    let hint = match &p.image.value {
+        Image::Marketplace { sku, .. } if sku.starts_with("aro_") => {
+            format!("use the Generation 2 SKU `{}-v2`", sku.trim_start_matches("aro_"))
+        }
+        _ => "use the Generation 2 image of the same release".to_string(),
+    };
+    problems.push(
+        err(
+            "xcsp::pool::generation",
+            format!("`{}` ({series}) runs Generation 2 images only, and this image is Generation 1", p.vm_size.value),
+            &p.image.span,
+            "a Generation 1 image",
+        )
+        .label(&p.vm_size.span, "Generation 2 only")
+        .with_help(hint),
+    );
+}
+
+/// A pool's zones place its machines (one MachineSet per zone, `plans::expand::machine_sets`):
+/// a region without zones refuses zonal VMs (`LocationNotSupportAvailabilityZones`), and each
+/// MachineSet's name, `<infra>-<pool>-<location><zone>`, is also the `cluster.x-k8s.io/set-name`
+/// label value of its machines, so at most 63 characters.
+fn check_zones(spec: &Spec, problems: &mut Problems) {
+    let (Some(az), Some(cluster)) = (&spec.azure, &spec.cluster) else { return };
+    let location = &az.location.value;
+    for p in spec.pools.iter().filter(|p| !p.zones.value.is_empty()) {
+        match crate::regions::has_zones(location) {
+            Some(false) => problems.push(
+                err("xcsp::pool::zones", format!("`{location}` has no availability zones"), &p.zones.span, "")
+                    .label(&az.location.span, "location")
+                    .with_help("leave `zones` out for a regional pool, or choose a region with zones (e.g. usgovvirginia, eastus)"),
+            ),
+            None => problems.push(
+                Problem::warning("xcsp::pool::zones_unknown", format!("xcsp does not know whether `{location}` has availability zones"))
+                    .label(&p.zones.span, "")
+                    .with_help("Azure refuses zonal VMs in a region without zones; the link's public IPs are made regional there"),
+            ),
+            Some(true) => {}
+        }
+        let longest = p.zones.value.iter().map(String::len).max().unwrap_or(0);
+        let name_len = cluster.infrastructure_name.value.len() + p.name.value.len() + location.len() + longest + 2;
+        if name_len > 63 {
+            problems.push(
+                err(
+                    "xcsp::pool::name",
+                    format!("the MachineSet names of pool `{}` would be {name_len} characters long; 63 at most", p.name.value),
+                    &p.name.span,
+                    "",
+                )
+                .with_help("the name `<infra>-<pool>-<location><zone>` is also its machines' `cluster.x-k8s.io/set-name` label value; shorten the pool's label"),
+            );
         }
     }
 }

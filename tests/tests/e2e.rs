@@ -201,7 +201,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let state = dir.path();
     ok(&clouds.xcsp(state).arg("plan").arg(il5()).output().unwrap());
     let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(applied.contains("Apply complete! Resources: 37 added"), "{applied}");
+    assert!(applied.contains("Apply complete! Resources: 38 added"), "{applied}");
     assert_eq!(tunnels_up(&clouds, state), 4);
 
     // The spec's tags are on both clouds' resources, beside xcsp's own.
@@ -210,16 +210,26 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let arm = clouds.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
     let gateway = arm.iter().find(|r| r["type"] == "Microsoft.Network/virtualNetworkGateways").expect("the gateway");
     assert_eq!(gateway["body"]["tags"]["cost-center"], "gpu-il5", "{gateway}");
-    assert_eq!(gateway["body"]["tags"]["xcsp.io/address"], "azure_virtual_network_gateway.link", "{gateway}");
+    // Azure tag names take no `/`: xcsp's own keys there are `xcsp.io_stack` and `xcsp.io_address`.
+    assert_eq!(gateway["body"]["tags"]["xcsp.io_address"], "azure_virtual_network_gateway.link", "{gateway}");
+    assert!(arm.iter().all(|r| r["body"]["tags"].as_object().is_none_or(|t| t.keys().all(|k| !k.contains('/')))));
 
     // The CAPZ/CAPI objects are in the cluster, applied by xcsp and valid (the sim's API server
     // checks every object against the CRD schemas), wired to the identity Azure made.
     let kinds: Vec<String> = clouds.kube_objects().into_iter().map(|(k, _)| k).collect();
     assert_eq!(
         kinds,
-        ["AzureCluster", "AzureClusterIdentity", "AzureMachineTemplate", "Cluster", "MachineHealthCheck", "MachineSet"]
+        [
+            "AzureCluster",
+            "AzureClusterIdentity",
+            "AzureMachineTemplate",
+            "Cluster",
+            "MachineHealthCheck",
+            "MachineSet",
+            "MachineSet"
+        ]
     );
-    // Its MachineSet made the pool's two machines.
+    // Its two MachineSets, one per zone, made the pool's two machines.
     let deadline = Instant::now() + Duration::from_secs(20);
     let machines = || {
         let all = clouds.get("/_sim/kube/objects")["items"].as_array().cloned().unwrap_or_default();
@@ -276,7 +286,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     ok(&clouds.xcsp(state).arg("render").arg(&objects).arg(il5()).output().unwrap());
     let mut files: Vec<_> = std::fs::read_dir(&objects).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
-    assert_eq!(files.len(), 6);
+    assert_eq!(files.len(), 7);
     let identity = std::fs::read_to_string(&files[0]).unwrap();
     assert!(identity.contains("kind: AzureClusterIdentity") && identity.contains("clientID:"), "{identity}");
 
@@ -295,7 +305,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     }
 
     let destroyed = ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(destroyed.contains("37 destroyed"), "{destroyed}");
+    assert!(destroyed.contains("38 destroyed"), "{destroyed}");
     assert_eq!(clouds.aws_live(), (0, 0, 0));
     assert_eq!(clouds.arm_count(), 0);
     assert_eq!(clouds.kube_objects(), vec![]);
@@ -305,12 +315,20 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let is = |e: &serde_json::Value, cloud: &str, path: &str| {
         e["cloud"] == cloud && e["id"].as_str().unwrap_or_default().contains(path)
     };
-    let machine_set = journal.iter().position(|e| is(e, "kubernetes", "/machinesets/"));
-    let last_machine = journal.iter().rposition(|e| is(e, "kubernetes", "/machines/"));
     let last_kube = journal.iter().rposition(|e| e["cloud"] == "kubernetes");
     let first_arm = journal.iter().position(|e| e["cloud"] == "azure");
-    assert!(machine_set.is_some() && last_machine.is_some() && first_arm.is_some(), "{journal:#?}");
-    assert!(last_machine < machine_set, "machines before their MachineSet: {journal:#?}");
+    let sets: Vec<(usize, String)> = journal
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| is(e, "kubernetes", "/machinesets/"))
+        .map(|(i, e)| (i, e["id"].as_str().unwrap().rsplit('/').next().unwrap().to_string()))
+        .collect();
+    assert_eq!(sets.len(), 2, "{journal:#?}");
+    for (at, name) in &sets {
+        let last_machine = journal.iter().rposition(|e| is(e, "kubernetes", &format!("/machines/{name}-")));
+        assert!(last_machine.is_some_and(|m| m < *at), "machines of {name} before it: {journal:#?}");
+    }
+    assert!(first_arm.is_some(), "{journal:#?}");
     assert!(last_kube < first_arm, "every Kubernetes object before any Azure resource: {journal:#?}");
 }
 

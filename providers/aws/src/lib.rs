@@ -18,10 +18,12 @@ use aws_sdk_ec2::Client;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{
     Filter, GatewayType, IpPermission, IpRange, ResourceType as AwsType, Tag, TagSpecification,
-    VpnConnectionOptionsSpecification, VpnTunnelOptionsSpecification,
+    VpnConnectionOptionsSpecification,
 };
 use xcsp_core::provider::{Attributes, BoxFuture, Observed, Progress, Provider, ProviderError, Request};
 use xcsp_core::{ADDRESS_TAG, Address, ProviderKind, ResourceType as T, STACK_TAG, Value};
+
+mod tunnel;
 
 /// Where and how to reach AWS.
 #[derive(Debug, Clone)]
@@ -129,7 +131,7 @@ fn str_attr(attrs: &Attributes, key: &str) -> Option<String> {
     attrs.get(key).map(Value::unmarked).and_then(|v| v.as_str().map(String::from))
 }
 
-fn strings(attrs: &Attributes, key: &str) -> Vec<String> {
+pub(crate) fn strings(attrs: &Attributes, key: &str) -> Vec<String> {
     match attrs.get(key).map(Value::unmarked) {
         Some(Value::List(l)) => l
             .iter()
@@ -141,6 +143,11 @@ fn strings(attrs: &Attributes, key: &str) -> Vec<String> {
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// A customer gateway's ASN: `bgpAsnExtended` when it was created with one, else `bgpAsn`.
+fn cgw_asn(g: &aws_sdk_ec2::types::CustomerGateway) -> i64 {
+    g.bgp_asn_extended().or(g.bgp_asn()).and_then(|s| s.parse().ok()).unwrap_or_default()
 }
 
 fn tunnel_outputs(
@@ -158,57 +165,12 @@ fn tunnel_outputs(
     if let Some(o) = options {
         out.insert("static_routes_only".into(), Value::Bool(o.static_routes_only().unwrap_or(false)));
     }
-    if let Some(t) = tunnels.first() {
-        let list = |v: Vec<String>| Value::List(v.into_iter().map(Value::string).collect());
-        out.insert(
-            "ike_versions".into(),
-            list(t.ike_versions().iter().filter_map(|v| v.value().map(String::from)).collect()),
-        );
-        out.insert(
-            "phase1_encryption".into(),
-            list(t.phase1_encryption_algorithms().iter().filter_map(|v| v.value().map(String::from)).collect()),
-        );
-        out.insert(
-            "phase1_integrity".into(),
-            list(t.phase1_integrity_algorithms().iter().filter_map(|v| v.value().map(String::from)).collect()),
-        );
-        out.insert(
-            "phase1_dh_group".into(),
-            Value::List(
-                t.phase1_dh_group_numbers().iter().filter_map(|v| v.value().map(|n| Value::int(n as i64))).collect(),
-            ),
-        );
-        out.insert(
-            "phase2_encryption".into(),
-            list(t.phase2_encryption_algorithms().iter().filter_map(|v| v.value().map(String::from)).collect()),
-        );
-        out.insert(
-            "phase2_integrity".into(),
-            list(t.phase2_integrity_algorithms().iter().filter_map(|v| v.value().map(String::from)).collect()),
-        );
-        out.insert(
-            "phase2_dh_group".into(),
-            Value::List(
-                t.phase2_dh_group_numbers().iter().filter_map(|v| v.value().map(|n| Value::int(n as i64))).collect(),
-            ),
-        );
-        if let Some(l) = t.phase1_lifetime_seconds() {
-            out.insert("phase1_lifetime_seconds".into(), Value::int(l as i64));
-        }
-        if let Some(l) = t.phase2_lifetime_seconds() {
-            out.insert("phase2_lifetime_seconds".into(), Value::int(l as i64));
-        }
-    }
+    let read: Vec<tunnel::Tunnel> = tunnels.iter().map(|t| tunnel::Tunnel::read(t)).collect();
+    tunnel::outputs(out, &read);
     for (i, t) in tunnels.iter().enumerate().take(2) {
         let n = i + 1;
         let ip = t.outside_ip_address().unwrap_or_default().to_string();
         out.insert(format!("tunnel{n}_address"), Value::string(&ip));
-        if let Some(c) = t.tunnel_inside_cidr() {
-            out.insert(format!("tunnel{n}_inside_cidr"), Value::string(c));
-        }
-        if let Some(k) = t.pre_shared_key() {
-            out.insert(format!("tunnel{n}_psk"), Value::sensitive(Value::string(k)));
-        }
         if let Some(tel) = telemetry.iter().find(|x| x.outside_ip_address() == Some(ip.as_str())) {
             out.insert(format!("tunnel{n}_status"), Value::string(tel.status().map(|s| s.as_str()).unwrap_or("DOWN")));
             out.insert(format!("tunnel{n}_status_message"), Value::string(tel.status_message().unwrap_or_default()));
@@ -507,12 +469,17 @@ impl AwsProvider {
                         let ip =
                             str_attr(attrs, "ip_address").ok_or_else(|| failed(a, "MissingAttribute", "ip_address"))?;
                         let asn = attrs.get("bgp_asn").and_then(Value::as_i64).unwrap_or(65000);
-                        let r = self
-                            .ec2
-                            .create_customer_gateway()
+                        // BgpAsn is a signed 32-bit int (1-2,147,483,647); larger ASNs go in
+                        // BgpAsnExtended (2,147,483,648-4,294,967,295), never both (EC2 API,
+                        // CreateCustomerGateway).
+                        let create = self.ec2.create_customer_gateway();
+                        let create = match i32::try_from(asn) {
+                            Ok(small) => create.bgp_asn(small),
+                            Err(_) => create.bgp_asn_extended(asn),
+                        };
+                        let r = create
                             .r#type(GatewayType::Ipsec1)
                             .ip_address(ip)
-                            .bgp_asn(asn as i32)
                             .tag_specifications(tag_spec(AwsType::CustomerGateway, &desired_tags(req.stack, a, attrs)))
                             .send()
                             .await
@@ -530,10 +497,7 @@ impl AwsProvider {
                 let mut out = Attributes::new();
                 if let Some(g) = r.customer_gateways().first() {
                     out.insert("ip_address".into(), Value::string(g.ip_address().unwrap_or_default()));
-                    out.insert(
-                        "bgp_asn".into(),
-                        Value::int(g.bgp_asn().and_then(|s| s.parse().ok()).unwrap_or_default()),
-                    );
+                    out.insert("bgp_asn".into(), Value::int(cgw_asn(g)));
                     out.insert("type".into(), Value::string(g.r#type().unwrap_or("ipsec.1")));
                     let tags = self.retag(a, &id, &tag_map(g.tags()), &desired_tags(req.stack, a, attrs)).await?;
                     out.insert("tags".into(), tags_value(&tags));
@@ -623,6 +587,36 @@ impl AwsProvider {
         Ok((c.state().map(|s| s.as_str().to_string()), out))
     }
 
+    /// The connection's tunnels as EC2 reports them, tunnel 1 first, each with its outside
+    /// address (the handle ModifyVpnTunnelOptions takes).
+    async fn tunnels(
+        &self,
+        a: &Address,
+        id: &str,
+        wanted_first: Option<&str>,
+    ) -> Result<(Vec<(tunnel::Tunnel, String)>, Option<String>), ProviderError> {
+        let r = self
+            .ec2
+            .describe_vpn_connections()
+            .vpn_connection_ids(id)
+            .send()
+            .await
+            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+        let Some(c) = r.vpn_connections().first() else {
+            return Err(ProviderError::NotFound { address: a.to_string() });
+        };
+        let mut tunnels: Vec<&aws_sdk_ec2::types::TunnelOption> =
+            c.options().map(|o| o.tunnel_options().iter().collect()).unwrap_or_default();
+        if let Some(first) = wanted_first {
+            tunnels.sort_by_key(|t| t.tunnel_inside_cidr() != Some(first));
+        }
+        let out = tunnels
+            .into_iter()
+            .map(|t| (tunnel::Tunnel::read(t), t.outside_ip_address().unwrap_or_default().to_string()))
+            .collect();
+        Ok((out, c.state().map(|s| s.as_str().to_string())))
+    }
+
     async fn vpn_connection(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
         let a = req.address;
         let attrs = req.attributes;
@@ -634,59 +628,10 @@ impl AwsProvider {
                     .ok_or_else(|| failed(a, "MissingAttribute", "customer_gateway"))?;
                 let vgw =
                     str_attr(attrs, "vpn_gateway_id").ok_or_else(|| failed(a, "MissingAttribute", "vpn_gateway_id"))?;
-                let tunnel = |n: u8| {
-                    let mut t = VpnTunnelOptionsSpecification::builder();
-                    if let Some(c) = str_attr(attrs, &format!("tunnel{n}_inside_cidr")) {
-                        t = t.tunnel_inside_cidr(c);
-                    }
-                    if let Some(k) = str_attr(attrs, &format!("tunnel{n}_psk")) {
-                        t = t.pre_shared_key(k);
-                    }
-                    for v in strings(attrs, "ike_versions") {
-                        t = t.ike_versions(aws_sdk_ec2::types::IkeVersionsRequestListValue::builder().value(v).build());
-                    }
-                    for v in strings(attrs, "phase1_encryption") {
-                        t = t.phase1_encryption_algorithms(
-                            aws_sdk_ec2::types::Phase1EncryptionAlgorithmsRequestListValue::builder().value(v).build(),
-                        );
-                    }
-                    for v in strings(attrs, "phase1_integrity") {
-                        t = t.phase1_integrity_algorithms(
-                            aws_sdk_ec2::types::Phase1IntegrityAlgorithmsRequestListValue::builder().value(v).build(),
-                        );
-                    }
-                    for v in strings(attrs, "phase1_dh_group").iter().filter_map(|v| v.parse().ok()) {
-                        t = t.phase1_dh_group_numbers(
-                            aws_sdk_ec2::types::Phase1DhGroupNumbersRequestListValue::builder().value(v).build(),
-                        );
-                    }
-                    for v in strings(attrs, "phase2_encryption") {
-                        t = t.phase2_encryption_algorithms(
-                            aws_sdk_ec2::types::Phase2EncryptionAlgorithmsRequestListValue::builder().value(v).build(),
-                        );
-                    }
-                    for v in strings(attrs, "phase2_integrity") {
-                        t = t.phase2_integrity_algorithms(
-                            aws_sdk_ec2::types::Phase2IntegrityAlgorithmsRequestListValue::builder().value(v).build(),
-                        );
-                    }
-                    for v in strings(attrs, "phase2_dh_group").iter().filter_map(|v| v.parse().ok()) {
-                        t = t.phase2_dh_group_numbers(
-                            aws_sdk_ec2::types::Phase2DhGroupNumbersRequestListValue::builder().value(v).build(),
-                        );
-                    }
-                    if let Some(l) = attrs.get("phase1_lifetime_seconds").and_then(Value::as_i64) {
-                        t = t.phase1_lifetime_seconds(l as i32);
-                    }
-                    if let Some(l) = attrs.get("phase2_lifetime_seconds").and_then(Value::as_i64) {
-                        t = t.phase2_lifetime_seconds(l as i32);
-                    }
-                    t.build()
-                };
                 let options = VpnConnectionOptionsSpecification::builder()
                     .static_routes_only(matches!(attrs.get("static_routes_only"), Some(Value::Bool(true))))
-                    .tunnel_options(tunnel(1))
-                    .tunnel_options(tunnel(2))
+                    .tunnel_options(tunnel::create_spec(&tunnel::Tunnel::wanted(attrs, 1)))
+                    .tunnel_options(tunnel::create_spec(&tunnel::Tunnel::wanted(attrs, 2)))
                     .build();
                 let r = self
                     .patient(a, progress, || async {
@@ -709,27 +654,37 @@ impl AwsProvider {
             Ok(self.read_connection(a, &id, first_cidr.as_deref()).await?.0.as_deref() == Some("available"))
         })
         .await?;
-        // PSK rotation: any tunnel whose key differs from the spec's is modified in place.
-        let (_, current) = self.read_connection(a, &id, first_cidr.as_deref()).await?;
-        for n in 1..=2 {
-            let want = str_attr(attrs, &format!("tunnel{n}_psk"));
-            let have = str_attr(&current, &format!("tunnel{n}_psk"));
-            let ip = str_attr(&current, &format!("tunnel{n}_address")).unwrap_or_default();
-            if let (Some(want), Some(have)) = (want, have)
-                && want != have
-            {
-                progress.waiting(a, &format!("rotating the pre-shared key of tunnel {n}"));
-                let spec =
-                    aws_sdk_ec2::types::ModifyVpnTunnelOptionsSpecification::builder().pre_shared_key(want).build();
+        // Every option the spec sets and the tunnel does not carry is sent, one tunnel at a time,
+        // each modification waited out (the connection is `modifying` until it is applied) so
+        // that the other tunnel carries traffic meanwhile and EC2 takes the next one.
+        let mut current = self.read_connection(a, &id, first_cidr.as_deref()).await?.1;
+        for n in 1..=2u8 {
+            let (tunnels, _) = self.tunnels(a, &id, first_cidr.as_deref()).await?;
+            let Some(have) = tunnels.get(usize::from(n) - 1) else { continue };
+            let want = tunnel::Tunnel::wanted(attrs, n);
+            let changed = want.changed(&have.0);
+            if changed.is_empty() {
+                continue;
+            }
+            let what =
+                changed.iter().map(|c| if *c == "psk" { "pre-shared key" } else { c }).collect::<Vec<_>>().join(", ");
+            progress.waiting(a, &format!("modifying tunnel {n} ({what})"));
+            self.patient(a, progress, || async {
                 self.ec2
                     .modify_vpn_tunnel_options()
                     .vpn_connection_id(&id)
-                    .vpn_tunnel_outside_ip_address(ip)
-                    .tunnel_options(spec)
+                    .vpn_tunnel_outside_ip_address(&have.1)
+                    .tunnel_options(tunnel::modify_spec(&want, &changed))
                     .send()
                     .await
-                    .map_err(|x| sdk_error(a, x.into_service_error()))?;
-            }
+                    .map_err(|x| sdk_error(a, x.into_service_error()))
+            })
+            .await?;
+            self.wait(a, &format!("waiting for AWS to apply the change to tunnel {n}"), progress, || async {
+                Ok(self.read_connection(a, &id, first_cidr.as_deref()).await?.0.as_deref() == Some("available"))
+            })
+            .await?;
+            current = self.read_connection(a, &id, first_cidr.as_deref()).await?.1;
         }
         self.retag(a, &id, &tags_in(&current), &desired_tags(req.stack, a, attrs)).await?;
         let (_, out) = self.read_connection(a, &id, first_cidr.as_deref()).await?;
@@ -1035,10 +990,7 @@ impl AwsProvider {
                     let id = g.customer_gateway_id().unwrap_or_default().to_string();
                     let mut attrs = Attributes::new();
                     attrs.insert("ip_address".into(), Value::string(g.ip_address().unwrap_or_default()));
-                    attrs.insert(
-                        "bgp_asn".into(),
-                        Value::int(g.bgp_asn().and_then(|s| s.parse().ok()).unwrap_or_default()),
-                    );
+                    attrs.insert("bgp_asn".into(), Value::int(cgw_asn(g)));
                     attrs.insert("type".into(), Value::string(g.r#type().unwrap_or("ipsec.1")));
                     attrs.insert("tags".into(), tags_value(&tag_map(g.tags())));
                     attrs.insert("id".into(), Value::string(&id));

@@ -4,7 +4,7 @@
 
 use serde_json::{Value as Json, json};
 use xcsp_core::provider::{Attributes, ProviderError};
-use xcsp_core::{ADDRESS_TAG, Address, STACK_TAG, Value};
+use xcsp_core::{Address, Value, tags};
 
 /// Reads attributes the engine must have filled in.
 pub struct Desired<'a> {
@@ -69,8 +69,8 @@ impl Desired<'_> {
             Some(Json::Object(m)) => m,
             _ => serde_json::Map::new(),
         };
-        tags.insert(STACK_TAG.into(), json!(stack));
-        tags.insert(ADDRESS_TAG.into(), json!(self.address.to_string()));
+        tags.insert(tags::AZURE.stack.into(), json!(stack));
+        tags.insert(tags::AZURE.address.into(), json!(self.address.to_string()));
         Json::Object(tags)
     }
 }
@@ -395,12 +395,14 @@ pub fn connection_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> 
     if let Ok(policy) = d.json("ipsec_policy") {
         props["ipsecPolicies"] = json!([ipsec_policy(&policy)]);
     }
-    if let Some(custom) = d.opt_str("custom_bgp_address") {
-        let instance = d.int("gateway_instance").unwrap_or(0);
-        props["gatewayCustomBgpIpAddresses"] = json!([{
-            "ipConfigurationId": format!("{gateway}/ipConfigurations/ip{}", instance + 1),
-            "customBgpIpAddress": custom,
-        }]);
+    // One custom APIPA address per gateway instance, `ip<i + 1>` (see gateway_body).
+    if let Ok(Json::Array(custom)) = d.json("custom_bgp_addresses") {
+        let entries: Vec<Json> = custom
+            .iter()
+            .enumerate()
+            .map(|(i, ip)| json!({ "ipConfigurationId": format!("{gateway}/ipConfigurations/ip{}", i + 1), "customBgpIpAddress": ip }))
+            .collect();
+        props["gatewayCustomBgpIpAddresses"] = Json::Array(entries);
     }
     Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack), "properties": props }))
 }
@@ -414,14 +416,20 @@ pub fn read_connection(body: &Json) -> Attributes {
     put(&mut out, "enable_bgp", &p["enableBgp"]);
     let policy = p["ipsecPolicies"].as_array().and_then(|a| a.first());
     out.insert("ipsec_policy".into(), policy.map(read_ipsec_policy).unwrap_or(Value::Null));
-    // One custom APIPA address, on the IP configuration `ip<instance + 1>` (see gateway_body).
-    let custom = p["gatewayCustomBgpIpAddresses"].as_array().and_then(|a| a.first());
-    put_or_null(&mut out, "custom_bgp_address", custom.map_or(&Json::Null, |c| &c["customBgpIpAddress"]));
-    let instance = custom
-        .and_then(|c| c["ipConfigurationId"].as_str())
-        .and_then(|id| leaf(id).strip_prefix("ip"))
-        .and_then(|n| n.parse::<i64>().ok());
-    out.insert("gateway_instance".into(), instance.map_or(Value::Null, |n| Value::int(n - 1)));
+    // The custom APIPA address on each IP configuration `ip<i + 1>`, in instance order.
+    let custom: Vec<(usize, Value)> = p["gatewayCustomBgpIpAddresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let n = leaf(c["ipConfigurationId"].as_str()?).strip_prefix("ip")?.parse::<usize>().ok()?;
+            Some((n.checked_sub(1)?, s(&c["customBgpIpAddress"])))
+        })
+        .collect();
+    let instances = custom.iter().map(|(i, _)| i + 1).max().unwrap_or(0);
+    let by_instance: Vec<Value> =
+        (0..instances).map(|i| custom.iter().find(|(n, _)| *n == i).map_or(Value::Null, |(_, v)| v.clone())).collect();
+    out.insert("custom_bgp_addresses".into(), if custom.is_empty() { Value::Null } else { Value::List(by_instance) });
     put(&mut out, "connection_status", &p["connectionStatus"]);
     out
 }

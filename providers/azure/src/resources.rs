@@ -4,7 +4,7 @@
 use futures::StreamExt;
 use serde_json::{Value as Json, json};
 use xcsp_core::provider::{Attributes, Observed, Progress, ProviderError, Request};
-use xcsp_core::{ADDRESS_TAG, Address, ResourceType as T, STACK_TAG, Value};
+use xcsp_core::{Address, ProviderKind, ResourceType as T, Value, tags};
 
 use crate::arm::{self, Desired};
 use crate::lro::Wait;
@@ -510,8 +510,12 @@ impl AzureProvider {
         let rg = self.config.resource_group.as_str();
         let sub = self.config.subscription_id.as_str();
         let n = &self.network;
-        let ours = |j: &Json| j["tags"][STACK_TAG].as_str() == Some(stack);
-        let address_of = |j: &Json| j["tags"][ADDRESS_TAG].as_str().and_then(|a| a.parse::<Address>().ok());
+        // The stack and address tags, under today's keys or the ones written before them.
+        fn owner(j: &Json) -> Option<(&str, &str)> {
+            tags::owner(ProviderKind::Azure, |k| j["tags"][k].as_str())
+        }
+        let ours = |j: &Json| owner(j).is_some_and(|(s, _)| s == stack);
+        let address_of = |j: &Json| owner(j).and_then(|(_, a)| a.parse::<Address>().ok());
         let tagged = |items: Vec<Json>, read: fn(&Json) -> Attributes| -> Vec<Observed> {
             items
                 .iter()
@@ -525,12 +529,19 @@ impl AzureProvider {
         };
         Ok(match rtype {
             T::AzureResourceGroup => {
-                let filter = format!("tagName eq '{STACK_TAG}' and tagValue eq '{}'", stack.replace('\'', "''"));
+                // ARM filters resource groups by one tag at a time: one list per key that may
+                // carry the stack, merged by id.
                 let c = self.resources.resource_groups_client();
-                tagged(
-                    self.list_all(rtype, || all_pages!(c.list(sub).filter(&filter))).await?,
-                    arm::read_resource_group,
-                )
+                let mut groups: Vec<Json> = Vec::new();
+                for keys in tags::read_keys(ProviderKind::Azure) {
+                    let filter = format!("tagName eq '{}' and tagValue eq '{}'", keys.stack, stack.replace('\'', "''"));
+                    for g in self.list_all(rtype, || all_pages!(c.list(sub).filter(&filter))).await? {
+                        if !groups.iter().any(|seen| seen["id"] == g["id"]) {
+                            groups.push(g);
+                        }
+                    }
+                }
+                tagged(groups, arm::read_resource_group)
             }
             T::AzureVirtualNetwork => {
                 let c = n.virtual_networks_client();

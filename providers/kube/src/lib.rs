@@ -14,7 +14,7 @@ pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider, resource};
 
 use serde_json::{Value as Json, json};
 use xcsp_core::provider::Attributes;
-use xcsp_core::{ADDRESS_TAG, Address, ResourceType as T, STACK_TAG, Value};
+use xcsp_core::{ADDRESS_TAG, Address, ResourceType as T, STACK_TAG, Value, tags};
 
 const CAPZ: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
 const CAPI: &str = "cluster.x-k8s.io/v1beta1";
@@ -118,7 +118,8 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
                         "acceleratedNetworking": a.attrs.get("accelerated_networking") == Some(&Value::Bool(true)),
                     }],
                     "disableExtensionOperations": true,
-                    "additionalTags": { STACK_TAG: stack, ADDRESS_TAG: address.to_string() },
+                    // CAPZ copies these onto the VM, its NIC and disks: Azure tag keys (no `/`).
+                    "additionalTags": { tags::AZURE.stack: stack, tags::AZURE.address: address.to_string() },
                 }}}
             })
         }
@@ -155,6 +156,10 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
                     }
                 }
             });
+            // The zone CAPZ puts the VM in (`azure/scope/machine.go`: Machine.spec.failureDomain).
+            if let Some(zone) = a.attrs.get("failure_domain").and_then(Value::as_str) {
+                ms["spec"]["template"]["spec"]["failureDomain"] = json!(zone);
+            }
             // The CRD wants at least one taint when the list is there at all.
             if !taints.is_empty() {
                 ms["spec"]["template"]["spec"]["taints"] = json!(taints);
@@ -165,7 +170,7 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
             "apiVersion": CAPI, "kind": "MachineHealthCheck", "metadata": meta,
             "spec": {
                 "clusterName": a.str("cluster_name"),
-                "selector": { "matchLabels": { "cluster.x-k8s.io/set-name": a.str("selector") } },
+                "selector": { "matchLabels": { tags::POOL_LABEL: a.str("selector") } },
                 "unhealthyConditions": [
                     { "type": "Ready", "status": "Unknown", "timeout": "300s" },
                     { "type": "Ready", "status": "False", "timeout": "300s" },

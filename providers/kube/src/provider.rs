@@ -218,7 +218,8 @@ impl KubeProvider {
                         timeout: self.config.machine_timeout,
                     });
                 }
-                progress.waiting(a, &format!("waiting for {left} machines of MachineSet {name} to be deleted"));
+                let machines = if left == 1 { "machine" } else { "machines" };
+                progress.waiting(a, &format!("waiting for {left} {machines} of MachineSet {name} to be deleted"));
                 tokio::time::sleep(self.config.poll_interval).await;
             }
         }

@@ -66,7 +66,15 @@ fn the_il5_objects_are_valid_against_the_capz_and_capi_crds() {
     let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
-        ["AzureClusterIdentity", "AzureCluster", "Cluster", "AzureMachineTemplate", "MachineSet", "MachineHealthCheck"]
+        [
+            "AzureClusterIdentity",
+            "AzureCluster",
+            "Cluster",
+            "AzureMachineTemplate",
+            "MachineSet",
+            "MachineSet",
+            "MachineHealthCheck"
+        ]
     );
     for o in &objects {
         assert_eq!(problems(o), Vec::<String>::new(), "{}", serde_json::to_string_pretty(o).unwrap());
@@ -75,6 +83,18 @@ fn the_il5_objects_are_valid_against_the_capz_and_capi_crds() {
     let ms = &objects[4];
     assert_eq!(ms["spec"]["template"]["spec"]["bootstrap"]["dataSecretName"], "worker-user-data");
     assert_eq!(ms["spec"]["template"]["metadata"]["labels"]["node.openshift.io/cloud-provider"], "azure");
+    // One MachineSet per zone, each placing its machines there, one replica each; the health
+    // check selects the pool's machines in both.
+    let zones: Vec<&Json> = objects[4..6].iter().map(|m| &m["spec"]["template"]["spec"]["failureDomain"]).collect();
+    assert_eq!(zones, [&json!("1"), &json!("2")]);
+    assert!(objects[4..6].iter().all(|m| m["spec"]["replicas"] == 1));
+    let pool = &ms["spec"]["template"]["metadata"]["labels"]["xcsp.io/pool"];
+    assert_eq!(&objects[6]["spec"]["selector"]["matchLabels"]["xcsp.io/pool"], pool);
+    // The template's name carries the digest of what it renders (CAPZ refuses changes to it).
+    let template = objects[3]["metadata"]["name"].as_str().unwrap();
+    assert!(template.starts_with("il5-gpu-x7k2p-gpu-") && template.len() == "il5-gpu-x7k2p-gpu-".len() + 8);
+    assert_eq!(ms["spec"]["template"]["spec"]["infrastructureRef"]["name"], template);
+    assert_eq!(objects[3]["spec"]["template"]["spec"]["additionalTags"]["xcsp.io_stack"], "il5-gpu");
     assert_eq!(objects[1]["spec"]["azureEnvironment"], "AzureUSGovernmentCloud");
     assert_eq!(objects[0]["spec"]["type"], "WorkloadIdentity");
 }
@@ -123,7 +143,7 @@ fn render_writes_one_yaml_document_per_object_in_apply_order() {
     let objects = il5_objects();
     let files = xcsp_kube::render(&objects);
     assert_eq!(files[0].0, "01-azureclusteridentity-il5-gpu-x7k2p-capz.yaml");
-    assert_eq!(files[4].0, "05-machineset-il5-gpu-x7k2p-gpu.yaml");
+    assert_eq!(files[4].0, "05-machineset-il5-gpu-x7k2p-gpu-usgovvirginia1.yaml");
     let mut golden = String::new();
     for ((name, text), o) in files.iter().zip(&objects) {
         let back: Json = serde_norway::from_str(text).unwrap();

@@ -320,7 +320,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let sets: Vec<(usize, String)> = journal
         .iter()
         .enumerate()
-        .filter(|(_, e)| is(e, "kubernetes", "/machinesets/"))
+        .filter(|(_, e)| is(e, "kubernetes", "/machinesets/") && e["verb"] == "DELETE")
         .map(|(i, e)| (i, e["id"].as_str().unwrap().rsplit('/').next().unwrap().to_string()))
         .collect();
     assert_eq!(sets.len(), 2, "{journal:#?}");

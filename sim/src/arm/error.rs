@@ -12,11 +12,13 @@ pub struct ArmError {
     pub message: String,
     /// Extra headers (e.g. `Retry-After` on 429).
     pub headers: Vec<(String, String)>,
+    /// Inner errors (`error.details[]`: code, message), as ARM nests them under a generic code.
+    pub details: Vec<(String, String)>,
 }
 
 impl ArmError {
     pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ArmError {
-        ArmError { status, code: code.to_string(), message: message.into(), headers: Vec::new() }
+        ArmError { status, code: code.to_string(), message: message.into(), headers: Vec::new(), details: Vec::new() }
     }
     pub fn bad_request(code: &str, message: impl Into<String>) -> ArmError {
         ArmError::new(StatusCode::BAD_REQUEST, code, message)
@@ -54,7 +56,16 @@ impl ArmError {
         self.headers.push((name.to_string(), value.into()));
         self
     }
+    pub fn with_detail(mut self, code: &str, message: impl Into<String>) -> ArmError {
+        self.details.push((code.to_string(), message.into()));
+        self
+    }
     pub fn body(&self) -> Value {
-        json!({"error": {"code": self.code, "message": self.message}})
+        let mut body = json!({"error": {"code": self.code, "message": self.message}});
+        if !self.details.is_empty() {
+            body["error"]["details"] =
+                self.details.iter().map(|(code, message)| json!({"code": code, "message": message})).collect();
+        }
+        body
     }
 }

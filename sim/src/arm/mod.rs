@@ -9,6 +9,7 @@ pub mod path;
 pub mod resources;
 pub mod rules;
 pub mod store;
+pub mod tags;
 pub mod throttle;
 pub mod validate;
 

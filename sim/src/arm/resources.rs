@@ -4,7 +4,7 @@
 use super::kinds::{self, Kind, Patch};
 use super::path::{self, Target};
 use super::store::{self, OpAction, OpStatus, Operation, ResKind, Resource, Store};
-use super::{Ctx, Reply, check_api_version, error::ArmError, matches_tag_filter, parse_filter, rules, validate};
+use super::{Ctx, Reply, check_api_version, error::ArmError, matches_tag_filter, parse_filter, rules, tags, validate};
 use axum::http::{Method, StatusCode};
 use serde_json::{Map, Value, json};
 
@@ -107,6 +107,7 @@ fn rg_put(store: &mut Store, ctx: &Ctx, sub: &str, rg: &str) -> Result<Reply, Ar
     check_api_version(ctx, kinds::RESOURCES_API, "resourceGroups")?;
     let body = ctx.json()?;
     validate::resource_group(&body, false)?;
+    tags::check(&body)?;
     rules::check_name(rg, 1, 90, "resource group")?;
     let location = normalize_location(body["location"].as_str().unwrap_or_default());
     let key = rg_key(sub, rg);
@@ -162,6 +163,7 @@ fn rg_patch(store: &mut Store, ctx: &Ctx, sub: &str, rg: &str) -> Result<Reply, 
     check_api_version(ctx, kinds::RESOURCES_API, "resourceGroups")?;
     let body = ctx.json()?;
     validate::resource_group(&body, true)?;
+    tags::check(&body)?;
     require_rg_writable(store, sub, rg)?;
     let r = store.get_mut(&rg_key(sub, rg)).expect("checked");
     if let Some(t) = body.get("tags").filter(|t| !t.is_null()) {
@@ -468,6 +470,7 @@ fn put(
     rules::check_name(&name, 1, 80, kind.segment)?;
     let body = ctx.json()?;
     validate::put_body(kind, &body)?;
+    tags::check(&body)?;
     let existing = store.get(&a.key).cloned();
     if existing
         .as_ref()
@@ -633,6 +636,7 @@ fn patch(
     let a = address(store, sub, rg, kind, names)?;
     let body = ctx.json()?;
     validate::tags_body(&body)?;
+    tags::check(&body)?;
     let Some(existing) = store.get(&a.key).cloned() else {
         return Err(ArmError::not_found(kind.arm_type, &names.join("/"), &a.rg_name));
     };

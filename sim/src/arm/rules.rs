@@ -187,6 +187,7 @@ pub fn check_put(
         if let Some((_, _)) = subnets.iter().find(|(n, _)| n.is_empty()) {
             return Err(ArmError::invalid_content("Every subnet in properties.subnets needs a name."));
         }
+        check_unique_children(id, props["subnets"].as_array())?;
         check_subnets(store, id, &space, &subnets)?;
         if existing.is_some() {
             for child in store.children(id, &kinds::SUBNET) {
@@ -212,6 +213,7 @@ pub fn check_put(
         all.insert(0, (name, props.clone()));
         check_subnets(store, vnet_id, &space, &all)?;
     } else if is(kind, &kinds::NSG) {
+        check_unique_children(id, props["securityRules"].as_array())?;
         for r in props["securityRules"].as_array().into_iter().flatten() {
             check_rule_priority(&r["properties"])?;
         }
@@ -294,6 +296,23 @@ pub fn check_put(
                 "A user-assigned identity can have at most 20 federated identity credentials.",
             ));
         }
+    }
+    Ok(())
+}
+
+/// Two embedded children (subnets, security rules) with one name (names compare
+/// case-insensitively): ARM's network provider answers `InvalidRequestFormat` with a
+/// `DuplicateResourceName` detail.
+fn check_unique_children(id: &str, items: Option<&Vec<Value>>) -> Result<(), ArmError> {
+    let mut seen: Vec<String> = Vec::new();
+    for name in items.into_iter().flatten().filter_map(|c| c["name"].as_str()) {
+        if seen.iter().any(|s| s.eq_ignore_ascii_case(name)) {
+            return Err(ArmError::bad_request("InvalidRequestFormat", "Cannot parse the request.").with_detail(
+                "DuplicateResourceName",
+                format!("Resource {id} has two child resources with the same name ({name})."),
+            ));
+        }
+        seen.push(name.to_string());
     }
     Ok(())
 }
@@ -507,6 +526,9 @@ fn check_connection(store: &Store, id: &str, body: &Value, location: &str) -> Re
     if let Some(k) = props["sharedKey"].as_str() {
         check_shared_key(k)?;
     }
+    for (i, policy) in props["ipsecPolicies"].as_array().into_iter().flatten().enumerate() {
+        check_ipsec_policy(policy, i)?;
+    }
     let gw_configs: Vec<String> = gw.body["properties"]["ipConfigurations"]
         .as_array()
         .into_iter()
@@ -531,6 +553,32 @@ fn check_connection(store: &Store, id: &str, body: &Value, location: &str) -> Re
             "BgpNotEnabledOnVirtualNetworkGateway",
             format!("Connection {id} enables BGP but gateway {gw1} does not."),
         ));
+    }
+    Ok(())
+}
+
+/// The limits Microsoft Learn documents for a custom IPsec/IKE policy (the enums are checked in
+/// `validate`): a quick-mode SA lifetime of at least 300 s, and GCM encryption and integrity for
+/// IPsec chosen together, with the same algorithm and key length.
+fn check_ipsec_policy(policy: &Value, i: usize) -> Result<(), ArmError> {
+    let field = |f: &str| format!("properties.ipsecPolicies[{i}].{f}");
+    if let Some(secs) = policy["saLifeTimeSeconds"].as_i64()
+        && secs < 300
+    {
+        return Err(ArmError::invalid_content(format!(
+            "{} is {secs}; the IPsec SA lifetime must be at least 300 seconds.",
+            field("saLifeTimeSeconds")
+        )));
+    }
+    let enc = policy["ipsecEncryption"].as_str().unwrap_or_default();
+    let int = policy["ipsecIntegrity"].as_str().unwrap_or_default();
+    let gcm = |a: &str| a.to_ascii_uppercase().starts_with("GCMAES");
+    if (gcm(enc) || gcm(int)) && !enc.eq_ignore_ascii_case(int) {
+        return Err(ArmError::invalid_content(format!(
+            "{} is {enc} and {} is {int}; a GCMAES IPsec encryption needs the same GCMAES algorithm and key length as IPsec integrity, and the other way round.",
+            field("ipsecEncryption"),
+            field("ipsecIntegrity")
+        )));
     }
     Ok(())
 }
@@ -723,6 +771,32 @@ pub fn check_delete(store: &Store, kind: &'static Kind, r: &Resource) -> Result<
                 format!(
                     "Public IP address {} can not be deleted since it is still allocated to resource {cfg}. In order to delete the public IP, disassociate/detach the Public IP address from the resource. To learn how to do this, see aka.ms/deletepublicip.",
                     r.id
+                ),
+            ));
+        }
+    } else if is(kind, &kinds::VNG) || is(kind, &kinds::LNG) {
+        let fields: &[&str] = if is(kind, &kinds::VNG) {
+            &["virtualNetworkGateway1", "virtualNetworkGateway2"]
+        } else {
+            &["localNetworkGateway2"]
+        };
+        let users: Vec<String> = store
+            .of_kind(&kinds::CONNECTION)
+            .filter(|c| {
+                fields
+                    .iter()
+                    .any(|f| c.body["properties"][f]["id"].as_str().is_some_and(|i| i.eq_ignore_ascii_case(&key)))
+            })
+            .map(|c| c.id.clone())
+            .collect();
+        if !users.is_empty() {
+            let what = if is(kind, &kinds::VNG) { "Virtual network gateway" } else { "Local network gateway" };
+            return Err(ArmError::bad_request(
+                "VirtualNetworkGatewayCannotBeDeleted",
+                format!(
+                    "{what} {} cannot be deleted because the following connections still reference it: {}. Delete the connections first.",
+                    r.id,
+                    users.join(", ")
                 ),
             ));
         }

@@ -225,7 +225,7 @@ pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
         "DeleteVpnConnection" => own(sim.aws.vpn.lock().expect("vpn").delete_conn(&p, &t)),
         "ModifyVpnTunnelOptions" => {
             let telemetry = tunnels::telemetry(sim);
-            own(sim.aws.vpn.lock().expect("vpn").modify_tunnel(&p, now, &telemetry))
+            own(sim.aws.vpn.lock().expect("vpn").modify_tunnel(&p, &t, &telemetry))
         }
         "CreateVpnConnectionRoute" => own(sim.aws.vpn.lock().expect("vpn").route(&p, true, now)),
         "DeleteVpnConnectionRoute" => own(sim.aws.vpn.lock().expect("vpn").route(&p, false, now)),

@@ -52,6 +52,9 @@ pub struct Cgw {
     pub id: String,
     pub ip: String,
     pub asn: i64,
+    /// The ASN came as `BgpAsnExtended` (and is reported as `bgpAsnExtended`).
+    pub extended: bool,
+    pub device_name: Option<String>,
     pub life: Life,
     pub tags: Vec<(String, String)>,
 }
@@ -69,8 +72,14 @@ pub struct Tunnel {
     pub p2_enc: Vec<String>,
     pub p2_int: Vec<String>,
     pub p2_dh: Vec<String>,
-    pub p1_lifetime: Option<String>,
-    pub p2_lifetime: Option<String>,
+    pub p1_lifetime: Option<i64>,
+    pub p2_lifetime: Option<i64>,
+    pub rekey_margin: Option<i64>,
+    pub rekey_fuzz: Option<i64>,
+    pub replay_window: Option<i64>,
+    pub dpd_timeout: Option<i64>,
+    pub dpd_action: Option<String>,
+    pub startup_action: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -82,7 +91,19 @@ pub struct Conn {
     pub tunnels: [Tunnel; 2],
     pub routes: BTreeSet<String>,
     pub life: Life,
+    /// A tunnel modification in progress: `modifying` until then.
+    pub modifying_until: Option<Instant>,
     pub tags: Vec<(String, String)>,
+}
+
+impl Conn {
+    /// The lifecycle state, with `modifying` while a ModifyVpnTunnelOptions is applied.
+    pub fn state(&self, now: Instant) -> &'static str {
+        match self.life.state(now) {
+            "available" if self.modifying_until.is_some_and(|u| now < u) => "modifying",
+            s => s,
+        }
+    }
 }
 
 /// What the layer holds.
@@ -134,26 +155,165 @@ fn not_found(kind: &str, id: &str) -> Ec2Error {
     Ec2Error::bad(&format!("Invalid{kind}ID.NotFound"), format!("The {kind} ID '{id}' does not exist"))
 }
 
-fn tunnel_options(p: &Params) -> [Tunnel; 2] {
-    let mut out: [Tunnel; 2] = Default::default();
-    for (i, t) in p.members("Options.TunnelOptions").into_iter().take(2).enumerate() {
-        let values = |name: &str| t.members(name).iter().filter_map(|m| m.get("Value").map(String::from)).collect();
-        out[i] = Tunnel {
-            outside_ip: String::new(),
-            inside_cidr: t.get("TunnelInsideCidr").unwrap_or_default().to_string(),
-            psk: t.get("PreSharedKey").unwrap_or_default().to_string(),
-            ike_versions: values("IKEVersion"),
-            p1_enc: values("Phase1EncryptionAlgorithm"),
-            p1_int: values("Phase1IntegrityAlgorithm"),
-            p1_dh: values("Phase1DHGroupNumber"),
-            p2_enc: values("Phase2EncryptionAlgorithm"),
-            p2_int: values("Phase2IntegrityAlgorithm"),
-            p2_dh: values("Phase2DHGroupNumber"),
-            p1_lifetime: t.get("Phase1LifetimeSeconds").map(String::from),
-            p2_lifetime: t.get("Phase2LifetimeSeconds").map(String::from),
-        };
+/// The parameters under `prefix` (`Options.TunnelOptions.1.` or `TunnelOptions.`), prefix removed.
+fn under(p: &Params, prefix: &str) -> Params {
+    Params(p.0.iter().filter_map(|(k, v)| k.strip_prefix(prefix).map(|r| (r.to_string(), v.clone()))).collect())
+}
+
+/// An integer option (`InvalidParameterValue` naming it when it is not one).
+fn int_option(t: &Params, name: &str) -> Result<Option<i64>, Ec2Error> {
+    match t.get(name) {
+        None => Ok(None),
+        Some(v) => v.parse().map(Some).map_err(|_| invalid_option(name, v, "an integer")),
     }
-    out
+}
+
+fn invalid_option(name: &str, value: impl std::fmt::Display, want: &str) -> Ec2Error {
+    Ec2Error::bad(
+        "InvalidParameterValue",
+        format!("The value '{value}' for tunnel option {name} is not valid: {want}."),
+    )
+}
+
+impl Tunnel {
+    /// Sets the options present in `t` (one tunnel's `VpnTunnelOptionsSpecification` or
+    /// `ModifyVpnTunnelOptionsSpecification` parameters); absent ones keep their value.
+    fn apply(&mut self, t: &Params) -> Result<(), Ec2Error> {
+        let values = |name: &str| -> Option<Vec<String>> {
+            let v: Vec<String> = t.members(name).iter().filter_map(|m| m.get("Value").map(String::from)).collect();
+            (!v.is_empty()).then_some(v)
+        };
+        if let Some(c) = t.get("TunnelInsideCidr") {
+            self.inside_cidr = c.to_string();
+        }
+        if let Some(k) = t.get("PreSharedKey") {
+            self.psk = k.to_string();
+        }
+        let lists = [
+            ("IKEVersion", &mut self.ike_versions),
+            ("Phase1EncryptionAlgorithm", &mut self.p1_enc),
+            ("Phase1IntegrityAlgorithm", &mut self.p1_int),
+            ("Phase1DHGroupNumber", &mut self.p1_dh),
+            ("Phase2EncryptionAlgorithm", &mut self.p2_enc),
+            ("Phase2IntegrityAlgorithm", &mut self.p2_int),
+            ("Phase2DHGroupNumber", &mut self.p2_dh),
+        ];
+        for (name, field) in lists {
+            if let Some(v) = values(name) {
+                *field = v;
+            }
+        }
+        let ints = [
+            ("Phase1LifetimeSeconds", &mut self.p1_lifetime),
+            ("Phase2LifetimeSeconds", &mut self.p2_lifetime),
+            ("RekeyMarginTimeSeconds", &mut self.rekey_margin),
+            ("RekeyFuzzPercentage", &mut self.rekey_fuzz),
+            ("ReplayWindowSize", &mut self.replay_window),
+            ("DPDTimeoutSeconds", &mut self.dpd_timeout),
+        ];
+        for (name, field) in ints {
+            if let Some(v) = int_option(t, name)? {
+                *field = Some(v);
+            }
+        }
+        if let Some(a) = t.get("DPDTimeoutAction") {
+            self.dpd_action = Some(a.to_string());
+        }
+        if let Some(a) = t.get("StartupAction") {
+            self.startup_action = Some(a.to_string());
+        }
+        Ok(())
+    }
+
+    /// The ranges and values of the EC2 API reference's `VpnTunnelOptionsSpecification`, on the
+    /// effective options (AWS's defaults where unset: phase 1 28800 s, phase 2 3600 s).
+    fn check(&self) -> Result<(), Ec2Error> {
+        let p1 = self.p1_lifetime.unwrap_or(28_800);
+        let p2 = self.p2_lifetime.unwrap_or(3_600);
+        if !(900..=28_800).contains(&p1) {
+            return Err(invalid_option("Phase1LifetimeSeconds", p1, "a value between 900 and 28800"));
+        }
+        if !(900..=3_600).contains(&p2) {
+            return Err(invalid_option("Phase2LifetimeSeconds", p2, "a value between 900 and 3600"));
+        }
+        if p2 >= p1 {
+            return Err(invalid_option(
+                "Phase2LifetimeSeconds",
+                p2,
+                &format!("it must be less than Phase1LifetimeSeconds ({p1})"),
+            ));
+        }
+        if let Some(m) = self.rekey_margin
+            && !(60..=p2 / 2).contains(&m)
+        {
+            return Err(invalid_option(
+                "RekeyMarginTimeSeconds",
+                m,
+                &format!("a value between 60 and half of Phase2LifetimeSeconds ({})", p2 / 2),
+            ));
+        }
+        if let Some(f) = self.rekey_fuzz
+            && !(0..=100).contains(&f)
+        {
+            return Err(invalid_option("RekeyFuzzPercentage", f, "a value between 0 and 100"));
+        }
+        if let Some(w) = self.replay_window
+            && !(64..=2048).contains(&w)
+        {
+            return Err(invalid_option("ReplayWindowSize", w, "a value between 64 and 2048"));
+        }
+        if let Some(d) = self.dpd_timeout
+            && d < 30
+        {
+            return Err(invalid_option("DPDTimeoutSeconds", d, "a value greater than or equal to 30"));
+        }
+        let one_of = |name: &str, value: &str, allowed: &[&str]| {
+            if allowed.contains(&value) {
+                Ok(())
+            } else {
+                Err(invalid_option(name, value, &format!("valid values are {}", allowed.join(" | "))))
+            }
+        };
+        if let Some(a) = &self.dpd_action {
+            one_of("DPDTimeoutAction", a, &["clear", "none", "restart"])?;
+        }
+        if let Some(a) = &self.startup_action {
+            one_of("StartupAction", a, &["add", "start"])?;
+        }
+        const ENCRYPTION: &[&str] = &["AES128", "AES256", "AES128-GCM-16", "AES256-GCM-16"];
+        const INTEGRITY: &[&str] = &["SHA1", "SHA2-256", "SHA2-384", "SHA2-512"];
+        const P1_DH: &[&str] = &["2", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24"];
+        const P2_DH: &[&str] = &["2", "5", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24"];
+        let lists: [(&str, &Vec<String>, &[&str]); 7] = [
+            ("IKEVersions", &self.ike_versions, &["ikev1", "ikev2"]),
+            ("Phase1EncryptionAlgorithms", &self.p1_enc, ENCRYPTION),
+            ("Phase2EncryptionAlgorithms", &self.p2_enc, ENCRYPTION),
+            ("Phase1IntegrityAlgorithms", &self.p1_int, INTEGRITY),
+            ("Phase2IntegrityAlgorithms", &self.p2_int, INTEGRITY),
+            ("Phase1DHGroupNumbers", &self.p1_dh, P1_DH),
+            ("Phase2DHGroupNumbers", &self.p2_dh, P2_DH),
+        ];
+        for (name, values, allowed) in lists {
+            for v in values {
+                one_of(name, v, allowed)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn tunnel_options(p: &Params) -> Result<[Tunnel; 2], Ec2Error> {
+    let mut out: [Tunnel; 2] = Default::default();
+    for (i, t) in out.iter_mut().enumerate() {
+        t.apply(&under(p, &format!("Options.TunnelOptions.{}.", i + 1)))?;
+        t.check()?;
+    }
+    Ok(out)
+}
+
+/// A /30 as a network, so that `169.254.21.1/30` and `169.254.21.0/30` are one.
+fn network(cidr: &str) -> Option<ipnet::Ipv4Net> {
+    cidr.parse::<ipnet::Ipv4Net>().ok().map(|n| n.trunc())
 }
 
 /// AWS tunnel inside CIDRs: a /30 in 169.254.0.0/16, none of the reserved ones
@@ -172,7 +332,8 @@ fn check_inside_cidr(cidr: &str) -> Result<(), Ec2Error> {
         .parse()
         .map_err(|_| Ec2Error::bad("InvalidParameterValue", format!("invalid tunnel inside CIDR {cidr}")))?;
     let link_local: ipnet::Ipv4Net = "169.254.0.0/16".parse().expect("constant");
-    if net.prefix_len() != 30 || !link_local.contains(&net) || RESERVED.contains(&cidr) {
+    if net.prefix_len() != 30 || !link_local.contains(&net) || RESERVED.iter().any(|r| network(r) == Some(net.trunc()))
+    {
         return Err(Ec2Error::bad(
             "InvalidParameterValue",
             format!("The tunnel inside CIDR {cidr} is not a /30 in 169.254.0.0/16 outside the reserved blocks"),
@@ -339,17 +500,76 @@ impl VpnStore {
         Ok("<return>true</return>".into())
     }
 
+    /// https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateCustomerGateway.html:
+    /// `BgpAsn` 1-2,147,483,647 (default 65000), `BgpAsnExtended` 2,147,483,648-4,294,967,295;
+    /// "An identical request returns information about the existing customer gateway".
     pub fn create_cgw(&mut self, p: &Params, t: &Timing) -> Result<String, Ec2Error> {
         let ip = p.get("IpAddress").or(p.get("PublicIp")).unwrap_or_default().to_string();
         if ip.parse::<std::net::Ipv4Addr>().is_err() {
             return Err(Ec2Error::bad("InvalidParameterValue", format!("invalid customer gateway IP '{ip}'")));
         }
-        let asn = p.get("BgpAsn").and_then(|a| a.parse().ok()).unwrap_or(65000);
-        let id = self.id("cgw");
-        self.cgws.insert(
-            id.clone(),
-            Cgw { id: id.clone(), ip, asn, life: Life::new(t.now, Duration::ZERO), tags: p.tag_specs() },
-        );
+        let number = |name: &str, range: std::ops::RangeInclusive<i64>| -> Result<Option<i64>, Ec2Error> {
+            let Some(v) = p.get(name) else { return Ok(None) };
+            match v.parse::<i64>() {
+                Ok(n) if range.contains(&n) => Ok(Some(n)),
+                _ => Err(Ec2Error::bad(
+                    "InvalidParameterValue",
+                    format!(
+                        "The value '{v}' for parameter {name} is not valid: valid values are {} to {}.",
+                        range.start(),
+                        range.end()
+                    ),
+                )),
+            }
+        };
+        let asn = number("BgpAsn", 1..=2_147_483_647)?;
+        let extended = number("BgpAsnExtended", 2_147_483_648..=4_294_967_295)?;
+        if asn.is_some() && extended.is_some() {
+            return Err(Ec2Error::bad(
+                "InvalidParameterCombination",
+                "Specify either BgpAsn or BgpAsnExtended, not both.",
+            ));
+        }
+        let (asn, is_extended) = match (asn, extended) {
+            (_, Some(e)) => (e, true),
+            (a, None) => (a.unwrap_or(65000), false),
+        };
+        let device_name = p.get("DeviceName").map(String::from);
+        let kind = p.get("Type").unwrap_or("ipsec.1");
+        if kind != "ipsec.1" {
+            return Err(Ec2Error::bad(
+                "InvalidParameterValue",
+                format!("The customer gateway type '{kind}' is not valid: ipsec.1."),
+            ));
+        }
+        let same = self
+            .cgws
+            .values()
+            .find(|c| {
+                c.ip == ip
+                    && c.asn == asn
+                    && c.device_name == device_name
+                    && c.life.state(t.now) != "deleted"
+                    && c.life.gone.is_none()
+            })
+            .map(|c| c.id.clone());
+        let id = match same {
+            Some(id) => id,
+            None => {
+                let id = self.id("cgw");
+                let cgw = Cgw {
+                    id: id.clone(),
+                    ip,
+                    asn,
+                    extended: is_extended,
+                    device_name,
+                    life: Life::new(t.now, Duration::ZERO),
+                    tags: p.tag_specs(),
+                };
+                self.cgws.insert(id.clone(), cgw);
+                id
+            }
+        };
         let mut x = Xml::default();
         self.cgw_xml(&mut x, &id, t.now);
         Ok(format!("<customerGateway>{}</customerGateway>", x.0))
@@ -360,9 +580,16 @@ impl VpnStore {
         x.leaf("customerGatewayId", &c.id)
             .leaf("state", c.life.state(now))
             .leaf("type", "ipsec.1")
-            .leaf("ipAddress", &c.ip)
-            .leaf("bgpAsn", c.asn)
-            .tags(&c.tags);
+            .leaf("ipAddress", &c.ip);
+        if c.extended {
+            x.leaf("bgpAsnExtended", c.asn);
+        } else {
+            x.leaf("bgpAsn", c.asn);
+        }
+        if let Some(d) = &c.device_name {
+            x.leaf("deviceName", d);
+        }
+        x.tags(&c.tags);
     }
 
     pub fn describe_cgws(&self, p: &Params, now: Instant) -> Result<String, Ec2Error> {
@@ -438,14 +665,14 @@ impl VpnStore {
             }
             None => return Err(not_found("VpnGateway", &vgw)),
         }
-        let mut tunnels = tunnel_options(p);
+        let mut tunnels = tunnel_options(p)?;
         let mut seen = BTreeSet::new();
         for tunnel in tunnels.iter_mut() {
             if tunnel.inside_cidr.is_empty() {
                 tunnel.inside_cidr = format!("169.254.{}.{}/30", 100 + (self.next % 100), (self.next % 60) * 4);
             }
             check_inside_cidr(&tunnel.inside_cidr)?;
-            if !seen.insert(tunnel.inside_cidr.clone()) {
+            if !seen.insert(network(&tunnel.inside_cidr)) {
                 return Err(Ec2Error::bad("InvalidParameterValue", "The two tunnels need different inside CIDRs"));
             }
             if tunnel.psk.is_empty() {
@@ -457,7 +684,7 @@ impl VpnStore {
         // Inside CIDRs must be unique per virtual private gateway.
         for other in self.conns.values().filter(|c| c.vgw == vgw && c.life.live(now)) {
             for t2 in &other.tunnels {
-                if seen.contains(&t2.inside_cidr) {
+                if seen.contains(&network(&t2.inside_cidr)) {
                     return Err(Ec2Error::bad(
                         "InvalidParameterValue",
                         format!("The tunnel inside CIDR {} is already used on {vgw}", t2.inside_cidr),
@@ -474,6 +701,7 @@ impl VpnStore {
             tunnels,
             routes: BTreeSet::new(),
             life: Life::new(now, (t.scaled)(240.0, 420.0)),
+            modifying_until: None,
             tags: p.tag_specs(),
         };
         self.conns.insert(id.clone(), conn);
@@ -484,7 +712,7 @@ impl VpnStore {
 
     fn conn_xml(&self, x: &mut Xml, id: &str, now: Instant, telemetry: &Telemetry) {
         let c = &self.conns[id];
-        let state = c.life.state(now);
+        let state = c.state(now);
         x.leaf("vpnConnectionId", &c.id)
             .leaf("state", state)
             .leaf("type", "ipsec.1")
@@ -498,11 +726,23 @@ impl VpnStore {
                 .leaf("outsideIpAddress", &t.outside_ip)
                 .leaf("tunnelInsideCidr", &t.inside_cidr)
                 .leaf("preSharedKey", &t.psk);
-            if let Some(l) = &t.p1_lifetime {
-                x.leaf("phase1LifetimeSeconds", l);
+            let ints = [
+                ("phase1LifetimeSeconds", t.p1_lifetime),
+                ("phase2LifetimeSeconds", t.p2_lifetime),
+                ("rekeyMarginTimeSeconds", t.rekey_margin),
+                ("rekeyFuzzPercentage", t.rekey_fuzz),
+                ("replayWindowSize", t.replay_window),
+                ("dpdTimeoutSeconds", t.dpd_timeout),
+            ];
+            for (name, value) in ints {
+                if let Some(v) = value {
+                    x.leaf(name, v);
+                }
             }
-            if let Some(l) = &t.p2_lifetime {
-                x.leaf("phase2LifetimeSeconds", l);
+            for (name, value) in [("dpdTimeoutAction", &t.dpd_action), ("startupAction", &t.startup_action)] {
+                if let Some(v) = value {
+                    x.leaf(name, v);
+                }
             }
             x.values("phase1EncryptionAlgorithmSet", &t.p1_enc)
                 .values("phase2EncryptionAlgorithmSet", &t.p2_enc)
@@ -525,7 +765,7 @@ impl VpnStore {
         x.close("routes");
         x.open("vgwTelemetry");
         for t in &c.tunnels {
-            let (up, why) = if state == "available" {
+            let (up, why) = if state == "available" || state == "modifying" {
                 telemetry
                     .get(&(c.id.clone(), t.outside_ip.clone()))
                     .cloned()
@@ -574,7 +814,7 @@ impl VpnStore {
             }
             let ok = matches_filters(&filters, |name| {
                 tag_field(&c.tags, name).unwrap_or_else(|| match name {
-                    "state" => vec![c.life.state(now).to_string()],
+                    "state" => vec![c.state(now).to_string()],
                     "vpn-connection-id" => vec![c.id.clone()],
                     "vpn-gateway-id" => vec![c.vgw.clone()],
                     "customer-gateway-id" => vec![c.cgw.clone()],
@@ -604,27 +844,40 @@ impl VpnStore {
     }
 
     /// PSK rotation and option changes on one tunnel, found by its outside address.
-    pub fn modify_tunnel(&mut self, p: &Params, now: Instant, telemetry: &Telemetry) -> Result<String, Ec2Error> {
+    /// The connection is `modifying` for a while after each change and refuses another one
+    /// meanwhile (terraform-provider-aws waits for `available` after every ModifyVpnTunnelOptions).
+    pub fn modify_tunnel(&mut self, p: &Params, t: &Timing, telemetry: &Telemetry) -> Result<String, Ec2Error> {
+        let now = t.now;
         let id = p.get("VpnConnectionId").unwrap_or_default().to_string();
         let ip = p.get("VpnTunnelOutsideIpAddress").unwrap_or_default().to_string();
         let Some(c) = self.conns.get_mut(&id) else { return Err(not_found("VpnConnection", &id)) };
-        if c.life.state(now) != "available" {
-            return Err(Ec2Error::bad("IncorrectState", format!("The VPN connection {id} is {}", c.life.state(now))));
+        if c.state(now) != "available" {
+            return Err(Ec2Error::bad(
+                "IncorrectState",
+                format!(
+                    "The VPN connection {id} is {}; it must be available to modify its tunnel options.",
+                    c.state(now)
+                ),
+            ));
         }
-        let Some(t) = c.tunnels.iter_mut().find(|t| t.outside_ip == ip) else {
+        let modifying = now + (t.scaled)(60.0, 180.0);
+        let Some(tunnel) = c.tunnels.iter_mut().find(|x| x.outside_ip == ip) else {
             return Err(Ec2Error::bad(
                 "InvalidParameterValue",
                 format!("{id} has no tunnel with outside address {ip}"),
             ));
         };
-        if let Some(psk) = p.get("TunnelOptions.PreSharedKey") {
-            check_psk(psk)?;
-            t.psk = psk.to_string();
+        let mut changed = tunnel.clone();
+        changed.apply(&under(p, "TunnelOptions."))?;
+        changed.check()?;
+        if changed.psk != tunnel.psk {
+            check_psk(&changed.psk)?;
         }
-        if let Some(cidr) = p.get("TunnelOptions.TunnelInsideCidr") {
-            check_inside_cidr(cidr)?;
-            t.inside_cidr = cidr.to_string();
+        if changed.inside_cidr != tunnel.inside_cidr {
+            check_inside_cidr(&changed.inside_cidr)?;
         }
+        *tunnel = changed;
+        c.modifying_until = Some(modifying);
         let mut x = Xml::default();
         x.open("vpnConnection");
         self.conn_xml(&mut x, &id, now, telemetry);

@@ -1,0 +1,286 @@
+//! EC2 Site-to-Site VPN rules from the README's AWS rule table, driven through the real
+//! aws-sdk-ec2 client against the sim's fidelity layer: tunnel option ranges and values, inside
+//! CIDRs compared as networks, customer gateway ASNs and idempotent creates, and the `modifying`
+//! state of a connection after ModifyVpnTunnelOptions. (The layer answers all of these itself;
+//! no moto is needed.)
+
+use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::types::{
+    IkeVersionsRequestListValue, ModifyVpnTunnelOptionsSpecification, Phase1DhGroupNumbersRequestListValue,
+    Phase1EncryptionAlgorithmsRequestListValue, Phase1IntegrityAlgorithmsRequestListValue,
+    Phase2DhGroupNumbersRequestListValue, VpnConnectionOptionsSpecification, VpnTunnelOptionsSpecification,
+};
+use serde_json::json;
+use xcsp_sim::{Profile, SimConfig, SimServer};
+
+fn sim(profile: Profile) -> SimServer {
+    let mut config = SimConfig::default();
+    config.latency.profile = profile;
+    config.throttle.enabled = false;
+    SimServer::start(config, 0).unwrap()
+}
+
+fn ec2(base: &str) -> aws_sdk_ec2::Client {
+    aws_sdk_ec2::Client::from_conf(
+        aws_sdk_ec2::Config::builder()
+            .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+            .region(aws_sdk_ec2::config::Region::new("us-gov-west-1"))
+            .endpoint_url(base)
+            .credentials_provider(aws_sdk_ec2::config::Credentials::new("AKID", "s", None, None, "test"))
+            .build(),
+    )
+}
+
+/// The error code and message of a failed call.
+fn failure<T, E: ProvideErrorMetadata + std::fmt::Debug>(
+    r: Result<T, aws_sdk_ec2::error::SdkError<E>>,
+) -> (String, String) {
+    let e = r.err().expect("the call must fail");
+    (e.code().unwrap_or_default().to_string(), e.message().unwrap_or_default().to_string())
+}
+
+/// A customer gateway and a virtual private gateway (both available at once in `instant`).
+async fn gateways(ec2: &aws_sdk_ec2::Client) -> (String, String) {
+    let cgw = ec2.create_customer_gateway().ip_address("198.51.100.7").bgp_asn(65010).r#type("ipsec.1".into());
+    let cgw = cgw.send().await.unwrap().customer_gateway.unwrap().customer_gateway_id.unwrap();
+    let vgw = ec2.create_vpn_gateway().r#type("ipsec.1".into()).amazon_side_asn(64512).send().await.unwrap();
+    (cgw, vgw.vpn_gateway.unwrap().vpn_gateway_id.unwrap())
+}
+
+async fn create(
+    ec2: &aws_sdk_ec2::Client,
+    cgw: &str,
+    vgw: &str,
+    tunnels: Vec<VpnTunnelOptionsSpecification>,
+) -> Result<
+    aws_sdk_ec2::operation::create_vpn_connection::CreateVpnConnectionOutput,
+    aws_sdk_ec2::error::SdkError<aws_sdk_ec2::operation::create_vpn_connection::CreateVpnConnectionError>,
+> {
+    let options = VpnConnectionOptionsSpecification::builder().set_tunnel_options(Some(tunnels)).build();
+    ec2.create_vpn_connection()
+        .customer_gateway_id(cgw)
+        .vpn_gateway_id(vgw)
+        .r#type("ipsec.1")
+        .options(options)
+        .send()
+        .await
+}
+
+fn tunnel() -> aws_sdk_ec2::types::builders::VpnTunnelOptionsSpecificationBuilder {
+    VpnTunnelOptionsSpecification::builder()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnel_options_outside_aws_ranges_are_refused_naming_the_option() {
+    let server = sim(Profile::Instant);
+    let ec2 = ec2(&server.base_url);
+    let (cgw, vgw) = gateways(&ec2).await;
+    let refused: Vec<(VpnTunnelOptionsSpecification, &str)> = vec![
+        (tunnel().phase1_lifetime_seconds(899).build(), "Phase1LifetimeSeconds"),
+        (tunnel().phase1_lifetime_seconds(28801).build(), "Phase1LifetimeSeconds"),
+        (tunnel().phase2_lifetime_seconds(899).build(), "Phase2LifetimeSeconds"),
+        (tunnel().phase2_lifetime_seconds(3601).build(), "Phase2LifetimeSeconds"),
+        // Phase 2 must be strictly less than phase 1, with phase 1 at its effective value.
+        (tunnel().phase1_lifetime_seconds(1800).phase2_lifetime_seconds(1800).build(), "Phase2LifetimeSeconds"),
+        (tunnel().phase1_lifetime_seconds(900).build(), "Phase2LifetimeSeconds"),
+        (tunnel().dpd_timeout_seconds(29).build(), "DPDTimeoutSeconds"),
+        (tunnel().rekey_margin_time_seconds(59).build(), "RekeyMarginTimeSeconds"),
+        // Half of the effective phase 2 lifetime: 1800 by default, 500 here.
+        (tunnel().rekey_margin_time_seconds(1801).build(), "RekeyMarginTimeSeconds"),
+        (tunnel().phase2_lifetime_seconds(1000).rekey_margin_time_seconds(501).build(), "RekeyMarginTimeSeconds"),
+        (tunnel().rekey_fuzz_percentage(101).build(), "RekeyFuzzPercentage"),
+        (tunnel().rekey_fuzz_percentage(-1).build(), "RekeyFuzzPercentage"),
+        (tunnel().replay_window_size(63).build(), "ReplayWindowSize"),
+        (tunnel().replay_window_size(2049).build(), "ReplayWindowSize"),
+        (tunnel().dpd_timeout_action("reset").build(), "DPDTimeoutAction"),
+        (tunnel().startup_action("begin").build(), "StartupAction"),
+        (
+            tunnel()
+                .phase1_encryption_algorithms(
+                    Phase1EncryptionAlgorithmsRequestListValue::builder().value("AES192").build(),
+                )
+                .build(),
+            "Phase1EncryptionAlgorithms",
+        ),
+        (
+            tunnel()
+                .phase1_integrity_algorithms(
+                    Phase1IntegrityAlgorithmsRequestListValue::builder().value("SHA384").build(),
+                )
+                .build(),
+            "Phase1IntegrityAlgorithms",
+        ),
+        (
+            tunnel().phase1_dh_group_numbers(Phase1DhGroupNumbersRequestListValue::builder().value(5).build()).build(),
+            "Phase1DHGroupNumbers",
+        ),
+        (
+            tunnel().phase2_dh_group_numbers(Phase2DhGroupNumbersRequestListValue::builder().value(1).build()).build(),
+            "Phase2DHGroupNumbers",
+        ),
+        (tunnel().ike_versions(IkeVersionsRequestListValue::builder().value("ikev3").build()).build(), "IKEVersions"),
+    ];
+    for (spec, option) in refused {
+        let (code, message) = failure(create(&ec2, &cgw, &vgw, vec![spec.clone()]).await);
+        assert_eq!(code, "InvalidParameterValue", "{spec:?}: {message}");
+        assert!(message.contains(option), "{spec:?}: the message names {option}: {message}");
+    }
+    // The edges of every range are accepted.
+    let edges = tunnel()
+        .phase1_lifetime_seconds(28800)
+        .phase2_lifetime_seconds(3600)
+        .rekey_margin_time_seconds(1800)
+        .rekey_fuzz_percentage(0)
+        .replay_window_size(2048)
+        .dpd_timeout_seconds(30)
+        .dpd_timeout_action("restart")
+        .startup_action("start")
+        .phase1_encryption_algorithms(
+            Phase1EncryptionAlgorithmsRequestListValue::builder().value("AES256-GCM-16").build(),
+        )
+        .phase1_integrity_algorithms(Phase1IntegrityAlgorithmsRequestListValue::builder().value("SHA2-512").build())
+        .phase1_dh_group_numbers(Phase1DhGroupNumbersRequestListValue::builder().value(24).build())
+        .phase2_dh_group_numbers(Phase2DhGroupNumbersRequestListValue::builder().value(5).build())
+        .ike_versions(IkeVersionsRequestListValue::builder().value("ikev2").build())
+        .build();
+    let low = tunnel().phase1_lifetime_seconds(901).phase2_lifetime_seconds(900).rekey_margin_time_seconds(60).build();
+    let conn = create(&ec2, &cgw, &vgw, vec![edges, low]).await.unwrap().vpn_connection.unwrap();
+    let options = conn.options.unwrap().tunnel_options.unwrap();
+    assert_eq!(options[0].dpd_timeout_action.as_deref(), Some("restart"));
+    assert_eq!(options[0].replay_window_size, Some(2048));
+    assert_eq!(options[1].phase2_lifetime_seconds, Some(900));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inside_cidrs_are_compared_as_networks() {
+    let server = sim(Profile::Instant);
+    let ec2 = ec2(&server.base_url);
+    let (cgw, vgw) = gateways(&ec2).await;
+    let cidr = |c: &str| tunnel().tunnel_inside_cidr(c).build();
+    // Two tunnels of one connection in one /30, written differently.
+    let (code, message) =
+        failure(create(&ec2, &cgw, &vgw, vec![cidr("169.254.21.1/30"), cidr("169.254.21.0/30")]).await);
+    assert_eq!(code, "InvalidParameterValue", "{message}");
+    // A reserved block written with a host address.
+    let (code, message) = failure(create(&ec2, &cgw, &vgw, vec![cidr("169.254.169.253/30")]).await);
+    assert_eq!(code, "InvalidParameterValue", "{message}");
+    // Unique per virtual private gateway, across connections.
+    create(&ec2, &cgw, &vgw, vec![cidr("169.254.21.0/30"), cidr("169.254.22.0/30")]).await.unwrap();
+    let (code, message) =
+        failure(create(&ec2, &cgw, &vgw, vec![cidr("169.254.21.2/30"), cidr("169.254.23.0/30")]).await);
+    assert_eq!(code, "InvalidParameterValue", "{message}");
+    assert!(message.contains("already used"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn customer_gateway_asns_and_identical_creates() {
+    let server = sim(Profile::Instant);
+    let ec2 = ec2(&server.base_url);
+    let cg = || ec2.create_customer_gateway().ip_address("198.51.100.9").r#type("ipsec.1".into());
+
+    for (asn, ok) in [(0, false), (-5, false), (1, true), (2_147_483_647, true)] {
+        let r = cg().bgp_asn(asn).send().await;
+        assert_eq!(r.is_ok(), ok, "BgpAsn {asn}");
+        if !ok {
+            assert_eq!(failure(r).0, "InvalidParameterValue");
+        }
+    }
+    for (asn, ok) in [(2_147_483_647i64, false), (4_294_967_296, false), (4_200_000_000, true)] {
+        let r = cg().bgp_asn_extended(asn).send().await;
+        assert_eq!(r.is_ok(), ok, "BgpAsnExtended {asn}");
+    }
+    let (code, _) = failure(cg().bgp_asn(65000).bgp_asn_extended(4_200_000_000).send().await);
+    assert_eq!(code, "InvalidParameterCombination");
+
+    // The same type, IP and ASN return the existing gateway; another ASN is a new one.
+    let a = cg().bgp_asn(65010).send().await.unwrap().customer_gateway.unwrap();
+    let b = cg().bgp_asn(65010).send().await.unwrap().customer_gateway.unwrap();
+    assert_eq!(a.customer_gateway_id, b.customer_gateway_id);
+    let c = cg().bgp_asn(65011).send().await.unwrap().customer_gateway.unwrap();
+    assert_ne!(a.customer_gateway_id, c.customer_gateway_id);
+    // Not once it is deleted.
+    ec2.delete_customer_gateway().customer_gateway_id(a.customer_gateway_id.clone().unwrap()).send().await.unwrap();
+    let d = cg().bgp_asn(65010).send().await.unwrap().customer_gateway.unwrap();
+    assert_ne!(a.customer_gateway_id, d.customer_gateway_id);
+
+    // DescribeCustomerGateways reports bgpAsnExtended for an extended ASN, bgpAsn otherwise.
+    let e = cg().bgp_asn_extended(4_200_000_000).send().await.unwrap().customer_gateway.unwrap();
+    assert_eq!(e.bgp_asn_extended.as_deref(), Some("4200000000"));
+    assert_eq!(e.bgp_asn, None);
+    let all = ec2.describe_customer_gateways().send().await.unwrap().customer_gateways.unwrap();
+    let got = all.iter().find(|g| g.customer_gateway_id == e.customer_gateway_id).unwrap();
+    assert_eq!((got.bgp_asn.as_deref(), got.bgp_asn_extended.as_deref()), (None, Some("4200000000")));
+    let got = all.iter().find(|g| g.customer_gateway_id == c.customer_gateway_id).unwrap();
+    assert_eq!((got.bgp_asn.as_deref(), got.bgp_asn_extended.as_deref()), (Some("65011"), None));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modify_vpn_tunnel_options_holds_the_connection_in_modifying() {
+    // Realistic durations on the world clock: the connection takes minutes, moved by /_sim/clock.
+    let server = sim(Profile::Realistic);
+    let ec2 = ec2(&server.base_url);
+    let http = reqwest::Client::new();
+    let advance = |seconds: u64| {
+        let http = http.clone();
+        let url = format!("{}/_sim/clock/advance", server.base_url);
+        async move {
+            let r = http.post(url).json(&json!({ "seconds": seconds })).send().await.unwrap();
+            assert!(r.status().is_success(), "clock advance: {}", r.status());
+        }
+    };
+    let (cgw, vgw) = gateways(&ec2).await;
+    advance(180).await;
+    let conn = create(&ec2, &cgw, &vgw, vec![]).await.unwrap().vpn_connection.unwrap();
+    let id = conn.vpn_connection_id.unwrap();
+    let state = || async {
+        let d = ec2.describe_vpn_connections().vpn_connection_ids(&id).send().await.unwrap();
+        d.vpn_connections.unwrap()[0].state.clone().unwrap().as_str().to_string()
+    };
+    let psk = |k: &str| ModifyVpnTunnelOptionsSpecification::builder().pre_shared_key(k).build();
+    // Pending: no modification yet.
+    assert_eq!(state().await, "pending");
+    advance(600).await;
+    assert_eq!(state().await, "available");
+    let d = ec2.describe_vpn_connections().vpn_connection_ids(&id).send().await.unwrap();
+    let outside = d.vpn_connections.unwrap()[0].options.clone().unwrap().tunnel_options.unwrap();
+    let (ip1, ip2) = (outside[0].outside_ip_address.clone().unwrap(), outside[1].outside_ip_address.clone().unwrap());
+
+    let modify = |ip: &str, spec: ModifyVpnTunnelOptionsSpecification| {
+        ec2.modify_vpn_tunnel_options().vpn_connection_id(&id).vpn_tunnel_outside_ip_address(ip).tunnel_options(spec)
+    };
+    let r = modify(&ip1, psk("rotated_key_1")).send().await.unwrap();
+    assert_eq!(r.vpn_connection.unwrap().state.unwrap().as_str(), "modifying");
+    assert_eq!(state().await, "modifying");
+    // A second modification meanwhile, even of the other tunnel, is refused.
+    let (code, message) = failure(modify(&ip2, psk("rotated_key_2")).send().await);
+    assert_eq!(code, "IncorrectState", "{message}");
+    assert!(message.contains("modifying"), "{message}");
+    // Option ranges apply to the merged options: a phase 1 below the default phase 2 (3600) is
+    // refused, a phase 2 against the tunnel's own phase 1 too.
+    advance(200).await;
+    assert_eq!(state().await, "available");
+    let p1 = ModifyVpnTunnelOptionsSpecification::builder().phase1_lifetime_seconds(3000).build();
+    let (code, message) = failure(modify(&ip2, p1).send().await);
+    assert_eq!(code, "InvalidParameterValue", "{message}");
+    assert!(message.contains("Phase2LifetimeSeconds"), "{message}");
+    let both =
+        ModifyVpnTunnelOptionsSpecification::builder().phase1_lifetime_seconds(3000).phase2_lifetime_seconds(1800);
+    modify(&ip2, both.build()).send().await.unwrap();
+    advance(200).await;
+    let p2 = ModifyVpnTunnelOptionsSpecification::builder().phase2_lifetime_seconds(3000).build();
+    let (code, message) = failure(modify(&ip2, p2).send().await);
+    assert_eq!(code, "InvalidParameterValue", "{message}");
+    assert!(message.contains("Phase2LifetimeSeconds"), "{message}");
+    assert_eq!(state().await, "available", "a refused modification changes nothing");
+    modify(&ip2, psk("rotated_key_2")).send().await.unwrap();
+    advance(200).await;
+    let d = ec2.describe_vpn_connections().vpn_connection_ids(&id).send().await.unwrap();
+    let c = &d.vpn_connections.unwrap()[0];
+    assert_eq!(c.state.clone().unwrap().as_str(), "available");
+    let t = c.options.clone().unwrap().tunnel_options.unwrap();
+    assert_eq!(
+        (t[0].pre_shared_key.as_deref(), t[1].pre_shared_key.as_deref()),
+        (Some("rotated_key_1"), Some("rotated_key_2"))
+    );
+    assert_eq!(t[1].phase1_lifetime_seconds, Some(3000));
+}

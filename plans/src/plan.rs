@@ -212,10 +212,39 @@ pub fn render(plan: &Plan) -> String {
             for (attr, why) in &c.replace_because {
                 let _ = writeln!(out, "      # {attr} forces replacement: {why}");
             }
-            if let Some(after) = &c.after {
-                for (k, v) in after {
-                    let _ = writeln!(out, "      {k} = {}", render_value(v));
+            match (&c.after, &c.before) {
+                // An update or replacement names what changes, `before -> after`, as apply
+                // will send it; what stays is counted, not listed.
+                (Some(after), Some(before)) if matches!(c.action, Action::Update | Action::Replace) => {
+                    let mut unchanged = 0;
+                    for (k, v) in after {
+                        match before.get(k) {
+                            _ if v.has_unknown() => {
+                                let _ = writeln!(out, "      {k} = {}", render_value(v));
+                            }
+                            Some(b) if b == v => unchanged += 1,
+                            Some(b) => {
+                                let _ = writeln!(out, "    ~ {k} = {} -> {}", render_value(b), render_value(v));
+                            }
+                            None => {
+                                let _ = writeln!(out, "    + {k} = {}", render_value(v));
+                            }
+                        }
+                    }
+                    if unchanged > 0 {
+                        let _ = writeln!(
+                            out,
+                            "      # ({unchanged} unchanged attribute{} hidden)",
+                            if unchanged == 1 { "" } else { "s" }
+                        );
+                    }
                 }
+                (Some(after), _) => {
+                    for (k, v) in after {
+                        let _ = writeln!(out, "      {k} = {}", render_value(v));
+                    }
+                }
+                _ => {}
             }
         }
         out.push('\n');

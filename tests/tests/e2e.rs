@@ -541,3 +541,165 @@ fn apply_killed_right_after_create_vpn_connection_adopts_it() {
     assert_eq!(clouds.aws_live(), (1, 2, 2), "no twin");
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
 }
+
+/// A copy of the IL5 example in `dir`, with `edit` applied to its text.
+fn il5_copy(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf {
+    let spec = dir.join("spec");
+    std::fs::create_dir_all(&spec).unwrap();
+    let text = std::fs::read_to_string(il5().join("pool.xcsp.hcl")).unwrap();
+    std::fs::write(spec.join("pool.xcsp.hcl"), edit(text)).unwrap();
+    spec
+}
+
+impl Clouds {
+    /// Out-of-band merge patch of an ARM resource's stored body.
+    fn patch_resource(&self, id: &str, patch: &serde_json::Value) {
+        let out = Command::new("curl")
+            .args(["-sf", "-X", "PATCH", "-H", "Content-Type: application/json"])
+            .args(["--data", &patch.to_string(), &format!("{}/_sim/resource?id={id}", self.url)])
+            .output()
+            .expect("curl");
+        assert!(out.status.success(), "patch {id}");
+    }
+
+    /// Puts xcsp's stack and address tags of every ARM resource back under the keys written
+    /// before Azure's tag rules were obeyed (`xcsp.io/stack`, `xcsp.io/address`).
+    fn retag_with_old_keys(&self, only: impl Fn(&str) -> bool) -> usize {
+        let all = self.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
+        let mut n = 0;
+        for r in all {
+            let id = r["id"].as_str().unwrap_or_default();
+            let tags = &r["body"]["tags"];
+            if tags["xcsp.io_stack"].is_null() || !only(id) {
+                continue;
+            }
+            self.patch_resource(
+                id,
+                &serde_json::json!({ "tags": {
+                    "xcsp.io_stack": null, "xcsp.io_address": null,
+                    "xcsp.io/stack": tags["xcsp.io_stack"], "xcsp.io/address": tags["xcsp.io_address"],
+                }}),
+            );
+            n += 1;
+        }
+        n
+    }
+}
+
+/// Azure refuses `/` in tag names; resources and state written with the old `xcsp.io/...` keys
+/// (only the local clouds ever took them) are still recognised: refresh finds them, apply moves
+/// them to the new keys as a tag update, and a sweep finds one that state forgot.
+#[test]
+fn azure_resources_and_state_with_the_old_tag_keys_are_adopted_and_swept() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    let retagged = clouds.retag_with_old_keys(|_| true);
+    assert!(retagged >= 15, "{retagged} resources retagged");
+    // A state file written by the version before: the recorded tags under the old keys too.
+    let file = state.join("state.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replace("xcsp.io_stack", "xcsp.io/stack").replace("xcsp.io_address", "xcsp.io/address"))
+        .unwrap();
+    // ... and one resource it no longer knows.
+    ok(&clouds.xcsp(state).args(["state", "rm", "azure_network_security_group.gpu"]).arg(il5()).output().unwrap());
+
+    let plan = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    let said = String::from_utf8_lossy(&plan.stdout).into_owned();
+    assert_eq!(plan.status.code(), Some(2), "{said}");
+    assert!(!said.contains("will be created") && !said.contains("must be replaced"), "{said}");
+    assert!(said.contains("azure_virtual_network.link will be updated in place"), "{said}");
+    assert!(said.contains("xcsp.io_stack"), "{said}");
+
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    let arm = clouds.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
+    let old: Vec<&str> = arm
+        .iter()
+        .filter(|r| r["body"]["tags"].as_object().is_some_and(|t| t.keys().any(|k| k.contains('/'))))
+        .map(|r| r["id"].as_str().unwrap_or_default())
+        .collect();
+    assert!(old.is_empty(), "still under the old keys: {old:?}");
+    let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+
+    // Forgotten again and under the old keys: destroy --sweep finds it and leaves nothing.
+    clouds.retag_with_old_keys(|id| id.contains("/networkSecurityGroups/"));
+    ok(&clouds.xcsp(state).args(["state", "rm", "azure_network_security_group.gpu"]).arg(il5()).output().unwrap());
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.arm_count(), 0, "{:?}", clouds.arm_resources());
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+}
+
+/// Lifetimes changed in the spec reach every AWS tunnel (ModifyVpnTunnelOptions, one tunnel at
+/// a time: the sim refuses a second modification while the connection is `modifying`) and the
+/// Azure connections; a new VM size is a new machine template the MachineSets move to, and the
+/// old template is deleted, never updated (CAPZ refuses that). One apply converges.
+#[test]
+fn tunnel_option_and_vm_size_edits_converge_in_one_apply() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let spec = il5_copy(dir.path(), |t| t);
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
+    let template = |clouds: &Clouds| -> Vec<String> {
+        clouds.kube_objects().into_iter().filter(|(k, _)| k == "AzureMachineTemplate").map(|(_, n)| n).collect()
+    };
+    let before = template(&clouds);
+    assert_eq!(before.len(), 1);
+
+    let spec = il5_copy(dir.path(), |t| {
+        t.replace("sa_lifetime_seconds  = 3600", "sa_lifetime_seconds  = 1800")
+            .replace("ike_lifetime_seconds = 28800", "ike_lifetime_seconds = 14400")
+            .replace("\"Standard_ND96asr_v4\"", "\"Standard_ND96amsr_A100_v4\"")
+    });
+    let plan = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(&spec).output().unwrap();
+    let said = String::from_utf8_lossy(&plan.stdout).into_owned();
+    assert_eq!(plan.status.code(), Some(2), "{said}");
+    assert!(said.contains("aws_vpn_connection.link[0] will be updated in place"), "{said}");
+    assert!(said.contains("~ phase2_lifetime_seconds = 3600 -> 1800"), "{said}");
+    assert!(said.contains("~ phase1_lifetime_seconds = 28800 -> 14400"), "{said}");
+    assert!(
+        said.contains(&format!(
+            "k8s_azure_machine_template.{} will be destroyed",
+            before[0].trim_start_matches("il5-gpu-x7k2p-")
+        )),
+        "{said}"
+    );
+    assert!(!said.contains("must be replaced"), "{said}");
+
+    let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
+    assert!(!applied.contains("IncorrectState"), "{applied}");
+    let conns = clouds.ec2("DescribeVpnConnections");
+    assert_eq!(conns.matches("<phase2LifetimeSeconds>1800</phase2LifetimeSeconds>").count(), 4, "{conns}");
+    assert_eq!(conns.matches("<phase1LifetimeSeconds>14400</phase1LifetimeSeconds>").count(), 4, "{conns}");
+    let arm = clouds.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
+    let lifetimes: Vec<&serde_json::Value> = arm
+        .iter()
+        .filter(|r| r["type"] == "Microsoft.Network/connections")
+        .map(|r| &r["body"]["properties"]["ipsecPolicies"][0]["saLifeTimeSeconds"])
+        .collect();
+    assert_eq!(lifetimes, vec![&serde_json::json!(1800); 4]);
+
+    // The pool's new template, by a new name; the MachineSets point at it; the old one is gone.
+    let after = template(&clouds);
+    assert_eq!(after.len(), 1);
+    assert_ne!(after, before);
+    let sets = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/openshift-cluster-api/machinesets");
+    let refs: Vec<&str> = sets["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["spec"]["template"]["spec"]["infrastructureRef"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(refs, vec![after[0].as_str(); 2]);
+    let amt = clouds.kube_get(&format!(
+        "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/openshift-cluster-api/azuremachinetemplates/{}",
+        after[0]
+    ));
+    assert_eq!(amt["spec"]["template"]["spec"]["vmSize"], "Standard_ND96amsr_A100_v4");
+
+    let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(&spec).output().unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+    ok(&clouds.xcsp(state).args(["destroy", "--auto-approve"]).arg(&spec).output().unwrap());
+}

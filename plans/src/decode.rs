@@ -1036,6 +1036,8 @@ fn decode_network(f: &Fields, problems: &mut Problems) -> Option<Network> {
         pfs_group: p_num("pfs_group", 14, problems),
         ike_lifetime_seconds: p_num("ike_lifetime_seconds", 28800, problems),
         sa_lifetime_seconds: p_num("sa_lifetime_seconds", 3600, problems),
+        dpd_timeout_seconds: policy.and_then(|p| p.get_number("dpd_timeout_seconds", problems)),
+        rekey_margin_seconds: policy.and_then(|p| p.get_number("rekey_margin_seconds", problems)),
     };
     let tunnel_inside_cidrs = f.elements("tunnel_inside_cidrs", problems).map(|items| {
         items.iter().filter_map(|it| cidr_at(it.value.as_str().unwrap_or_default(), &it.span, problems)).collect()

@@ -514,6 +514,9 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
             ("shared_key", Value::Unknown),
             ("ipsec_policy", azure_ipsec_policy(&n.ipsec)),
         ];
+        if let Some(d) = &n.ipsec.dpd_timeout_seconds {
+            conn_attrs.push(("dpd_timeout_seconds", Value::int(d.value)));
+        }
         if bgp {
             // Both instances' custom APIPA addresses on every connection of the active-active
             // gateway, as Microsoft's AWS tutorial does (vpn-gateway-howto-aws-bgp): the one
@@ -546,7 +549,7 @@ fn aws_tunnel_policy(p: &IpsecPolicy) -> Vec<(&'static str, Value)> {
         "sha384" => "SHA2-384",
         _ => "SHA2-256",
     };
-    vec![
+    let mut out = vec![
         ("ike_versions", Value::strings([p.ike_version.value.as_str()])),
         ("phase1_encryption", Value::strings([enc])),
         ("phase1_integrity", Value::strings([integrity])),
@@ -556,7 +559,14 @@ fn aws_tunnel_policy(p: &IpsecPolicy) -> Vec<(&'static str, Value)> {
         ("phase2_dh_group", Value::List(vec![Value::int(p.pfs_group.value)])),
         ("phase1_lifetime_seconds", Value::int(p.ike_lifetime_seconds.value)),
         ("phase2_lifetime_seconds", Value::int(p.sa_lifetime_seconds.value)),
-    ]
+    ];
+    if let Some(d) = &p.dpd_timeout_seconds {
+        out.push(("dpd_timeout_seconds", Value::int(d.value)));
+    }
+    if let Some(m) = &p.rekey_margin_seconds {
+        out.push(("rekey_margin_seconds", Value::int(m.value)));
+    }
+    out
 }
 
 /// The same policy in Azure's names (custom IPsec/IKE policy: every field set).

@@ -159,6 +159,8 @@ pub const NETWORK: BlockSpec = BlockSpec {
             opt("pfs_group", Ty::Number),
             opt("ike_lifetime_seconds", Ty::Number),
             opt("sa_lifetime_seconds", Ty::Number),
+            opt("dpd_timeout_seconds", Ty::Number),
+            opt("rekey_margin_seconds", Ty::Number),
         ],
     )],
     computed: &["tunnels", "vnet_id", "gateway_public_ips", "vpn_gateway_id"],

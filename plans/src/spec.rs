@@ -131,6 +131,10 @@ pub struct IpsecPolicy {
     pub pfs_group: Sp<i64>,
     pub ike_lifetime_seconds: Sp<i64>,
     pub sa_lifetime_seconds: Sp<i64>,
+    /// Dead peer detection timeout, on both clouds' side of every tunnel (unset: each cloud's default).
+    pub dpd_timeout_seconds: Option<Sp<i64>>,
+    /// How long before phase 2 expires AWS starts a rekey (unset: AWS's default).
+    pub rekey_margin_seconds: Option<Sp<i64>>,
 }
 
 #[derive(Debug, Clone)]

@@ -598,6 +598,27 @@ fn check_ipsec(p: &IpsecPolicy, problems: &mut Problems) {
             .with_help("AWS requires phase 2 to be shorter than phase 1 (e.g. 3600 and 28800)"),
         );
     }
+    // AWS: DPDTimeoutSeconds "30 or higher"; Azure: a connection's dpdTimeoutSeconds 9-3600
+    // (Microsoft Learn, IPsec/IKE policy FAQ). Both sides get the spec's value.
+    if let Some(d) = &p.dpd_timeout_seconds
+        && !(30..=3600).contains(&d.value)
+    {
+        problems.push(
+            err("xcsp::ipsec::dpd", format!("DPD timeout {}s is outside 30-3600s", d.value), &d.span, "")
+                .with_help("AWS needs at least 30 s and Azure at most 3600 s"),
+        );
+    }
+    // AWS: RekeyMarginTimeSeconds "between 60 and half of Phase2LifetimeSeconds".
+    if let Some(m) = &p.rekey_margin_seconds {
+        let half = p.sa_lifetime_seconds.value / 2;
+        if !(60..=half).contains(&m.value) {
+            problems.push(
+                err("xcsp::ipsec::rekey", format!("rekey margin {}s is outside 60-{half}s", m.value), &m.span, "")
+                    .label(&p.sa_lifetime_seconds.span, "half of this phase 2 lifetime is the most AWS takes")
+                    .with_help("AWS accepts a rekey margin from 60 s to half the phase 2 lifetime"),
+            );
+        }
+    }
     for (v, lo, hi, what) in [
         (&p.ike_lifetime_seconds, 900, 28800, "IKE (phase 1) lifetime"),
         (&p.sa_lifetime_seconds, 900, 3600, "IPsec SA (phase 2) lifetime"),

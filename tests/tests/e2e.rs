@@ -650,7 +650,7 @@ fn tunnel_option_and_vm_size_edits_converge_in_one_apply() {
 
     let spec = il5_copy(dir.path(), |t| {
         t.replace("sa_lifetime_seconds  = 3600", "sa_lifetime_seconds  = 1800")
-            .replace("ike_lifetime_seconds = 28800", "ike_lifetime_seconds = 14400")
+            .replace("ike_lifetime_seconds = 28800", "ike_lifetime_seconds = 14400\n    dpd_timeout_seconds  = 40")
             .replace("\"Standard_ND96asr_v4\"", "\"Standard_ND96amsr_A100_v4\"")
     });
     let plan = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(&spec).output().unwrap();
@@ -659,6 +659,7 @@ fn tunnel_option_and_vm_size_edits_converge_in_one_apply() {
     assert!(said.contains("aws_vpn_connection.link[0] will be updated in place"), "{said}");
     assert!(said.contains("~ phase2_lifetime_seconds = 3600 -> 1800"), "{said}");
     assert!(said.contains("~ phase1_lifetime_seconds = 28800 -> 14400"), "{said}");
+    assert!(said.contains("+ dpd_timeout_seconds = 40"), "{said}");
     assert!(
         said.contains(&format!(
             "k8s_azure_machine_template.{} will be destroyed",
@@ -680,6 +681,9 @@ fn tunnel_option_and_vm_size_edits_converge_in_one_apply() {
         .map(|r| &r["body"]["properties"]["ipsecPolicies"][0]["saLifeTimeSeconds"])
         .collect();
     assert_eq!(lifetimes, vec![&serde_json::json!(1800); 4]);
+    assert_eq!(conns.matches("<dpdTimeoutSeconds>40</dpdTimeoutSeconds>").count(), 4, "{conns}");
+    let dpd = arm.iter().filter(|r| r["type"] == "Microsoft.Network/connections");
+    assert!(dpd.clone().all(|r| r["body"]["properties"]["dpdTimeoutSeconds"] == 40), "{arm:?}");
 
     // The pool's new template, by a new name; the MachineSets point at it; the old one is gone.
     let after = template(&clouds);
@@ -702,4 +706,21 @@ fn tunnel_option_and_vm_size_edits_converge_in_one_apply() {
     let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(&spec).output().unwrap();
     assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
     ok(&clouds.xcsp(state).args(["destroy", "--auto-approve"]).arg(&spec).output().unwrap());
+}
+
+/// An Azure ASN above 2,147,483,647 reaches EC2 as `BgpAsnExtended` (BgpAsn is a signed 32-bit
+/// int), reads back as the same number, and the tunnels come up with it.
+#[test]
+fn a_32_bit_azure_asn_goes_to_bgp_asn_extended() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let spec = il5_copy(dir.path(), |t| t.replace("azure_asn      = 65010", "azure_asn      = 4200000001"));
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
+    let cgws = clouds.ec2("DescribeCustomerGateways");
+    assert_eq!(cgws.matches("<bgpAsnExtended>4200000001</bgpAsnExtended>").count(), 2, "{cgws}");
+    let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(&spec).output().unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+    ok(&clouds.xcsp(state).args(["destroy", "--auto-approve"]).arg(&spec).output().unwrap());
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
 }

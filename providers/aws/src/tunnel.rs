@@ -33,10 +33,12 @@ pub struct Tunnel {
     pub phase2_dh_group: Vec<i32>,
     pub phase1_lifetime_seconds: Option<i32>,
     pub phase2_lifetime_seconds: Option<i32>,
+    pub dpd_timeout_seconds: Option<i32>,
+    pub rekey_margin_seconds: Option<i32>,
 }
 
 /// The connection-wide policy attributes, in the order the plan shows them.
-pub const POLICY: [&str; 9] = [
+pub const POLICY: [&str; 11] = [
     "ike_versions",
     "phase1_encryption",
     "phase1_integrity",
@@ -46,6 +48,8 @@ pub const POLICY: [&str; 9] = [
     "phase2_dh_group",
     "phase1_lifetime_seconds",
     "phase2_lifetime_seconds",
+    "dpd_timeout_seconds",
+    "rekey_margin_seconds",
 ];
 
 fn sorted<T: Ord + Clone>(v: &[T]) -> Vec<T> {
@@ -72,6 +76,8 @@ impl Tunnel {
             phase2_dh_group: groups("phase2_dh_group"),
             phase1_lifetime_seconds: int("phase1_lifetime_seconds"),
             phase2_lifetime_seconds: int("phase2_lifetime_seconds"),
+            dpd_timeout_seconds: int("dpd_timeout_seconds"),
+            rekey_margin_seconds: int("rekey_margin_seconds"),
         }
     }
 
@@ -90,6 +96,8 @@ impl Tunnel {
             phase2_dh_group: t.phase2_dh_group_numbers().iter().filter_map(|v| v.value()).collect(),
             phase1_lifetime_seconds: t.phase1_lifetime_seconds(),
             phase2_lifetime_seconds: t.phase2_lifetime_seconds(),
+            dpd_timeout_seconds: t.dpd_timeout_seconds(),
+            rekey_margin_seconds: t.rekey_margin_time_seconds(),
         }
     }
 
@@ -107,6 +115,8 @@ impl Tunnel {
             "phase2_dh_group" => ints(&self.phase2_dh_group),
             "phase1_lifetime_seconds" => self.phase1_lifetime_seconds.map(|v| Value::int(i64::from(v))),
             "phase2_lifetime_seconds" => self.phase2_lifetime_seconds.map(|v| Value::int(i64::from(v))),
+            "dpd_timeout_seconds" => self.dpd_timeout_seconds.map(|v| Value::int(i64::from(v))),
+            "rekey_margin_seconds" => self.rekey_margin_seconds.map(|v| Value::int(i64::from(v))),
             _ => None,
         }
     }
@@ -140,6 +150,8 @@ impl Tunnel {
         for (name, want, got) in [
             ("phase1_lifetime_seconds", self.phase1_lifetime_seconds, have.phase1_lifetime_seconds),
             ("phase2_lifetime_seconds", self.phase2_lifetime_seconds, have.phase2_lifetime_seconds),
+            ("dpd_timeout_seconds", self.dpd_timeout_seconds, have.dpd_timeout_seconds),
+            ("rekey_margin_seconds", self.rekey_margin_seconds, have.rekey_margin_seconds),
         ] {
             check(name, want.is_some(), want != got);
         }
@@ -213,6 +225,16 @@ macro_rules! set_options {
         {
             b = b.phase2_lifetime_seconds(l);
         }
+        if only("dpd_timeout_seconds")
+            && let Some(d) = t.dpd_timeout_seconds
+        {
+            b = b.dpd_timeout_seconds(d);
+        }
+        if only("rekey_margin_seconds")
+            && let Some(m) = t.rekey_margin_seconds
+        {
+            b = b.rekey_margin_time_seconds(m);
+        }
         b.build()
     }};
 }
@@ -272,6 +294,8 @@ mod tests {
             phase2_dh_group: vec![20],
             phase1_lifetime_seconds: Some(28800),
             phase2_lifetime_seconds: Some(3600),
+            dpd_timeout_seconds: None,
+            rekey_margin_seconds: None,
         }
     }
 
@@ -289,6 +313,18 @@ mod tests {
         assert_eq!(spec.ike_versions().len(), 1);
         assert_eq!(spec.pre_shared_key(), None);
         assert!(spec.phase1_encryption_algorithms().is_empty());
+    }
+
+    #[test]
+    fn dpd_and_rekey_margin_travel_like_the_rest() {
+        let mut want = policy();
+        want.dpd_timeout_seconds = Some(40);
+        want.rekey_margin_seconds = Some(300);
+        let changed = want.changed(&policy());
+        assert_eq!(changed, vec!["dpd_timeout_seconds", "rekey_margin_seconds"]);
+        let spec = modify_spec(&want, &changed);
+        assert_eq!((spec.dpd_timeout_seconds(), spec.rekey_margin_time_seconds()), (Some(40), Some(300)));
+        assert_eq!(create_spec(&want).dpd_timeout_seconds(), Some(40));
     }
 
     #[test]

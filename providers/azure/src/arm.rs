@@ -395,6 +395,9 @@ pub fn connection_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> 
     if let Ok(policy) = d.json("ipsec_policy") {
         props["ipsecPolicies"] = json!([ipsec_policy(&policy)]);
     }
+    if let Some(dpd) = d.int("dpd_timeout_seconds").ok() {
+        props["dpdTimeoutSeconds"] = json!(dpd);
+    }
     // One custom APIPA address per gateway instance, `ip<i + 1>` (see gateway_body).
     if let Ok(Json::Array(custom)) = d.json("custom_bgp_addresses") {
         let entries: Vec<Json> = custom
@@ -430,6 +433,9 @@ pub fn read_connection(body: &Json) -> Attributes {
     let by_instance: Vec<Value> =
         (0..instances).map(|i| custom.iter().find(|(n, _)| *n == i).map_or(Value::Null, |(_, v)| v.clone())).collect();
     out.insert("custom_bgp_addresses".into(), if custom.is_empty() { Value::Null } else { Value::List(by_instance) });
+    if p["dpdTimeoutSeconds"].is_i64() {
+        put(&mut out, "dpd_timeout_seconds", &p["dpdTimeoutSeconds"]);
+    }
     put(&mut out, "connection_status", &p["connectionStatus"]);
     out
 }

@@ -10,6 +10,7 @@ pub mod schema;
 pub mod selector;
 pub mod status;
 pub mod store;
+pub mod webhooks;
 
 use crate::server::Sim;
 use crate::world::World;

@@ -8,6 +8,7 @@ use super::kinds::{KINDS, Kind};
 use super::schema::{self, Cause, Schema};
 use super::selector::Selector;
 use super::status::{self, KubeError};
+use super::webhooks;
 use crate::world::World;
 use axum::http::StatusCode;
 use base64::Engine;
@@ -316,6 +317,10 @@ impl Store {
         managers: Vec<Manager>,
         ctx: &WriteCtx,
     ) -> Answer {
+        if v != old.value {
+            let rendered = Obj { kind, value: v.clone(), managers: managers.clone() }.render();
+            webhooks::validate_update(kind, &old.value, &v, &rendered, ctx.dry_run)?;
+        }
         let same_fields = managers.len() == old.managers.len()
             && managers.iter().zip(&old.managers).all(|(a, b)| a.manager == b.manager && a.fields == b.fields);
         if v == old.value && same_fields {

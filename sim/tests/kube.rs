@@ -605,3 +605,85 @@ async fn scale_and_status_subresources_and_dry_run() {
     assert_eq!(seen.data["spec"]["replicas"], 5);
     assert_eq!(sets.get("gpu").await.unwrap().data["spec"]["replicas"], 3, "a dry run stores nothing");
 }
+
+#[tokio::test]
+async fn object_metadata_labels_and_annotations_are_checked_as_the_api_server_does() {
+    let (_server, client) = start("instant").await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), NS);
+    let pp = PostParams::default();
+    let cm = |labels: Value, annotations: Value| -> k8s_openapi::api::core::v1::ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": "cm", "labels": labels, "annotations": annotations}}))
+            .unwrap()
+    };
+    let invalid = |e: kube::Error| {
+        let s = api_error(e);
+        assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+        s
+    };
+
+    let s = invalid(cms.create(&pp, &cm(json!({"xcsp.io/stack": "gpu pool"}), json!({}))).await.unwrap_err());
+    assert_eq!(
+        s.message,
+        "ConfigMap \"cm\" is invalid: metadata.labels: Invalid value: \"gpu pool\": a valid label must be an empty \
+         string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric \
+         character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is \
+         '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+    );
+    let cause = &s.details.as_ref().unwrap().causes[0];
+    assert_eq!((cause.reason.as_str(), cause.field.as_str()), ("FieldValueInvalid", "metadata.labels"));
+    assert!(cause.message.starts_with("Invalid value: \"gpu pool\": a valid label"), "{}", cause.message);
+
+    let long = "v".repeat(64);
+    let s = invalid(cms.create(&pp, &cm(json!({"pool": long}), json!({}))).await.unwrap_err());
+    assert!(s.message.ends_with(": must be no more than 63 characters"), "{}", s.message);
+
+    // Keys: at most one '/', a DNS-subdomain prefix, a name of at most 63; two problems are bracketed.
+    let s = invalid(cms.create(&pp, &cm(json!({"a/b/c": "x", "Xcsp.io/stack": "x"}), json!({}))).await.unwrap_err());
+    assert!(s.message.starts_with("ConfigMap \"cm\" is invalid: [metadata.labels: Invalid value: \""), "{}", s.message);
+    assert!(s.message.contains("\"a/b/c\": a qualified name must consist of alphanumeric characters"), "{}", s.message);
+    assert!(s.message.contains("\"Xcsp.io/stack\": prefix part a lowercase RFC 1123 subdomain"), "{}", s.message);
+    assert_eq!(s.details.as_ref().unwrap().causes.len(), 2);
+    let s = invalid(cms.create(&pp, &cm(json!({"k".repeat(64): "x"}), json!({}))).await.unwrap_err());
+    assert!(s.message.ends_with("name part must be no more than 63 characters"), "{}", s.message);
+
+    // Annotation keys are qualified names whatever their case; all of them take at most 256 KiB.
+    let s = invalid(cms.create(&pp, &cm(json!({}), json!({"bad key": "x"}))).await.unwrap_err());
+    assert!(s.message.contains("metadata.annotations: Invalid value: \"bad key\": name part must"), "{}", s.message);
+    let big = "x".repeat(256 * 1024);
+    let s = invalid(cms.create(&pp, &cm(json!({}), json!({"a": big}))).await.unwrap_err());
+    assert_eq!(
+        s.message,
+        "ConfigMap \"cm\" is invalid: metadata.annotations: Too long: must have at most 262144 bytes"
+    );
+    assert_eq!(s.details.as_ref().unwrap().causes[0].reason, "FieldValueTooLong");
+    assert_eq!(api_error(cms.get("cm").await.unwrap_err()).code, 404, "nothing refused is stored");
+
+    let ok = cms
+        .create(&pp, &cm(json!({"xcsp.io/stack": "gpu-pool_1.a", "empty": ""}), json!({"XCSP.io/Digest": "x"})))
+        .await
+        .unwrap();
+    assert_eq!(ok.metadata.labels.unwrap()["empty"], "");
+
+    // Updates and custom resources too.
+    let merge = PatchParams::default();
+    let s = invalid(
+        cms.patch("cm", &merge, &Patch::Merge(json!({"metadata": {"labels": {"pool": "-gpu"}}}))).await.unwrap_err(),
+    );
+    assert!(
+        s.message.starts_with("ConfigMap \"cm\" is invalid: metadata.labels: Invalid value: \"-gpu\""),
+        "{}",
+        s.message
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &amt());
+    let mut t = template("gpu", Some("Standard_NC6s_v3"), json!(128));
+    t["metadata"]["labels"]["pool"] = json!("gpu/a");
+    let s = invalid(api.patch("gpu", &PatchParams::apply("xcsp"), &Patch::Apply(&t)).await.unwrap_err());
+    assert!(
+        s.message.starts_with(
+            "AzureMachineTemplate.infrastructure.cluster.x-k8s.io \"gpu\" is invalid: metadata.labels: Invalid value: \
+             \"gpu/a\""
+        ),
+        "{}",
+        s.message
+    );
+}

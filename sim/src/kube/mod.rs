@@ -6,6 +6,7 @@
 pub mod fields;
 pub mod kinds;
 pub mod machines;
+pub mod meta;
 pub mod schema;
 pub mod selector;
 pub mod status;

@@ -687,3 +687,48 @@ async fn object_metadata_labels_and_annotations_are_checked_as_the_api_server_do
         s.message
     );
 }
+
+#[tokio::test]
+async fn a_malformed_label_selector_or_an_invalid_key_or_value_is_a_bad_request() {
+    let (_server, client) = start("instant").await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), NS);
+    let cm: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "cm", "labels": {"replicas": "3", "pool": "gpu"}}}))
+            .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let bad = |selector: &'static str| {
+        let cms = cms.clone();
+        async move {
+            let s = api_error(cms.list(&ListParams::default().labels(selector)).await.unwrap_err());
+            assert_eq!((s.code, s.reason.as_str()), (400, "BadRequest"), "{selector}: {s:?}");
+            s.message
+        }
+    };
+    assert_eq!(bad("pool=gpu)").await, "found ')', expected: ',' or 'end of string'");
+    assert_eq!(bad("pool in (gpu").await, "unable to parse requirement: found '', expected: ',' or ')'");
+    assert_eq!(
+        bad("pool gpu").await,
+        "unable to parse requirement: found 'gpu', expected: in, notin, =, ==, !=, gt, lt"
+    );
+    assert_eq!(
+        bad("pool=-gpu").await,
+        "unable to parse requirement: values[0][pool]: Invalid value: \"-gpu\": a valid label must be an empty string \
+         or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric \
+         character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is \
+         '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+    );
+    let key = bad("xcsp.io/stack/x").await;
+    assert!(
+        key.starts_with("unable to parse requirement: <nil>: Invalid value: \"xcsp.io/stack/x\": a qualified name"),
+        "{key}"
+    );
+    assert_eq!(
+        bad("replicas>three").await,
+        "unable to parse requirement: values[0]: Invalid value: \"three\": for 'Gt', 'Lt' operators, the value must be \
+         an integer"
+    );
+    // What parses selects as the API server does, `gt`/`lt` included.
+    let names = |l: kube::core::ObjectList<k8s_openapi::api::core::v1::ConfigMap>| l.items.len();
+    assert_eq!(names(cms.list(&ListParams::default().labels("replicas>2, pool in (gpu,)")).await.unwrap()), 1);
+    assert_eq!(names(cms.list(&ListParams::default().labels("replicas<3")).await.unwrap()), 0);
+}

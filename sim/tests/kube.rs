@@ -732,3 +732,49 @@ async fn a_malformed_label_selector_or_an_invalid_key_or_value_is_a_bad_request(
     assert_eq!(names(cms.list(&ListParams::default().labels("replicas>2, pool in (gpu,)")).await.unwrap()), 1);
     assert_eq!(names(cms.list(&ListParams::default().labels("replicas<3")).await.unwrap()), 0);
 }
+
+#[tokio::test]
+async fn force_on_a_patch_that_is_not_an_apply_is_refused_as_invalid_patch_options() {
+    let (_server, client) = start("instant").await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &amt());
+    api.patch(
+        "gpu",
+        &PatchParams::apply("xcsp"),
+        &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128))),
+    )
+    .await
+    .unwrap();
+    // kube refuses `force` on a merge patch client-side, so the request is built by hand and sent through it.
+    for force in ["true", "false"] {
+        let request = axum::http::Request::patch(format!(
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{NS}/azuremachinetemplates/gpu?force={force}"
+        ))
+        .header("content-type", "application/merge-patch+json")
+        .body(serde_json::to_vec(&json!({"metadata": {"labels": {"tier": "a"}}})).unwrap())
+        .unwrap();
+        let s = api_error(client.request::<DynamicObject>(request).await.unwrap_err());
+        assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+        assert_eq!(
+            s.message,
+            "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"
+        );
+        let d = s.details.as_ref().unwrap();
+        assert_eq!((d.group.as_str(), d.kind.as_str()), ("meta.k8s.io", "PatchOptions"));
+        assert_eq!((d.causes[0].reason.as_str(), d.causes[0].field.as_str()), ("FieldValueForbidden", "force"));
+    }
+    assert!(api.get("gpu").await.unwrap().labels().get("tier").is_none(), "the patch was not applied");
+}
+
+#[tokio::test]
+async fn a_machine_gets_its_machine_sets_failure_domain() {
+    let (_server, client) = start("instant").await;
+    let sets: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &machine_sets());
+    let ms: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &machines());
+    let mut zonal = machine_set("gpu-z2", 2);
+    zonal["spec"]["template"]["spec"]["failureDomain"] = json!("2");
+    sets.patch("gpu-z2", &PatchParams::apply("xcsp"), &Patch::Apply(&zonal)).await.unwrap();
+    let got = wait_for_machines(&ms, "pool=gpu-z2", 2).await;
+    for m in &got {
+        assert_eq!(m.data["spec"]["failureDomain"], "2", "{:?}", m.data);
+    }
+}

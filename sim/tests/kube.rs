@@ -4,6 +4,7 @@
 //! discovery, and the admin side (kubeconfig, object list, journal, reset). These tests need the
 //! CRDs in `shared/reference/crds` (or `$XCSP_REFERENCE_DIR/crds`) and fail without them.
 
+use kube::ResourceExt;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
@@ -99,10 +100,13 @@ async fn server_side_apply_validates_owns_fields_and_is_idempotent() {
         again.metadata.resource_version, read.metadata.resource_version,
         "a no-op apply keeps the resourceVersion"
     );
-    let bigger =
-        api.patch("gpu", &pp, &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(256)))).await.unwrap();
-    assert_ne!(bigger.metadata.resource_version, read.metadata.resource_version);
-    assert_eq!(bigger.metadata.generation, Some(2));
+    // A metadata change is a new resourceVersion but not a new generation (the spec is immutable:
+    // `an_azure_machine_template_refuses_spec_changes_as_capz_does`).
+    let mut labelled = template("gpu", Some("Standard_NC6s_v3"), json!(128));
+    labelled["metadata"]["labels"]["tier"] = json!("a");
+    let relabelled = api.patch("gpu", &pp, &Patch::Apply(&labelled)).await.unwrap();
+    assert_ne!(relabelled.metadata.resource_version, read.metadata.resource_version);
+    assert_eq!(relabelled.metadata.generation, Some(1));
 
     let wrong = api.patch("bad", &pp, &Patch::Apply(&template("bad", Some("Standard_D4s_v3"), json!("big")))).await;
     let s = api_error(wrong.unwrap_err());
@@ -134,88 +138,164 @@ async fn server_side_apply_validates_owns_fields_and_is_idempotent() {
     assert_eq!((s.code, s.reason.as_str()), (400, "BadRequest"));
 }
 
+/// An AzureCluster with the given `additionalTags`: its spec is mutable (unlike an
+/// AzureMachineTemplate's), so the apply mechanics are shown on it.
+fn azure_cluster(name: &str, tags: Value) -> Value {
+    json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "AzureCluster",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"location": "usgovvirginia", "additionalTags": tags},
+    })
+}
+
+fn azure_clusters() -> ApiResource {
+    resource("infrastructure.cluster.x-k8s.io", "v1beta1", "AzureCluster", "azureclusters")
+}
+
 #[tokio::test]
 async fn a_second_manager_conflicts_and_force_takes_the_field() {
     let (_server, client) = start("instant").await;
-    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &amt());
-    api.patch(
-        "gpu",
-        &PatchParams::apply("xcsp"),
-        &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128))),
-    )
-    .await
-    .unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &azure_clusters());
+    let first = api
+        .patch("il5", &PatchParams::apply("xcsp"), &Patch::Apply(&azure_cluster("il5", json!({"owner": "a"}))))
+        .await
+        .unwrap();
+    assert_eq!(first.metadata.generation, Some(1));
 
     // Same value: shared ownership, no conflict.
-    let same = template("gpu", Some("Standard_NC6s_v3"), json!(128));
-    api.patch("gpu", &PatchParams::apply("ops"), &Patch::Apply(&same)).await.unwrap();
+    let same = azure_cluster("il5", json!({"owner": "a"}));
+    api.patch("il5", &PatchParams::apply("ops"), &Patch::Apply(&same)).await.unwrap();
 
-    let other = template("gpu", Some("Standard_NC24ads_A100_v4"), json!(128));
-    let s = api_error(api.patch("gpu", &PatchParams::apply("ops"), &Patch::Apply(&other)).await.unwrap_err());
+    let other = azure_cluster("il5", json!({"owner": "b"}));
+    let s = api_error(api.patch("il5", &PatchParams::apply("ops"), &Patch::Apply(&other)).await.unwrap_err());
     assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"), "{s:?}");
     let cause = &s.details.as_ref().unwrap().causes[0];
     assert_eq!(cause.reason, "FieldManagerConflict");
-    assert_eq!(cause.field, ".spec.template.spec.vmSize");
+    assert_eq!(cause.field, ".spec.additionalTags.owner");
     assert!(cause.message.contains("\"xcsp\""), "{}", cause.message);
-    assert_eq!(api.get("gpu").await.unwrap().data["spec"]["template"]["spec"]["vmSize"], "Standard_NC6s_v3");
+    assert_eq!(api.get("il5").await.unwrap().data["spec"]["additionalTags"]["owner"], "a");
 
-    let forced = api.patch("gpu", &PatchParams::apply("ops").force(), &Patch::Apply(&other)).await.unwrap();
-    assert_eq!(forced.data["spec"]["template"]["spec"]["vmSize"], "Standard_NC24ads_A100_v4");
+    let forced = api.patch("il5", &PatchParams::apply("ops").force(), &Patch::Apply(&other)).await.unwrap();
+    assert_eq!(forced.data["spec"]["additionalTags"]["owner"], "b");
+    assert_eq!(forced.metadata.generation, Some(2), "a spec change bumps the generation");
     // Now xcsp's old value conflicts with ops.
     let s = api_error(
-        api.patch(
-            "gpu",
-            &PatchParams::apply("xcsp"),
-            &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128))),
-        )
-        .await
-        .unwrap_err(),
+        api.patch("il5", &PatchParams::apply("xcsp"), &Patch::Apply(&azure_cluster("il5", json!({"owner": "a"}))))
+            .await
+            .unwrap_err(),
     );
     assert_eq!(s.code, 409);
     assert!(s.details.as_ref().unwrap().causes[0].message.contains("\"ops\""));
 
     // An update (merge patch) never conflicts: it takes the field from its owners.
     let merge = PatchParams { field_manager: Some("editor".into()), ..Default::default() };
-    let patched = api
-        .patch("gpu", &merge, &Patch::Merge(json!({"spec": {"template": {"spec": {"vmSize": "Standard_D8s_v5"}}}})))
-        .await
-        .unwrap();
+    let patched =
+        api.patch("il5", &merge, &Patch::Merge(json!({"spec": {"additionalTags": {"owner": "c"}}}))).await.unwrap();
     assert!(managers(&patched).contains(&("editor".into(), "Update".into())), "{:?}", managers(&patched));
 }
 
 #[tokio::test]
 async fn a_field_dropped_from_the_applied_config_is_removed_unless_another_manager_owns_it() {
     let (_server, client) = start("instant").await;
-    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &amt());
-    let with_tags = |tags: Value| {
-        let mut t = template("gpu", Some("Standard_NC6s_v3"), json!(128));
-        t["spec"]["template"]["spec"]["additionalTags"] = tags;
-        t
-    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &azure_clusters());
     let xcsp = PatchParams::apply("xcsp");
-    api.patch("gpu", &xcsp, &Patch::Apply(&with_tags(json!({"a": "1", "b": "2"})))).await.unwrap();
-    let o = api.patch("gpu", &xcsp, &Patch::Apply(&with_tags(json!({"a": "1"})))).await.unwrap();
-    assert_eq!(o.data["spec"]["template"]["spec"]["additionalTags"], json!({"a": "1"}));
+    api.patch("il5", &xcsp, &Patch::Apply(&azure_cluster("il5", json!({"a": "1", "b": "2"})))).await.unwrap();
+    let o = api.patch("il5", &xcsp, &Patch::Apply(&azure_cluster("il5", json!({"a": "1"})))).await.unwrap();
+    assert_eq!(o.data["spec"]["additionalTags"], json!({"a": "1"}));
 
     // ops co-owns tag a; xcsp dropping it leaves it; ops dropping it too removes it.
-    let mut ops_config = template("gpu", Some("Standard_NC6s_v3"), json!(128));
-    ops_config["spec"]["template"]["spec"] = json!({"additionalTags": {"a": "1"}});
-    api.patch("gpu", &PatchParams::apply("ops"), &Patch::Apply(&ops_config)).await.unwrap();
-    let o =
-        api.patch("gpu", &xcsp, &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128)))).await.unwrap();
-    assert_eq!(o.data["spec"]["template"]["spec"]["additionalTags"], json!({"a": "1"}));
-    ops_config["spec"]["template"]["spec"] = json!({"additionalTags": {"z": "9"}});
-    let o = api.patch("gpu", &PatchParams::apply("ops"), &Patch::Apply(&ops_config)).await.unwrap();
-    assert_eq!(o.data["spec"]["template"]["spec"]["additionalTags"], json!({"z": "9"}));
+    let ops = PatchParams::apply("ops");
+    api.patch("il5", &ops, &Patch::Apply(&azure_cluster("il5", json!({"a": "1"})))).await.unwrap();
+    let mut bare = azure_cluster("il5", json!({}));
+    bare["spec"].as_object_mut().unwrap().remove("additionalTags");
+    let o = api.patch("il5", &xcsp, &Patch::Apply(&bare)).await.unwrap();
+    assert_eq!(o.data["spec"]["additionalTags"], json!({"a": "1"}));
+    let o = api.patch("il5", &ops, &Patch::Apply(&azure_cluster("il5", json!({"z": "9"})))).await.unwrap();
+    assert_eq!(o.data["spec"]["additionalTags"], json!({"z": "9"}));
 
     // Unknown fields are pruned by default and refused with fieldValidation=Strict.
-    let mut unknown = template("gpu", Some("Standard_NC6s_v3"), json!(128));
-    unknown["spec"]["template"]["spec"]["gpuCount"] = json!(4);
-    let o = api.patch("gpu", &xcsp, &Patch::Apply(&unknown)).await.unwrap();
-    assert!(o.data["spec"]["template"]["spec"].get("gpuCount").is_none());
-    let s = api_error(api.patch("gpu", &xcsp.clone().validation_strict(), &Patch::Apply(&unknown)).await.unwrap_err());
+    let mut unknown = bare.clone();
+    unknown["spec"]["gpuCount"] = json!(4);
+    let o = api.patch("il5", &xcsp, &Patch::Apply(&unknown)).await.unwrap();
+    assert!(o.data["spec"].get("gpuCount").is_none());
+    let s = api_error(api.patch("il5", &xcsp.clone().validation_strict(), &Patch::Apply(&unknown)).await.unwrap_err());
     assert_eq!(s.code, 400);
-    assert!(s.message.contains("unknown field \"spec.template.spec.gpuCount\""), "{}", s.message);
+    assert!(s.message.contains("unknown field \"spec.gpuCount\""), "{}", s.message);
+}
+
+#[tokio::test]
+async fn an_azure_machine_template_refuses_spec_changes_as_capz_does() {
+    let (server, client) = start("instant").await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &amt());
+    let xcsp = PatchParams::apply("xcsp");
+    let created =
+        api.patch("gpu", &xcsp, &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128)))).await.unwrap();
+    let denied = |s: &kube::core::Status| {
+        assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+        let prefix = "admission webhook \"validation.azuremachinetemplate.infrastructure.cluster.x-k8s.io\" denied \
+                      the request: AzureMachineTemplate.infrastructure.cluster.x-k8s.io \"gpu\" is invalid: \
+                      AzureMachineTemplate.spec.template.spec: Invalid value: {";
+        assert!(s.message.starts_with(prefix), "{}", s.message);
+        let immutable = "}: AzureMachineTemplate spec.template.spec field is immutable. Please create new resource \
+                         instead. ref doc: https://cluster-api.sigs.k8s.io/tasks/updating-machine-templates.html";
+        assert!(s.message.ends_with(immutable), "{}", s.message);
+        let d = s.details.as_ref().unwrap();
+        assert_eq!(
+            (d.name.as_str(), d.group.as_str(), d.kind.as_str()),
+            ("gpu", "infrastructure.cluster.x-k8s.io", "AzureMachineTemplate")
+        );
+        assert_eq!(d.causes.len(), 1);
+        assert_eq!(
+            (d.causes[0].reason.as_str(), d.causes[0].field.as_str()),
+            ("FieldValueInvalid", "AzureMachineTemplate.spec.template.spec")
+        );
+        assert!(d.causes[0].message.starts_with("Invalid value: {\""), "{}", d.causes[0].message);
+        assert!(d.causes[0].message.ends_with(&immutable[1..]), "{}", d.causes[0].message);
+    };
+
+    // Server-side apply, with and without force, merge patch and PUT: all refused.
+    let bigger = template("gpu", Some("Standard_NC6s_v3"), json!(256));
+    denied(&api_error(api.patch("gpu", &xcsp, &Patch::Apply(&bigger)).await.unwrap_err()));
+    denied(&api_error(api.patch("gpu", &xcsp.clone().force(), &Patch::Apply(&bigger)).await.unwrap_err()));
+    let merge = PatchParams::default();
+    let vm = json!({"spec": {"template": {"spec": {"vmSize": "Standard_D8s_v5"}}}});
+    denied(&api_error(api.patch("gpu", &merge, &Patch::Merge(&vm)).await.unwrap_err()));
+    let mut replaced = api.get("gpu").await.unwrap();
+    replaced.data["spec"]["template"]["spec"]["vmSize"] = json!("Standard_D8s_v5");
+    denied(&api_error(api.replace("gpu", &PostParams::default(), &replaced).await.unwrap_err()));
+    // A plain dry run is refused too; only CAPI's topology dry runs (annotated) pass.
+    let dry = PatchParams { dry_run: true, ..Default::default() };
+    denied(&api_error(api.patch("gpu", &dry, &Patch::Merge(&vm)).await.unwrap_err()));
+    let topology = json!({"metadata": {"annotations": {"topology.cluster.x-k8s.io/dry-run": ""}},
+        "spec": {"template": {"spec": {"vmSize": "Standard_D8s_v5"}}}});
+    let dry_ok = api.patch("gpu", &dry, &Patch::Merge(&topology)).await.unwrap();
+    assert_eq!(dry_ok.data["spec"]["template"]["spec"]["vmSize"], "Standard_D8s_v5");
+    let stored = api.get("gpu").await.unwrap();
+    assert_eq!(stored.data["spec"], created.data["spec"], "nothing refused or dry-run was stored");
+    assert_eq!(stored.metadata.resource_version, created.metadata.resource_version);
+
+    // The same spec (re-applied, or PUT back as read) and metadata changes are allowed.
+    let again =
+        api.patch("gpu", &xcsp, &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128)))).await.unwrap();
+    assert_eq!(again.metadata.resource_version, created.metadata.resource_version);
+    let labels = json!({"metadata": {"labels": {"tier": "a"}, "annotations": {"note": "x"}}});
+    let relabelled = api.patch("gpu", &merge, &Patch::Merge(&labels)).await.unwrap();
+    assert_eq!(relabelled.labels()["tier"], "a");
+    let mut annotated = template("gpu", Some("Standard_NC6s_v3"), json!(128));
+    annotated["metadata"]["annotations"] = json!({"xcsp.io/digest": "abc"});
+    api.patch("gpu", &xcsp, &Patch::Apply(&annotated)).await.unwrap();
+    let mut put_back = api.get("gpu").await.unwrap();
+    put_back.metadata.labels.as_mut().unwrap().insert("tier".into(), "b".into());
+    let put = api.replace("gpu", &PostParams::default(), &put_back).await.unwrap();
+    assert_eq!(put.labels()["tier"], "b");
+    assert_eq!(put.data["spec"], created.data["spec"]);
+    // A new template under a new name is how a spec changes; deleting the old one is allowed.
+    api.patch("gpu-2", &xcsp, &Patch::Apply(&template("gpu-2", Some("Standard_D8s_v5"), json!(128)))).await.unwrap();
+    api.delete("gpu", &DeleteParams::default()).await.unwrap();
+    let counters: Value =
+        reqwest::get(format!("{}/_sim/counters", server.base_url)).await.unwrap().json().await.unwrap();
+    assert!(counters.to_string().contains("Invalid"), "refusals are counted under their reason: {counters}");
 }
 
 fn machine_set(name: &str, replicas: i64) -> Value {
@@ -524,4 +604,177 @@ async fn scale_and_status_subresources_and_dry_run() {
     let seen = sets.patch("gpu", &dry, &Patch::Apply(&machine_set("gpu", 5))).await.unwrap();
     assert_eq!(seen.data["spec"]["replicas"], 5);
     assert_eq!(sets.get("gpu").await.unwrap().data["spec"]["replicas"], 3, "a dry run stores nothing");
+}
+
+#[tokio::test]
+async fn object_metadata_labels_and_annotations_are_checked_as_the_api_server_does() {
+    let (_server, client) = start("instant").await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), NS);
+    let pp = PostParams::default();
+    let cm = |labels: Value, annotations: Value| -> k8s_openapi::api::core::v1::ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": "cm", "labels": labels, "annotations": annotations}}))
+            .unwrap()
+    };
+    let invalid = |e: kube::Error| {
+        let s = api_error(e);
+        assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+        s
+    };
+
+    let s = invalid(cms.create(&pp, &cm(json!({"xcsp.io/stack": "gpu pool"}), json!({}))).await.unwrap_err());
+    assert_eq!(
+        s.message,
+        "ConfigMap \"cm\" is invalid: metadata.labels: Invalid value: \"gpu pool\": a valid label must be an empty \
+         string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric \
+         character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is \
+         '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+    );
+    let cause = &s.details.as_ref().unwrap().causes[0];
+    assert_eq!((cause.reason.as_str(), cause.field.as_str()), ("FieldValueInvalid", "metadata.labels"));
+    assert!(cause.message.starts_with("Invalid value: \"gpu pool\": a valid label"), "{}", cause.message);
+
+    let long = "v".repeat(64);
+    let s = invalid(cms.create(&pp, &cm(json!({"pool": long}), json!({}))).await.unwrap_err());
+    assert!(s.message.ends_with(": must be no more than 63 characters"), "{}", s.message);
+
+    // Keys: at most one '/', a DNS-subdomain prefix, a name of at most 63; two problems are bracketed.
+    let s = invalid(cms.create(&pp, &cm(json!({"a/b/c": "x", "Xcsp.io/stack": "x"}), json!({}))).await.unwrap_err());
+    assert!(s.message.starts_with("ConfigMap \"cm\" is invalid: [metadata.labels: Invalid value: \""), "{}", s.message);
+    assert!(s.message.contains("\"a/b/c\": a qualified name must consist of alphanumeric characters"), "{}", s.message);
+    assert!(s.message.contains("\"Xcsp.io/stack\": prefix part a lowercase RFC 1123 subdomain"), "{}", s.message);
+    assert_eq!(s.details.as_ref().unwrap().causes.len(), 2);
+    let s = invalid(cms.create(&pp, &cm(json!({"k".repeat(64): "x"}), json!({}))).await.unwrap_err());
+    assert!(s.message.ends_with("name part must be no more than 63 characters"), "{}", s.message);
+
+    // Annotation keys are qualified names whatever their case; all of them take at most 256 KiB.
+    let s = invalid(cms.create(&pp, &cm(json!({}), json!({"bad key": "x"}))).await.unwrap_err());
+    assert!(s.message.contains("metadata.annotations: Invalid value: \"bad key\": name part must"), "{}", s.message);
+    let big = "x".repeat(256 * 1024);
+    let s = invalid(cms.create(&pp, &cm(json!({}), json!({"a": big}))).await.unwrap_err());
+    assert_eq!(
+        s.message,
+        "ConfigMap \"cm\" is invalid: metadata.annotations: Too long: must have at most 262144 bytes"
+    );
+    assert_eq!(s.details.as_ref().unwrap().causes[0].reason, "FieldValueTooLong");
+    assert_eq!(api_error(cms.get("cm").await.unwrap_err()).code, 404, "nothing refused is stored");
+
+    let ok = cms
+        .create(&pp, &cm(json!({"xcsp.io/stack": "gpu-pool_1.a", "empty": ""}), json!({"XCSP.io/Digest": "x"})))
+        .await
+        .unwrap();
+    assert_eq!(ok.metadata.labels.unwrap()["empty"], "");
+
+    // Updates and custom resources too.
+    let merge = PatchParams::default();
+    let s = invalid(
+        cms.patch("cm", &merge, &Patch::Merge(json!({"metadata": {"labels": {"pool": "-gpu"}}}))).await.unwrap_err(),
+    );
+    assert!(
+        s.message.starts_with("ConfigMap \"cm\" is invalid: metadata.labels: Invalid value: \"-gpu\""),
+        "{}",
+        s.message
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &amt());
+    let mut t = template("gpu", Some("Standard_NC6s_v3"), json!(128));
+    t["metadata"]["labels"]["pool"] = json!("gpu/a");
+    let s = invalid(api.patch("gpu", &PatchParams::apply("xcsp"), &Patch::Apply(&t)).await.unwrap_err());
+    assert!(
+        s.message.starts_with(
+            "AzureMachineTemplate.infrastructure.cluster.x-k8s.io \"gpu\" is invalid: metadata.labels: Invalid value: \
+             \"gpu/a\""
+        ),
+        "{}",
+        s.message
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_label_selector_or_an_invalid_key_or_value_is_a_bad_request() {
+    let (_server, client) = start("instant").await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), NS);
+    let cm: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "cm", "labels": {"replicas": "3", "pool": "gpu"}}}))
+            .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let bad = |selector: &'static str| {
+        let cms = cms.clone();
+        async move {
+            let s = api_error(cms.list(&ListParams::default().labels(selector)).await.unwrap_err());
+            assert_eq!((s.code, s.reason.as_str()), (400, "BadRequest"), "{selector}: {s:?}");
+            s.message
+        }
+    };
+    assert_eq!(bad("pool=gpu)").await, "found ')', expected: ',' or 'end of string'");
+    assert_eq!(bad("pool in (gpu").await, "unable to parse requirement: found '', expected: ',' or ')'");
+    assert_eq!(
+        bad("pool gpu").await,
+        "unable to parse requirement: found 'gpu', expected: in, notin, =, ==, !=, gt, lt"
+    );
+    assert_eq!(
+        bad("pool=-gpu").await,
+        "unable to parse requirement: values[0][pool]: Invalid value: \"-gpu\": a valid label must be an empty string \
+         or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric \
+         character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is \
+         '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+    );
+    let key = bad("xcsp.io/stack/x").await;
+    assert!(
+        key.starts_with("unable to parse requirement: <nil>: Invalid value: \"xcsp.io/stack/x\": a qualified name"),
+        "{key}"
+    );
+    assert_eq!(
+        bad("replicas>three").await,
+        "unable to parse requirement: values[0]: Invalid value: \"three\": for 'Gt', 'Lt' operators, the value must be \
+         an integer"
+    );
+    // What parses selects as the API server does, `gt`/`lt` included.
+    let names = |l: kube::core::ObjectList<k8s_openapi::api::core::v1::ConfigMap>| l.items.len();
+    assert_eq!(names(cms.list(&ListParams::default().labels("replicas>2, pool in (gpu,)")).await.unwrap()), 1);
+    assert_eq!(names(cms.list(&ListParams::default().labels("replicas<3")).await.unwrap()), 0);
+}
+
+#[tokio::test]
+async fn force_on_a_patch_that_is_not_an_apply_is_refused_as_invalid_patch_options() {
+    let (_server, client) = start("instant").await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &amt());
+    api.patch(
+        "gpu",
+        &PatchParams::apply("xcsp"),
+        &Patch::Apply(&template("gpu", Some("Standard_NC6s_v3"), json!(128))),
+    )
+    .await
+    .unwrap();
+    // kube refuses `force` on a merge patch client-side, so the request is built by hand and sent through it.
+    for force in ["true", "false"] {
+        let request = axum::http::Request::patch(format!(
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{NS}/azuremachinetemplates/gpu?force={force}"
+        ))
+        .header("content-type", "application/merge-patch+json")
+        .body(serde_json::to_vec(&json!({"metadata": {"labels": {"tier": "a"}}})).unwrap())
+        .unwrap();
+        let s = api_error(client.request::<DynamicObject>(request).await.unwrap_err());
+        assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+        assert_eq!(
+            s.message,
+            "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"
+        );
+        let d = s.details.as_ref().unwrap();
+        assert_eq!((d.group.as_str(), d.kind.as_str()), ("meta.k8s.io", "PatchOptions"));
+        assert_eq!((d.causes[0].reason.as_str(), d.causes[0].field.as_str()), ("FieldValueForbidden", "force"));
+    }
+    assert!(api.get("gpu").await.unwrap().labels().get("tier").is_none(), "the patch was not applied");
+}
+
+#[tokio::test]
+async fn a_machine_gets_its_machine_sets_failure_domain() {
+    let (_server, client) = start("instant").await;
+    let sets: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &machine_sets());
+    let ms: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &machines());
+    let mut zonal = machine_set("gpu-z2", 2);
+    zonal["spec"]["template"]["spec"]["failureDomain"] = json!("2");
+    sets.patch("gpu-z2", &PatchParams::apply("xcsp"), &Patch::Apply(&zonal)).await.unwrap();
+    let got = wait_for_machines(&ms, "pool=gpu-z2", 2).await;
+    for m in &got {
+        assert_eq!(m.data["spec"]["failureDomain"], "2", "{:?}", m.data);
+    }
 }

@@ -6,10 +6,12 @@
 pub mod fields;
 pub mod kinds;
 pub mod machines;
+pub mod meta;
 pub mod schema;
 pub mod selector;
 pub mod status;
 pub mod store;
+pub mod webhooks;
 
 use crate::server::Sim;
 use crate::world::World;
@@ -297,6 +299,13 @@ fn handle(
             Method::GET => store.get(kind, &ns, &name),
             Method::PUT => store.replace(kind, &ns, &name, parse_json(body)?, &ctx),
             Method::DELETE => store.delete(kind, &ns, &name, &ctx),
+            Method::PATCH
+                if query.contains_key("force")
+                    && (content_type == "application/merge-patch+json"
+                        || (content_type == "application/strategic-merge-patch+json" && !kind.custom)) =>
+            {
+                Err(force_outside_apply())
+            }
             Method::PATCH => match content_type {
                 "application/apply-patch+yaml" => {
                     if !query.contains_key("fieldManager") || ctx.manager.is_empty() {
@@ -421,6 +430,17 @@ fn field_selector(s: &str) -> Result<Vec<(String, bool, String)>, KubeError> {
         out.push((field.trim().to_string(), eq, value.trim().to_string()));
     }
     Ok(out)
+}
+
+/// `force` given to a patch that is not an apply: the API server refuses the patch options
+/// themselves (apimachinery `ValidatePatchOptions`), whatever the value.
+fn force_outside_apply() -> KubeError {
+    let cause = schema::Cause {
+        reason: schema::CauseReason::FieldValueForbidden,
+        field: "force".into(),
+        message: "Forbidden: may not be specified for non-apply patch".into(),
+    };
+    KubeError::invalid("PatchOptions", "meta.k8s.io", "", &[cause])
 }
 
 fn not_served() -> KubeError {

@@ -22,6 +22,7 @@ pub enum CauseReason {
     FieldValueTypeInvalid,
     FieldValueTooLong,
     FieldValueTooMany,
+    FieldValueForbidden,
 }
 
 impl CauseReason {
@@ -33,6 +34,7 @@ impl CauseReason {
             CauseReason::FieldValueTypeInvalid => "FieldValueTypeInvalid",
             CauseReason::FieldValueTooLong => "FieldValueTooLong",
             CauseReason::FieldValueTooMany => "FieldValueTooMany",
+            CauseReason::FieldValueForbidden => "FieldValueForbidden",
         }
     }
 }

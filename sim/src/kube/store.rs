@@ -5,9 +5,11 @@
 
 use super::fields::{self, Manager, Operation};
 use super::kinds::{KINDS, Kind};
+use super::meta;
 use super::schema::{self, Cause, Schema};
 use super::selector::Selector;
 use super::status::{self, KubeError};
+use super::webhooks;
 use crate::world::World;
 use axum::http::StatusCode;
 use base64::Engine;
@@ -316,6 +318,10 @@ impl Store {
         managers: Vec<Manager>,
         ctx: &WriteCtx,
     ) -> Answer {
+        if v != old.value {
+            let rendered = Obj { kind, value: v.clone(), managers: managers.clone() }.render();
+            webhooks::validate_update(kind, &old.value, &v, &rendered, ctx.dry_run)?;
+        }
         let same_fields = managers.len() == old.managers.len()
             && managers.iter().zip(&old.managers).all(|(a, b)| a.manager == b.manager && a.fields == b.fields);
         if v == old.value && same_fields {
@@ -589,7 +595,8 @@ fn strict_check(schema: &Schema, v: &Value, strict: bool) -> Result<(), KubeErro
 }
 
 /// Admission: built-in rules for Secrets, ConfigMaps and Namespaces; for custom resources the
-/// CRD schema (unknown fields refused in strict mode, else pruned; defaults; validation).
+/// CRD schema (unknown fields refused in strict mode, else pruned; defaults; validation); for every
+/// kind the ObjectMeta label and annotation rules ([`meta`]).
 pub fn admit(kind: &'static Kind, mut v: Value, ctx: &WriteCtx) -> Result<Value, KubeError> {
     let name = v["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let mut causes: Vec<Cause> = Vec::new();
@@ -628,6 +635,8 @@ pub fn admit(kind: &'static Kind, mut v: Value, ctx: &WriteCtx) -> Result<Value,
     for part in ["labels", "annotations"] {
         causes.extend(string_map(&v["metadata"][part], &format!("metadata.{part}"), false));
     }
+    causes.extend(meta::label_causes(&v["metadata"]["labels"], "metadata.labels"));
+    causes.extend(meta::annotation_causes(&v["metadata"]["annotations"], "metadata.annotations"));
     if causes.is_empty() { Ok(v) } else { Err(KubeError::invalid(kind.kind, kind.group, &name, &causes)) }
 }
 

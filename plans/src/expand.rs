@@ -75,7 +75,20 @@ impl Builder<'_> {
             ("location", Value::string(&az.location.value)),
         ];
         all.extend(attrs);
-        self.add(rtype, name, index, all)
+        let at = self.add(rtype, name, index, all);
+        // Refresh reports a network resource ARM left `Failed`: drift, and apply puts it again.
+        if matches!(
+            rtype,
+            T::AzureVirtualNetwork
+                | T::AzureNetworkSecurityGroup
+                | T::AzurePublicIp
+                | T::AzureVpnGateway
+                | T::AzureLocalNetworkGateway
+                | T::AzureVpnConnection
+        ) {
+            self.nodes[at].attributes.insert("provisioning_state".into(), Value::string("Succeeded"));
+        }
+        at
     }
 
     /// The spec's tags for the resource's cloud, then xcsp's stack and address tags (which win).
@@ -388,29 +401,35 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
             // Unknown here means: discovered by the tag kubernetes.io/cluster/<infra> at refresh.
             ("vpc_id", vpc.unwrap_or(Value::Unknown)),
             ("cluster_tag", Value::string(format!("kubernetes.io/cluster/{infra}"))),
+            // Refresh reports `attaching` as it is: apply then waits for it.
+            ("state", Value::string("attached")),
         ],
     );
     b.input(attach, "vpn_gateway_id", &vgw_addr, "id");
     let attach_addr = b.addr(attach);
     let rts = aws.route_table_ids.as_ref().map_or(Value::Unknown, |r| Value::strings(r.value.iter()));
-    let prop = b.add(
-        T::AwsRoutePropagation,
-        name,
-        None,
-        vec![
-            ("vpn_gateway_id", Value::Unknown),
-            // Unknown: the route tables of the VPC tagged with the cluster's tag.
-            ("route_table_ids", rts),
-            ("cluster_tag", Value::string(format!("kubernetes.io/cluster/{infra}"))),
-        ],
-    );
+    let mut prop_attrs = vec![
+        ("vpn_gateway_id", Value::Unknown),
+        ("cluster_tag", Value::string(format!("kubernetes.io/cluster/{infra}"))),
+    ];
+    if rts == Value::Unknown {
+        // The route tables of the cluster's VPC, discovered: refresh says whether every one of
+        // them propagates, so a table left out (a partial apply, a hand edit) is drift.
+        prop_attrs.push(("route_table_ids", rts));
+        prop_attrs.push(("every_route_table", Value::Bool(true)));
+    } else {
+        prop_attrs.push(("route_table_ids", rts));
+    }
+    let prop = b.add(T::AwsRoutePropagation, name, None, prop_attrs);
     b.input(prop, "vpn_gateway_id", &vgw_addr, "id");
     b.after(prop, &attach_addr);
 
     let sgs = aws.security_group_ids.as_ref().map_or(Value::Unknown, |s| Value::strings(s.value.iter()));
-    let rules: Vec<Value> = CONTROL_PLANE_PORTS
-        .iter()
-        .chain(WORKER_PORTS)
+    // In a canonical order (ports, then protocol): refresh reads the rules back in it.
+    let mut ports: Vec<&(&str, u16, u16, &str)> = CONTROL_PLANE_PORTS.iter().chain(WORKER_PORTS).collect();
+    ports.sort_by_key(|(proto, from, to, _)| (*from, *to, *proto));
+    let rules: Vec<Value> = ports
+        .into_iter()
         .map(|(proto, from, to, what)| {
             Value::Map(
                 [

@@ -724,3 +724,76 @@ fn a_32_bit_azure_asn_goes_to_bgp_asn_extended() {
     ok(&clouds.xcsp(state).args(["destroy", "--auto-approve"]).arg(&spec).output().unwrap());
     assert_eq!(clouds.aws_live(), (0, 0, 0));
 }
+
+impl Clouds {
+    /// An EC2 action with parameters, through the fidelity layer (moto behind it for groups).
+    fn ec2_with(&self, action: &str, params: &[(&str, &str)]) -> String {
+        let mut data = format!("Action={action}&Version=2016-11-15");
+        for (k, v) in params {
+            data.push_str(&format!("&{k}={}", v.replace('/', "%2F")));
+        }
+        let out = Command::new("curl")
+            .args(["-s", "-X", "POST", &format!("{}/", self.url)])
+            .args(["-H", "Authorization: AWS4-HMAC-SHA256 Credential=x/20260101/us-gov-west-1/ec2/aws4_request, SignedHeaders=host, Signature=0"])
+            .args(["-H", "Content-Type: application/x-www-form-urlencoded"])
+            .args(["--data", &data])
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// Drift that used to hide behind "No changes": one security-group rule revoked, propagation
+/// turned off on one route table, the Azure gateway left `Failed`. Each is read back member by
+/// member, shown attribute by attribute, and one apply repairs them all.
+#[test]
+fn a_revoked_rule_a_table_without_propagation_and_a_failed_gateway_are_drift_that_apply_repairs() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(state.join("state.json")).unwrap()).unwrap();
+    let r = &recorded["resources"];
+    let group = r["aws_security_group_ingress.link"]["attributes"]["security_group_ids"][0].as_str().unwrap();
+    let table = r["aws_vpn_gateway_route_propagation.link"]["attributes"]["route_table_ids"][0].as_str().unwrap();
+    let vgw = r["aws_vpn_gateway.link"]["id"].as_str().unwrap();
+    let gateway = r["azure_virtual_network_gateway.link"]["id"].as_str().unwrap();
+    let marked = |clouds: &Clouds| {
+        clouds.ec2("DescribeSecurityGroups").matches("[xcsp il5-gpu aws_security_group_ingress.link]").count()
+    };
+    let complete = marked(&clouds);
+    assert!(complete >= 16, "8 rules in each cluster group: {complete}");
+
+    let revoked = clouds.ec2_with(
+        "RevokeSecurityGroupIngress",
+        &[
+            ("GroupId", group),
+            ("IpPermissions.1.IpProtocol", "tcp"),
+            ("IpPermissions.1.FromPort", "22623"),
+            ("IpPermissions.1.ToPort", "22623"),
+            ("IpPermissions.1.IpRanges.1.CidrIp", "10.200.0.0/16"),
+        ],
+    );
+    assert!(revoked.contains("true"), "{revoked}");
+    assert_eq!(marked(&clouds), complete - 1);
+    let disabled = clouds.ec2_with("DisableVgwRoutePropagation", &[("GatewayId", vgw), ("RouteTableId", table)]);
+    assert!(disabled.contains("true"), "{disabled}");
+    clouds.patch_resource(gateway, &serde_json::json!({ "properties": { "provisioningState": "Failed" } }));
+
+    let plan = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    let said = String::from_utf8_lossy(&plan.stdout).into_owned();
+    assert_eq!(plan.status.code(), Some(2), "{said}");
+    assert!(said.contains("aws_security_group_ingress.link will be updated in place"), "{said}");
+    assert!(said.contains("~ rules = ["), "{said}");
+    assert!(said.contains("~ every_route_table = false -> true"), "{said}");
+    assert!(said.contains("~ provisioning_state = \"Failed\" -> \"Succeeded\""), "{said}");
+    assert!(!said.contains("will be created") && !said.contains("must be replaced"), "{said}");
+
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(marked(&clouds), complete, "every rule back, none twice");
+    let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+    assert_eq!(tunnels_up(&clouds, state), 4);
+    ok(&clouds.xcsp(state).args(["destroy", "--auto-approve"]).arg(il5()).output().unwrap());
+}

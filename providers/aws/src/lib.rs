@@ -23,6 +23,7 @@ use aws_sdk_ec2::types::{
 use xcsp_core::provider::{Attributes, BoxFuture, Observed, Progress, Provider, ProviderError, Request};
 use xcsp_core::{ADDRESS_TAG, Address, ProviderKind, ResourceType as T, STACK_TAG, Value};
 
+mod ingress;
 mod tunnel;
 
 /// Where and how to reach AWS.
@@ -423,6 +424,7 @@ impl AwsProvider {
                 let mut out = Attributes::new();
                 out.insert("vpn_gateway_id".into(), Value::string(&vgw));
                 out.insert("vpc_id".into(), Value::string(&vpc));
+                out.insert("state".into(), Value::string("attached"));
                 Ok(observed(format!("{vgw}/{vpc}"), out))
             }
             T::AwsRoutePropagation => {
@@ -460,6 +462,9 @@ impl AwsProvider {
                 let mut out = Attributes::new();
                 out.insert("vpn_gateway_id".into(), Value::string(&vgw));
                 out.insert("route_table_ids".into(), Value::strings(tables.iter()));
+                if attrs.contains_key("every_route_table") {
+                    out.insert("every_route_table".into(), Value::Bool(true));
+                }
                 Ok(observed(vgw, out))
             }
             T::AwsCustomerGateway => {
@@ -767,7 +772,19 @@ impl AwsProvider {
                 self.revoke(a, &g, have).await?;
             }
         }
-        let mut out = Attributes::new();
+        // What is there now, read back member by member as refresh reads it.
+        let r = self
+            .ec2
+            .describe_security_groups()
+            .set_group_ids(Some(groups.clone()))
+            .send()
+            .await
+            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+        let mut out = ingress::observe(req.stack, r.security_groups())
+            .into_iter()
+            .find(|(found, _)| found == a)
+            .map(|(_, attrs)| attrs)
+            .unwrap_or_default();
         out.insert("security_group_ids".into(), Value::strings(groups.iter()));
         Ok(Observed { address: a.clone(), id: groups.join(","), attributes: out })
     }
@@ -950,6 +967,8 @@ impl AwsProvider {
                                 let mut attrs = Attributes::new();
                                 attrs.insert("vpn_gateway_id".into(), Value::string(&id));
                                 attrs.insert("vpc_id".into(), Value::string(vpc));
+                                let state = att.state().map(|s| s.as_str()).unwrap_or("attaching");
+                                attrs.insert("state".into(), Value::string(state));
                                 out.push(Observed {
                                     address: sibling(T::AwsVpnGatewayAttachment),
                                     id: format!("{id}/{vpc}"),
@@ -958,15 +977,26 @@ impl AwsProvider {
                             }
                         }
                         _ => {
+                            let propagates = |t: &&aws_sdk_ec2::types::RouteTable| {
+                                t.propagating_vgws().iter().any(|p| p.gateway_id() == Some(id.as_str()))
+                            };
                             let ids: Vec<String> = tables
                                 .iter()
-                                .filter(|t| t.propagating_vgws().iter().any(|p| p.gateway_id() == Some(id.as_str())))
+                                .filter(propagates)
                                 .filter_map(|t| t.route_table_id().map(String::from))
                                 .collect();
                             if !ids.is_empty() {
+                                // Member by member: does every table of the VPC the gateway is
+                                // attached to propagate its routes?
+                                let vpc = g.vpc_attachments().iter().find_map(|x| x.vpc_id());
+                                let every = tables
+                                    .iter()
+                                    .filter(|t| t.vpc_id().is_some() && t.vpc_id() == vpc)
+                                    .all(|t| propagates(&t));
                                 let mut attrs = Attributes::new();
                                 attrs.insert("vpn_gateway_id".into(), Value::string(&id));
                                 attrs.insert("route_table_ids".into(), Value::strings(ids.iter()));
+                                attrs.insert("every_route_table".into(), Value::Bool(every));
                                 out.push(Observed {
                                     address: sibling(T::AwsRoutePropagation),
                                     id: id.clone(),
@@ -1025,30 +1055,15 @@ impl AwsProvider {
             }
             T::AwsSecurityGroupIngress => {
                 let mut pages = self.ec2.describe_security_groups().into_paginator().send();
-                let mut found: std::collections::BTreeMap<Address, Vec<String>> = Default::default();
+                let mut groups: Vec<aws_sdk_ec2::types::SecurityGroup> = Vec::new();
                 while let Some(page) = pages.next().await {
-                    for g in page.map_err(|x| sdk_error(&probe, x.into_service_error()))?.security_groups() {
-                        for p in g.ip_permissions() {
-                            for r in p.ip_ranges() {
-                                let d = r.description().unwrap_or_default();
-                                let Some(start) = d.find(&format!("[xcsp {stack} ")) else { continue };
-                                let inner = d[start + 1..].trim_end_matches(']');
-                                let Some(addr) = inner.split(' ').nth(2).and_then(|x| x.parse::<Address>().ok()) else {
-                                    continue;
-                                };
-                                let ids = found.entry(addr).or_default();
-                                let gid = g.group_id().unwrap_or_default().to_string();
-                                if !ids.contains(&gid) {
-                                    ids.push(gid);
-                                }
-                            }
-                        }
-                    }
+                    groups.extend(
+                        page.map_err(|x| sdk_error(&probe, x.into_service_error()))?.security_groups().to_vec(),
+                    );
                 }
-                for (addr, groups) in found {
-                    let mut attrs = Attributes::new();
-                    attrs.insert("security_group_ids".into(), Value::strings(groups.iter()));
-                    out.push(Observed { address: addr, id: groups.join(","), attributes: attrs });
+                for (addr, observed_attrs) in ingress::observe(stack, &groups) {
+                    let id = strings(&observed_attrs, "security_group_ids").join(",");
+                    out.push(Observed { address: addr, id, attributes: observed_attrs });
                 }
             }
             _ => {}

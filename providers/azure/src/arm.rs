@@ -120,6 +120,18 @@ fn common(body: &Json, in_group: bool) -> Attributes {
     out
 }
 
+/// Whether ARM finished the resource: `Failed` (or `Canceled`) as it is, anything else as
+/// `Succeeded`. The plan wants `Succeeded`, so a resource whose create or update failed is drift
+/// the plan shows, and apply sends its PUT again (ARM's answer to a failed resource: a gateway
+/// in `Failed` is put back by updating it, Microsoft Learn "Reset a VPN gateway" / troubleshooting).
+fn provisioning(out: &mut Attributes, body: &Json) {
+    let state = match body["properties"]["provisioningState"].as_str() {
+        Some("Failed" | "Canceled") => "Failed",
+        _ => "Succeeded",
+    };
+    out.insert("provisioning_state".into(), Value::string(state));
+}
+
 /// NSG rules as the plan writes them: protocol, ports, source, description.
 pub fn nsg_rules(rules: &Json) -> Json {
     let rules = rules.as_array().cloned().unwrap_or_default();
@@ -224,6 +236,7 @@ pub fn vnet_body(d: &Desired, stack: &str, subnets: Json) -> Result<Json, Provid
 
 pub fn read_vnet(body: &Json) -> Attributes {
     let mut out = common(body, true);
+    provisioning(&mut out, body);
     put(&mut out, "address_space", &body["properties"]["addressSpace"]["addressPrefixes"]);
     out
 }
@@ -259,6 +272,7 @@ pub fn nsg_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
 
 pub fn read_nsg(body: &Json) -> Attributes {
     let mut out = common(body, true);
+    provisioning(&mut out, body);
     out.insert("rules".into(), read_nsg_rules(&body["properties"]["securityRules"]));
     out
 }
@@ -278,6 +292,7 @@ pub fn public_ip_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
 
 pub fn read_public_ip(body: &Json) -> Attributes {
     let mut out = common(body, true);
+    provisioning(&mut out, body);
     put(&mut out, "sku", &body["sku"]["name"]);
     put(&mut out, "allocation", &body["properties"]["publicIPAllocationMethod"]);
     put_or_null(&mut out, "zones", &body["zones"]);
@@ -330,6 +345,7 @@ pub fn gateway_body(d: &Desired, stack: &str, id: &str) -> Result<Json, Provider
 pub fn read_gateway(body: &Json) -> Attributes {
     let p = &body["properties"];
     let mut out = common(body, true);
+    provisioning(&mut out, body);
     put(&mut out, "sku", &p["sku"]["name"]);
     put(&mut out, "vpn_type", &p["vpnType"]);
     put(&mut out, "active_active", &p["activeActive"]);
@@ -374,6 +390,7 @@ pub fn local_gateway_body(d: &Desired, stack: &str) -> Result<Json, ProviderErro
 pub fn read_local_gateway(body: &Json) -> Attributes {
     let p = &body["properties"];
     let mut out = common(body, true);
+    provisioning(&mut out, body);
     put(&mut out, "gateway_ip_address", &p["gatewayIpAddress"]);
     put_or_null(&mut out, "bgp_peering_address", &p["bgpSettings"]["bgpPeeringAddress"]);
     put_or_null(&mut out, "asn", &p["bgpSettings"]["asn"]);
@@ -413,6 +430,7 @@ pub fn connection_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> 
 pub fn read_connection(body: &Json) -> Attributes {
     let p = &body["properties"];
     let mut out = common(body, true);
+    provisioning(&mut out, body);
     put(&mut out, "virtual_network_gateway", &p["virtualNetworkGateway1"]["id"]);
     put(&mut out, "local_network_gateway", &p["localNetworkGateway2"]["id"]);
     put(&mut out, "connection_protocol", &p["connectionProtocol"]);

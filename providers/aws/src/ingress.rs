@@ -1,0 +1,143 @@
+//! The security-group rules of a link, read back member by member.
+//!
+//! xcsp puts each link's rules (one per port range, from the Azure VNet) into every cluster
+//! security group, marking each rule's description with `[xcsp <stack> <address>]`. One
+//! resource stands for all of them, so refresh must see a partial set: an apply killed in the
+//! middle of its `AuthorizeSecurityGroupIngress` calls, or a rule revoked by hand. The groups a
+//! link's rules belong in are those that carry any of its marked rules, and every group sharing
+//! their cluster tag (`kubernetes.io/cluster/<infra>`, the tag xcsp finds the groups by); the
+//! `rules` refresh reports are those present in every one of them, so a missing member is drift
+//! the plan shows and apply repairs.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types::SecurityGroup;
+use indexmap::IndexMap;
+use xcsp_core::provider::Attributes;
+use xcsp_core::{Address, Value};
+
+/// One rule as the plan writes it: (from port, to port, protocol, CIDR, description).
+type Rule = (i64, i64, String, String, String);
+
+fn rule_value(r: &Rule) -> Value {
+    let mut m = IndexMap::new();
+    m.insert("protocol".to_string(), Value::string(&r.2));
+    m.insert("from_port".to_string(), Value::int(r.0));
+    m.insert("to_port".to_string(), Value::int(r.1));
+    m.insert("cidr".to_string(), Value::string(&r.3));
+    m.insert("description".to_string(), Value::string(&r.4));
+    Value::Map(m)
+}
+
+/// Every address of `stack` with marked rules among `groups`: its `security_group_ids` (groups
+/// carrying any of its rules) and its `rules` (those in every group it belongs in, in the
+/// plan's canonical order: ports, then protocol).
+pub fn observe(stack: &str, groups: &[SecurityGroup]) -> Vec<(Address, Attributes)> {
+    let mark = format!("[xcsp {stack} ");
+    // address -> group id -> rules
+    let mut found: BTreeMap<Address, BTreeMap<String, Vec<Rule>>> = BTreeMap::new();
+    for g in groups {
+        let gid = g.group_id().unwrap_or_default().to_string();
+        for p in g.ip_permissions() {
+            for r in p.ip_ranges() {
+                let d = r.description().unwrap_or_default();
+                let Some(start) = d.find(&mark) else { continue };
+                let inner = d[start + 1..].trim_end_matches(']');
+                let Some(addr) = inner.split(' ').nth(2).and_then(|x| x.parse::<Address>().ok()) else { continue };
+                let rule = (
+                    i64::from(p.from_port().unwrap_or_default()),
+                    i64::from(p.to_port().unwrap_or_default()),
+                    p.ip_protocol().unwrap_or_default().to_string(),
+                    r.cidr_ip().unwrap_or_default().to_string(),
+                    d[..start].trim_end().to_string(),
+                );
+                found.entry(addr).or_default().entry(gid.clone()).or_default().push(rule);
+            }
+        }
+    }
+    let cluster_keys = |g: &SecurityGroup| -> Vec<String> {
+        g.tags()
+            .iter()
+            .filter_map(|t| t.key())
+            .filter(|k| k.starts_with("kubernetes.io/cluster/"))
+            .map(String::from)
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (addr, by_group) in found {
+        let marked: Vec<&SecurityGroup> =
+            groups.iter().filter(|g| by_group.contains_key(g.group_id().unwrap_or_default())).collect();
+        let keys: Vec<String> = marked.iter().flat_map(|g| cluster_keys(g)).collect();
+        let belongs: Vec<String> = groups
+            .iter()
+            .filter(|g| {
+                by_group.contains_key(g.group_id().unwrap_or_default())
+                    || cluster_keys(g).iter().any(|k| keys.contains(k))
+            })
+            .filter_map(|g| g.group_id().map(String::from))
+            .collect();
+        let mut common: Vec<Rule> = by_group.values().flatten().cloned().collect();
+        common.sort();
+        common.dedup();
+        common.retain(|r| belongs.iter().all(|g| by_group.get(g).is_some_and(|rules| rules.contains(r))));
+        let mut attrs = Attributes::new();
+        attrs.insert("security_group_ids".into(), Value::strings(by_group.keys()));
+        attrs.insert("rules".into(), Value::List(common.iter().map(rule_value).collect()));
+        out.push((addr, attrs));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_ec2::types::{IpPermission, IpRange, Tag};
+
+    fn group(id: &str, rules: &[(i32, &str)]) -> SecurityGroup {
+        let mut g = SecurityGroup::builder()
+            .group_id(id)
+            .tags(Tag::builder().key("kubernetes.io/cluster/infra-1").value("owned").build());
+        for (port, what) in rules {
+            g = g.ip_permissions(
+                IpPermission::builder()
+                    .ip_protocol("tcp")
+                    .from_port(*port)
+                    .to_port(*port)
+                    .ip_ranges(
+                        IpRange::builder()
+                            .cidr_ip("10.200.0.0/16")
+                            .description(format!("{what} [xcsp il5 aws_security_group_ingress.link]"))
+                            .build(),
+                    )
+                    .build(),
+            );
+        }
+        g.build()
+    }
+
+    #[test]
+    fn a_rule_missing_from_one_group_is_not_reported() {
+        let both = [(6443, "api"), (22623, "mcs")];
+        let groups = [group("sg-1", &both), group("sg-2", &both[..1])];
+        let found = observe("il5", &groups);
+        assert_eq!(found.len(), 1);
+        let rules = found[0].1["rules"].as_list().unwrap();
+        assert_eq!(rules.len(), 1, "{rules:?}");
+        assert_eq!(rules[0].as_map().unwrap()["from_port"], Value::int(6443));
+        assert_eq!(rules[0].as_map().unwrap()["description"], Value::string("api"));
+    }
+
+    #[test]
+    fn a_cluster_group_without_any_rule_empties_the_set() {
+        let groups = [group("sg-1", &[(6443, "api")]), group("sg-2", &[])];
+        let found = observe("il5", &groups);
+        assert_eq!(found[0].1["rules"], Value::List(vec![]));
+        assert_eq!(found[0].1["security_group_ids"], Value::strings(["sg-1"]));
+    }
+
+    #[test]
+    fn another_stacks_rules_are_not_ours() {
+        let groups = [group("sg-1", &[(6443, "api")])];
+        assert!(observe("other", &groups).is_empty());
+    }
+}

@@ -1,7 +1,8 @@
 //! Refresh: reads what the clouds hold for the stack, in bulk (one listing per resource type),
 //! and brings state up to date with it.
 //!
-//! - A recorded resource takes the attributes its cloud reports (drift then shows in the plan).
+//! - A recorded resource is found by the id state records (providers that can read by id), and
+//!   takes the attributes its cloud reports (drift, tags included, then shows in the plan).
 //! - A recorded resource its cloud no longer has is dropped (the plan creates it again).
 //! - A resource carrying the stack's tags that state does not know — left by an apply that died
 //!   between the cloud's answer and the state write — is adopted under its address, so the next
@@ -53,10 +54,14 @@ pub async fn refresh(
     events: &Events,
 ) -> Result<Refreshed, ProviderError> {
     let types = refreshable(providers);
+    // Identity by id first: every recorded resource is looked up by the id state holds.
+    let known: Vec<(Address, String)> =
+        state.resources.iter().filter_map(|(a, r)| Some((a.clone(), r.id.clone()?))).collect();
+    let known = &known;
     let reads = types.iter().map(|t| {
         let provider = providers.get(t.provider()).expect("only configured providers").clone();
         events.send(Event::Refreshing { rtype: t.as_str().to_string() });
-        async move { provider.refresh(stack, *t).await }
+        async move { provider.refresh_known(stack, *t, known).await }
     });
     let results = join_all(reads).await;
     let mut observed: Vec<Observed> = Vec::new();

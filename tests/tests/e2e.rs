@@ -797,3 +797,44 @@ fn a_revoked_rule_a_table_without_propagation_and_a_failed_gateway_are_drift_tha
     assert_eq!(tunnels_up(&clouds, state), 4);
     ok(&clouds.xcsp(state).args(["destroy", "--auto-approve"]).arg(il5()).output().unwrap());
 }
+
+/// Refresh finds what state records by its id, whatever its tags say: a customer gateway whose
+/// stack tag was removed and a VNet whose tags were replaced are tag updates, never creates (a
+/// create would have replaced the VPN connection, and an ARM PUT of the VNet without its subnets
+/// would be refused), and destroy --sweep still removes the untagged gateway.
+#[test]
+fn resources_whose_tags_were_removed_are_found_by_id_and_retagged() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(state.join("state.json")).unwrap()).unwrap();
+    let cgw = recorded["resources"]["aws_customer_gateway.link[0]"]["id"].as_str().unwrap().to_string();
+    let vnet = recorded["resources"]["azure_virtual_network.link"]["id"].as_str().unwrap().to_string();
+    let untag = |clouds: &Clouds| {
+        let r = clouds.ec2_with("DeleteTags", &[("ResourceId.1", &cgw), ("Tag.1.Key", "xcsp.io/stack")]);
+        assert!(r.contains("true"), "{r}");
+        clouds
+            .patch_resource(&vnet, &serde_json::json!({ "tags": { "xcsp.io_stack": null, "xcsp.io_address": null } }));
+    };
+    untag(&clouds);
+
+    let plan = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    let said = String::from_utf8_lossy(&plan.stdout).into_owned();
+    assert_eq!(plan.status.code(), Some(2), "{said}");
+    assert!(said.contains("aws_customer_gateway.link[0] will be updated in place"), "{said}");
+    assert!(said.contains("azure_virtual_network.link will be updated in place"), "{said}");
+    assert!(!said.contains("will be created") && !said.contains("must be replaced"), "{said}");
+    assert!(said.contains("Plan: 0 to add, 2 to change, 0 to replace, 0 to destroy."), "{said}");
+
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+    assert_eq!(clouds.aws_live(), (1, 2, 2), "no twin");
+
+    untag(&clouds);
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+    assert_eq!(clouds.arm_count(), 0, "{:?}", clouds.arm_resources());
+}

@@ -918,9 +918,31 @@ impl AwsProvider {
         }
     }
 
-    async fn list(&self, stack: &str, rtype: T) -> Result<Vec<Observed>, ProviderError> {
+    /// Every live resource of `rtype` tagged with `stack`, and those state records (`known`:
+    /// address and id) whatever their tags say now: a second describe with the ids as a filter
+    /// (filters, unlike id lists, do not fail on an id that is gone).
+    async fn list(&self, stack: &str, rtype: T, known: &[(Address, String)]) -> Result<Vec<Observed>, ProviderError> {
         let probe = Address::new(rtype, "refresh");
         let by_stack = || vec![filter(&format!("tag:{STACK_TAG}"), &[stack])];
+        // The recorded id of each known resource, by the cloud object it names (an attachment's
+        // and a propagation's id begin with their gateway's).
+        let known_ids: Vec<(&Address, String)> = known
+            .iter()
+            .filter(|(a, _)| a.rtype == rtype)
+            .map(|(a, id)| (a, id.split('/').next().unwrap_or_default().to_string()))
+            .collect();
+        let by_id = |id: &str| known_ids.iter().find(|(_, k)| k == id).map(|(a, _)| (*a).clone());
+        // The address a cloud object answers to: its tags, else the state record of its id.
+        let address = |tags: &[Tag], id: &str| -> Option<Address> {
+            owner(stack, tags).map(|a| Address { rtype, name: a.name, index: a.index }).or_else(|| by_id(id))
+        };
+        let missing = |found: &[String]| -> Vec<String> {
+            let mut m: Vec<String> =
+                known_ids.iter().map(|(_, id)| id.clone()).filter(|id| !found.contains(id)).collect();
+            m.sort();
+            m.dedup();
+            m
+        };
         let live = |s: Option<&str>| matches!(s, Some("pending" | "available"));
         let mut out = Vec::new();
         match rtype {
@@ -932,6 +954,20 @@ impl AwsProvider {
                     .send()
                     .await
                     .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
+                let mut gateways = r.vpn_gateways().to_vec();
+                let seen: Vec<String> = gateways.iter().filter_map(|g| g.vpn_gateway_id().map(String::from)).collect();
+                let gone = missing(&seen);
+                if !gone.is_empty() {
+                    let ids: Vec<&str> = gone.iter().map(String::as_str).collect();
+                    let r = self
+                        .ec2
+                        .describe_vpn_gateways()
+                        .filters(filter("vpn-gateway-id", &ids))
+                        .send()
+                        .await
+                        .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
+                    gateways.extend(r.vpn_gateways().iter().cloned());
+                }
                 let tables = if rtype == T::AwsRoutePropagation {
                     let mut all = Vec::new();
                     let mut pages = self.ec2.describe_route_tables().into_paginator().send();
@@ -944,9 +980,9 @@ impl AwsProvider {
                 } else {
                     Vec::new()
                 };
-                for g in r.vpn_gateways().iter().filter(|g| live(g.state().map(|s| s.as_str()))) {
-                    let Some(addr) = owner(stack, g.tags()) else { continue };
+                for g in gateways.iter().filter(|g| live(g.state().map(|s| s.as_str()))) {
                     let id = g.vpn_gateway_id().unwrap_or_default().to_string();
+                    let Some(addr) = address(g.tags(), &id) else { continue };
                     let sibling = |t: T| Address { rtype: t, name: addr.name.clone(), index: addr.index };
                     match rtype {
                         T::AwsVpnGateway => {
@@ -1015,9 +1051,24 @@ impl AwsProvider {
                     .send()
                     .await
                     .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
-                for g in r.customer_gateways().iter().filter(|g| live(g.state())) {
-                    let Some(addr) = owner(stack, g.tags()) else { continue };
+                let mut gateways = r.customer_gateways().to_vec();
+                let seen: Vec<String> =
+                    gateways.iter().filter_map(|g| g.customer_gateway_id().map(String::from)).collect();
+                let gone = missing(&seen);
+                if !gone.is_empty() {
+                    let ids: Vec<&str> = gone.iter().map(String::as_str).collect();
+                    let r = self
+                        .ec2
+                        .describe_customer_gateways()
+                        .filters(filter("customer-gateway-id", &ids))
+                        .send()
+                        .await
+                        .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
+                    gateways.extend(r.customer_gateways().iter().cloned());
+                }
+                for g in gateways.iter().filter(|g| live(g.state())) {
                     let id = g.customer_gateway_id().unwrap_or_default().to_string();
+                    let Some(addr) = address(g.tags(), &id) else { continue };
                     let mut attrs = Attributes::new();
                     attrs.insert("ip_address".into(), Value::string(g.ip_address().unwrap_or_default()));
                     attrs.insert("bgp_asn".into(), Value::int(cgw_asn(g)));
@@ -1035,9 +1086,23 @@ impl AwsProvider {
                     .send()
                     .await
                     .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
-                for c in r.vpn_connections().iter().filter(|c| live(c.state().map(|s| s.as_str()))) {
-                    let Some(addr) = owner(stack, c.tags()) else { continue };
+                let mut conns = r.vpn_connections().to_vec();
+                let seen: Vec<String> = conns.iter().filter_map(|c| c.vpn_connection_id().map(String::from)).collect();
+                let gone = missing(&seen);
+                if !gone.is_empty() {
+                    let ids: Vec<&str> = gone.iter().map(String::as_str).collect();
+                    let r = self
+                        .ec2
+                        .describe_vpn_connections()
+                        .filters(filter("vpn-connection-id", &ids))
+                        .send()
+                        .await
+                        .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
+                    conns.extend(r.vpn_connections().iter().cloned());
+                }
+                for c in conns.iter().filter(|c| live(c.state().map(|s| s.as_str()))) {
                     let id = c.vpn_connection_id().unwrap_or_default().to_string();
+                    let Some(addr) = address(c.tags(), &id) else { continue };
                     let mut attrs = Attributes::new();
                     attrs.insert("customer_gateway".into(), Value::string(c.customer_gateway_id().unwrap_or_default()));
                     attrs.insert("vpn_gateway_id".into(), Value::string(c.vpn_gateway_id().unwrap_or_default()));
@@ -1078,7 +1143,16 @@ impl Provider for AwsProvider {
     }
 
     fn refresh<'a>(&'a self, stack: &'a str, rtype: T) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
-        Box::pin(self.list(stack, rtype))
+        Box::pin(self.list(stack, rtype, &[]))
+    }
+
+    fn refresh_known<'a>(
+        &'a self,
+        stack: &'a str,
+        rtype: T,
+        known: &'a [(Address, String)],
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+        Box::pin(self.list(stack, rtype, known))
     }
 
     fn create<'a>(

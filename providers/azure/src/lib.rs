@@ -327,7 +327,17 @@ impl Provider for AzureProvider {
 
     fn refresh<'a>(&'a self, stack: &'a str, rtype: T) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
         let budget = Budget::starting_now(self.config.timeouts.refresh, "refresh");
-        Box::pin(transport::within(budget, self.list(stack, rtype)))
+        Box::pin(transport::within(budget, self.list(stack, rtype, &[])))
+    }
+
+    fn refresh_known<'a>(
+        &'a self,
+        stack: &'a str,
+        rtype: T,
+        known: &'a [(Address, String)],
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+        let budget = Budget::starting_now(self.config.timeouts.refresh, "refresh");
+        Box::pin(transport::within(budget, self.list(stack, rtype, known)))
     }
 
     fn create<'a>(

@@ -506,7 +506,14 @@ impl AzureProvider {
 
     /// Every live resource of `rtype` that belongs to `stack`, in one list call per type where
     /// Azure allows (see [`identify`] for the untaggable ones).
-    pub(crate) async fn list(&self, stack: &str, rtype: T) -> Result<Vec<Observed>, ProviderError> {
+    /// Every live resource of `rtype` that state records (`known`, matched by id whatever its
+    /// tags say now) or that is tagged with `stack`, in one list call per type where Azure allows.
+    pub(crate) async fn list(
+        &self,
+        stack: &str,
+        rtype: T,
+        known: &[(Address, String)],
+    ) -> Result<Vec<Observed>, ProviderError> {
         let rg = self.config.resource_group.as_str();
         let sub = self.config.subscription_id.as_str();
         let n = &self.network;
@@ -516,12 +523,18 @@ impl AzureProvider {
         }
         let ours = |j: &Json| owner(j).is_some_and(|(s, _)| s == stack);
         let address_of = |j: &Json| owner(j).and_then(|(_, a)| a.parse::<Address>().ok());
+        // ARM ids compare case-insensitively (resource group names, provider namespaces).
+        let recorded = |j: &Json| -> Option<Address> {
+            let id = j["id"].as_str()?;
+            known.iter().find(|(a, k)| a.rtype == rtype && k.eq_ignore_ascii_case(id)).map(|(a, _)| a.clone())
+        };
         let tagged = |items: Vec<Json>, read: fn(&Json) -> Attributes| -> Vec<Observed> {
             items
                 .iter()
-                .filter(|j| ours(j))
                 .filter_map(|j| {
-                    let address = address_of(j).filter(|a| a.rtype == rtype)?;
+                    let address = recorded(j)
+                        .or_else(|| ours(j).then(|| address_of(j)).flatten())
+                        .filter(|a| a.rtype == rtype)?;
                     let id = j["id"].as_str().unwrap_or_default().to_string();
                     Some(Observed { address, id, attributes: read(j) })
                 })
@@ -541,6 +554,19 @@ impl AzureProvider {
                         }
                     }
                 }
+                // A group state records that the tag filter missed (its tags were changed): by name.
+                for (_, id) in known.iter().filter(|(a, _)| a.rtype == rtype) {
+                    let listed = groups.iter().any(|g| g["id"].as_str().is_some_and(|g| g.eq_ignore_ascii_case(id)));
+                    let name = arm::leaf(id);
+                    if listed || name.is_empty() {
+                        continue;
+                    }
+                    match self.retry(&Address::new(rtype, "refresh"), &Quiet, || as_json!(c.get(name, sub))).await {
+                        Ok(g) => groups.push(g),
+                        Err(e) if gone(&e) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
                 tagged(groups, arm::read_resource_group)
             }
             T::AzureVirtualNetwork => {
@@ -552,8 +578,17 @@ impl AzureProvider {
                 let c = n.virtual_networks_client();
                 let vnets = self.list_all(rtype, || all_pages!(c.list(rg, sub))).await?;
                 let mut out = Vec::new();
-                for vnet in vnets.iter().filter(|j| ours(j)) {
-                    let Some(vnet_address) = address_of(vnet) else { continue };
+                for vnet in &vnets {
+                    // The VNet state records (by id), else one tagged with the stack.
+                    let id = vnet["id"].as_str().unwrap_or_default();
+                    let recorded_vnet = known
+                        .iter()
+                        .find(|(a, k)| a.rtype == T::AzureVirtualNetwork && k.eq_ignore_ascii_case(id))
+                        .map(|(a, _)| a.clone());
+                    let Some(vnet_address) = recorded_vnet.or_else(|| ours(vnet).then(|| address_of(vnet)).flatten())
+                    else {
+                        continue;
+                    };
                     for s in vnet["properties"]["subnets"].as_array().into_iter().flatten() {
                         let Some(address) =
                             identify::subnet_address(stack, &vnet_address, s["name"].as_str().unwrap_or_default())

@@ -121,14 +121,7 @@ impl Clouds {
 
     /// The answer of an EC2 action without parameters, through the fidelity layer.
     fn ec2(&self, action: &str) -> String {
-        let out = Command::new("curl")
-            .args(["-s", "-X", "POST", &format!("{}/", self.url)])
-            .args(["-H", "Authorization: AWS4-HMAC-SHA256 Credential=x/20260101/us-gov-west-1/ec2/aws4_request, SignedHeaders=host, Signature=0"])
-            .args(["-H", "Content-Type: application/x-www-form-urlencoded"])
-            .args(["--data", &format!("Action={action}&Version=2016-11-15")])
-            .output()
-            .expect("curl");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.ec2_with(action, &[])
     }
 
     /// Live EC2 VPN resources by kind, through the fidelity layer.
@@ -171,6 +164,11 @@ impl Drop for Clouds {
 
 fn il5() -> PathBuf {
     root().join("examples/il5-govcloud")
+}
+
+/// The state file as JSON.
+fn recorded(state: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(state.join("state.json")).unwrap()).unwrap()
 }
 
 fn ok(out: &std::process::Output) -> String {
@@ -240,8 +238,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!(machines(), 2, "{:#?}", clouds.get("/_sim/kube/objects"));
-    let state_json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(state.join("state.json")).unwrap()).unwrap();
+    let state_json = recorded(state);
     let resources = &state_json["resources"];
     let client_id = resources["azure_user_assigned_identity.capz"]["attributes"]["client_id"].as_str().unwrap();
     let aci = clouds.kube_get(&format!(
@@ -378,8 +375,7 @@ fn apply_killed_at_five_points_converges_without_twins() {
     // Exactly one of each: 1 VPN gateway, 2 customer gateways, 2 VPN connections, and as many
     // ARM resources as state records Azure ones (subnets are children of the VNet in ARM too).
     assert_eq!(clouds.aws_live(), (1, 2, 2));
-    let state_json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(state.join("state.json")).unwrap()).unwrap();
+    let state_json = recorded(state);
     let azure = state_json["resources"].as_object().unwrap().keys().filter(|a| a.starts_with("azure_")).count();
     assert_eq!(clouds.arm_count(), azure, "{:#?}", clouds.arm_resources());
     assert_eq!(tunnels_up(&clouds, state), 4);
@@ -523,8 +519,7 @@ fn apply_killed_right_after_create_vpn_connection_adopts_it() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(clouds.aws_live().2 >= 1, "the connection was created before the kill");
-    let recorded: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(state.join("state.json")).unwrap()).unwrap();
+    let recorded = recorded(state);
     assert!(
         recorded["resources"]["aws_vpn_connection.link[0]"]["id"].is_null(),
         "state holds only the intent: {}",
@@ -752,8 +747,7 @@ fn a_revoked_rule_a_table_without_propagation_and_a_failed_gateway_are_drift_tha
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
-    let recorded: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(state.join("state.json")).unwrap()).unwrap();
+    let recorded = recorded(state);
     let r = &recorded["resources"];
     let group = r["aws_security_group_ingress.link"]["attributes"]["security_group_ids"][0].as_str().unwrap();
     let table = r["aws_vpn_gateway_route_propagation.link"]["attributes"]["route_table_ids"][0].as_str().unwrap();
@@ -808,8 +802,7 @@ fn resources_whose_tags_were_removed_are_found_by_id_and_retagged() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
-    let recorded: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(state.join("state.json")).unwrap()).unwrap();
+    let recorded = recorded(state);
     let cgw = recorded["resources"]["aws_customer_gateway.link[0]"]["id"].as_str().unwrap().to_string();
     let vnet = recorded["resources"]["azure_virtual_network.link"]["id"].as_str().unwrap().to_string();
     let untag = |clouds: &Clouds| {

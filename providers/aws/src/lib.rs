@@ -146,6 +146,35 @@ pub(crate) fn strings(attrs: &Attributes, key: &str) -> Vec<String> {
     }
 }
 
+/// The items of a describe call by the stack's tag, then, by id, the recorded ones the tag
+/// filter missed (their tags were changed): `missing` maps the ids seen to those to look up.
+macro_rules! tagged_or_recorded {
+    ($self:ident, $describe:ident, $items:ident, $id:ident, $id_filter:literal, $probe:expr, $by_stack:expr, $missing:expr) => {{
+        let r = $self
+            .ec2
+            .$describe()
+            .set_filters(Some($by_stack))
+            .send()
+            .await
+            .map_err(|x| sdk_error($probe, x.into_service_error()))?;
+        let mut items = r.$items().to_vec();
+        let seen: Vec<String> = items.iter().filter_map(|x| x.$id().map(String::from)).collect();
+        let gone: Vec<String> = $missing(&seen);
+        if !gone.is_empty() {
+            let ids: Vec<&str> = gone.iter().map(String::as_str).collect();
+            let r = $self
+                .ec2
+                .$describe()
+                .filters(filter($id_filter, &ids))
+                .send()
+                .await
+                .map_err(|x| sdk_error($probe, x.into_service_error()))?;
+            items.extend(r.$items().iter().cloned());
+        }
+        items
+    }};
+}
+
 /// A customer gateway's ASN: `bgpAsnExtended` when it was created with one, else `bgpAsn`.
 fn cgw_asn(g: &aws_sdk_ec2::types::CustomerGateway) -> i64 {
     g.bgp_asn_extended().or(g.bgp_asn()).and_then(|s| s.parse().ok()).unwrap_or_default()
@@ -573,16 +602,7 @@ impl AwsProvider {
         id: &str,
         wanted_first: Option<&str>,
     ) -> Result<(Option<String>, Attributes), ProviderError> {
-        let r = self
-            .ec2
-            .describe_vpn_connections()
-            .vpn_connection_ids(id)
-            .send()
-            .await
-            .map_err(|x| sdk_error(a, x.into_service_error()))?;
-        let Some(c) = r.vpn_connections().first() else {
-            return Err(ProviderError::NotFound { address: a.to_string() });
-        };
+        let c = self.describe_connection(a, id).await?;
         let mut out = Attributes::new();
         out.insert("customer_gateway".into(), Value::string(c.customer_gateway_id().unwrap_or_default()));
         out.insert("vpn_gateway_id".into(), Value::string(c.vpn_gateway_id().unwrap_or_default()));
@@ -590,6 +610,22 @@ impl AwsProvider {
         out.insert("tags".into(), tags_value(&tag_map(c.tags())));
         out.insert("id".into(), Value::string(id));
         Ok((c.state().map(|s| s.as_str().to_string()), out))
+    }
+
+    /// One VPN connection as EC2 describes it.
+    async fn describe_connection(
+        &self,
+        a: &Address,
+        id: &str,
+    ) -> Result<aws_sdk_ec2::types::VpnConnection, ProviderError> {
+        let r = self
+            .ec2
+            .describe_vpn_connections()
+            .vpn_connection_ids(id)
+            .send()
+            .await
+            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+        r.vpn_connections().first().cloned().ok_or_else(|| ProviderError::NotFound { address: a.to_string() })
     }
 
     /// The connection's tunnels as EC2 reports them, tunnel 1 first, each with its outside
@@ -600,16 +636,7 @@ impl AwsProvider {
         id: &str,
         wanted_first: Option<&str>,
     ) -> Result<(Vec<(tunnel::Tunnel, String)>, Option<String>), ProviderError> {
-        let r = self
-            .ec2
-            .describe_vpn_connections()
-            .vpn_connection_ids(id)
-            .send()
-            .await
-            .map_err(|x| sdk_error(a, x.into_service_error()))?;
-        let Some(c) = r.vpn_connections().first() else {
-            return Err(ProviderError::NotFound { address: a.to_string() });
-        };
+        let c = self.describe_connection(a, id).await?;
         let mut tunnels: Vec<&aws_sdk_ec2::types::TunnelOption> =
             c.options().map(|o| o.tunnel_options().iter().collect()).unwrap_or_default();
         if let Some(first) = wanted_first {
@@ -947,27 +974,16 @@ impl AwsProvider {
         let mut out = Vec::new();
         match rtype {
             T::AwsVpnGateway | T::AwsVpnGatewayAttachment | T::AwsRoutePropagation => {
-                let r = self
-                    .ec2
-                    .describe_vpn_gateways()
-                    .set_filters(Some(by_stack()))
-                    .send()
-                    .await
-                    .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
-                let mut gateways = r.vpn_gateways().to_vec();
-                let seen: Vec<String> = gateways.iter().filter_map(|g| g.vpn_gateway_id().map(String::from)).collect();
-                let gone = missing(&seen);
-                if !gone.is_empty() {
-                    let ids: Vec<&str> = gone.iter().map(String::as_str).collect();
-                    let r = self
-                        .ec2
-                        .describe_vpn_gateways()
-                        .filters(filter("vpn-gateway-id", &ids))
-                        .send()
-                        .await
-                        .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
-                    gateways.extend(r.vpn_gateways().iter().cloned());
-                }
+                let gateways = tagged_or_recorded!(
+                    self,
+                    describe_vpn_gateways,
+                    vpn_gateways,
+                    vpn_gateway_id,
+                    "vpn-gateway-id",
+                    &probe,
+                    by_stack(),
+                    missing
+                );
                 let tables = if rtype == T::AwsRoutePropagation {
                     let mut all = Vec::new();
                     let mut pages = self.ec2.describe_route_tables().into_paginator().send();
@@ -1044,28 +1060,16 @@ impl AwsProvider {
                 }
             }
             T::AwsCustomerGateway => {
-                let r = self
-                    .ec2
-                    .describe_customer_gateways()
-                    .set_filters(Some(by_stack()))
-                    .send()
-                    .await
-                    .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
-                let mut gateways = r.customer_gateways().to_vec();
-                let seen: Vec<String> =
-                    gateways.iter().filter_map(|g| g.customer_gateway_id().map(String::from)).collect();
-                let gone = missing(&seen);
-                if !gone.is_empty() {
-                    let ids: Vec<&str> = gone.iter().map(String::as_str).collect();
-                    let r = self
-                        .ec2
-                        .describe_customer_gateways()
-                        .filters(filter("customer-gateway-id", &ids))
-                        .send()
-                        .await
-                        .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
-                    gateways.extend(r.customer_gateways().iter().cloned());
-                }
+                let gateways = tagged_or_recorded!(
+                    self,
+                    describe_customer_gateways,
+                    customer_gateways,
+                    customer_gateway_id,
+                    "customer-gateway-id",
+                    &probe,
+                    by_stack(),
+                    missing
+                );
                 for g in gateways.iter().filter(|g| live(g.state())) {
                     let id = g.customer_gateway_id().unwrap_or_default().to_string();
                     let Some(addr) = address(g.tags(), &id) else { continue };
@@ -1079,27 +1083,16 @@ impl AwsProvider {
                 }
             }
             T::AwsVpnConnection => {
-                let r = self
-                    .ec2
-                    .describe_vpn_connections()
-                    .set_filters(Some(by_stack()))
-                    .send()
-                    .await
-                    .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
-                let mut conns = r.vpn_connections().to_vec();
-                let seen: Vec<String> = conns.iter().filter_map(|c| c.vpn_connection_id().map(String::from)).collect();
-                let gone = missing(&seen);
-                if !gone.is_empty() {
-                    let ids: Vec<&str> = gone.iter().map(String::as_str).collect();
-                    let r = self
-                        .ec2
-                        .describe_vpn_connections()
-                        .filters(filter("vpn-connection-id", &ids))
-                        .send()
-                        .await
-                        .map_err(|x| sdk_error(&probe, x.into_service_error()))?;
-                    conns.extend(r.vpn_connections().iter().cloned());
-                }
+                let conns = tagged_or_recorded!(
+                    self,
+                    describe_vpn_connections,
+                    vpn_connections,
+                    vpn_connection_id,
+                    "vpn-connection-id",
+                    &probe,
+                    by_stack(),
+                    missing
+                );
                 for c in conns.iter().filter(|c| live(c.state().map(|s| s.as_str()))) {
                     let id = c.vpn_connection_id().unwrap_or_default().to_string();
                     let Some(addr) = address(c.tags(), &id) else { continue };

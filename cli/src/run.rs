@@ -232,7 +232,9 @@ pub async fn apply(
     }
     confirm(run_args, "Do you want to perform these actions?")?;
     let view = progress::spawn(mode, rx, changes);
-    let run = new_run(l, providers, run_args, events);
+    let mut run = new_run(l, providers, run_args, events);
+    // Apply does what the approved plan showed and no more.
+    run.approved = Some(p.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
     let mut store = Saver(backend.clone());
     let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut store).await.map_err(|e| fail(&e))?;
     drop(run);

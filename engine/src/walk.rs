@@ -123,6 +123,10 @@ pub struct Run {
     pub cancel: watch::Receiver<u32>,
     /// Resources that destroy must refuse to delete.
     pub protected: HashSet<Address>,
+    /// The actions of the plan the user approved, by address (absent: no change). When set, an
+    /// operation that would do more than its planned action (a replacement the plan showed as
+    /// an update, a change where it showed none) is refused instead, naming both.
+    pub approved: Option<HashMap<Address, Action>>,
 }
 
 impl Run {
@@ -138,6 +142,7 @@ impl Run {
             events: Events::none(),
             cancel: watch::channel(0).1,
             protected: HashSet::new(),
+            approved: None,
         }
     }
 }
@@ -564,6 +569,25 @@ enum Prepared {
     Refuse(Op, ProviderError),
 }
 
+fn action_words(a: Action) -> &'static str {
+    match a {
+        Action::Create => "a create",
+        Action::Update => "an in-place update",
+        Action::Replace => "a replacement",
+        Action::Delete => "a delete",
+        Action::NoOp => "no change",
+    }
+}
+
+fn op_words(op: Op) -> &'static str {
+    match op {
+        Op::Create => "a create",
+        Op::Update => "an in-place update",
+        Op::Replace => "a replacement",
+        Op::Delete => "a delete",
+    }
+}
+
 /// Decides, from the state as it is now (every dependency done), what to do with one item.
 fn prepare(run: &Run, item: &Item, a: &Address, state: &State) -> Result<Prepared, StateError> {
     let recorded = state.resources.get(a).filter(|r| r.id.is_some());
@@ -580,6 +604,27 @@ fn prepare(run: &Run, item: &Item, a: &Address, state: &State) -> Result<Prepare
             }
         }
     };
+    if let (Some(approved), Work::Converge(_)) = (&run.approved, &item.work) {
+        let planned = approved.get(a).copied().unwrap_or(Action::NoOp);
+        let within = match op {
+            Op::Create => matches!(planned, Action::Create | Action::Replace),
+            Op::Update => matches!(planned, Action::Update | Action::Replace),
+            Op::Replace => planned == Action::Replace,
+            Op::Delete => true,
+        };
+        if !within {
+            let error = ProviderError::Failed {
+                address: a.to_string(),
+                code: "BeyondPlan".into(),
+                message: format!(
+                    "the approved plan showed {}, but it now needs {} (something it depends on changed during this apply); nothing was done to it: run `xcsp plan` to see the change",
+                    action_words(planned),
+                    op_words(op)
+                ),
+            };
+            return Ok(Prepared::Refuse(op, error));
+        }
+    }
     let Some(provider) = run.providers.get(item.kind).cloned() else {
         let error = ProviderError::Failed {
             address: a.to_string(),

@@ -196,6 +196,7 @@ fn harness_on(cloud: Arc<Mutex<Cloud>>, limits: Limits, order: Order) -> Harness
         events: Events::new(tx),
         cancel: cancel_rx,
         protected: Default::default(),
+        approved: None,
     };
     Harness { cloud, run, cancel, events, saves: Arc::new(Mutex::new(Vec::new())) }
 }
@@ -513,4 +514,33 @@ async fn refresh_drops_what_vanished_and_apply_recreates_it() {
     assert_eq!(r.vanished, vec![uai.clone()]);
     let summary = h.apply(&graph, &mut state).await;
     assert!(summary.done.contains(&(uai, Op::Create)), "{summary:?}");
+}
+
+#[tokio::test]
+async fn apply_does_no_more_than_the_approved_plan_showed() {
+    let graph = example("public");
+    let mut h = harness(Limits::default(), Order::CriticalPath);
+    let mut state = State::new("test");
+    assert!(h.apply(&graph, &mut state).await.succeeded());
+    let calls = h.log().len();
+    // The cloud drifted after the user approved a plan with no changes.
+    let uai: Address = "azure_user_assigned_identity.capz".parse().unwrap();
+    state.resources.get_mut(&uai).unwrap().attributes.insert("tags".into(), Value::string("drifted"));
+    h.run.approved = Some(Default::default());
+    let summary = h.apply(&graph, &mut state).await;
+    assert_eq!(h.log().len(), calls, "nothing was called: {:?}", &h.log()[calls..]);
+    let refused: Vec<String> = summary
+        .failed
+        .iter()
+        .map(|(a, _, e)| match e {
+            ProviderError::Failed { code, message, .. } => format!("{a} {code} {message}"),
+            other => format!("{a} {other}"),
+        })
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].starts_with("azure_user_assigned_identity.capz BeyondPlan the approved plan showed no change, but it now needs an in-place update"), "{refused:?}");
+    // Approved, the same update goes through.
+    h.run.approved = Some([(uai.clone(), xcsp_plans::plan::Action::Update)].into_iter().collect());
+    let summary = h.apply(&graph, &mut state).await;
+    assert!(summary.done.contains(&(uai, Op::Update)), "{summary:?}");
 }

@@ -47,6 +47,28 @@ impl Value {
     }
 
     /// True if this value or anything inside it is unknown.
+    /// What a provider records of a secret it reads back from a cloud (a VPN connection's
+    /// shared key): its sha256, marked sensitive, never the secret itself.
+    pub fn secret_digest(secret: &str) -> Value {
+        use sha2::{Digest, Sha256};
+        Value::sensitive(Value::string(format!("sha256:{}", hex::encode(Sha256::digest(secret.as_bytes())))))
+    }
+
+    /// Whether `self` (wanted) holds what `recorded` holds: equal, or a secret whose digest
+    /// ([`Value::secret_digest`]) is what was recorded.
+    pub fn matches_recorded(&self, recorded: &Value) -> bool {
+        if self == recorded {
+            return true;
+        }
+        match (self, recorded) {
+            (Value::Sensitive(want), Value::Sensitive(have)) => match (want.as_str(), have.as_str()) {
+                (Some(w), Some(h)) if h.starts_with("sha256:") => Value::secret_digest(w) == *recorded,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
     pub fn has_unknown(&self) -> bool {
         match self {
             Value::Unknown => true,

@@ -77,7 +77,7 @@ pub fn compare(address: &Address, desired: &Attributes, recorded: &Attributes) -
     let mut replace = Vec::new();
     let mut differs = false;
     for (k, v) in desired {
-        if recorded.get(k) != Some(v) && !v.has_unknown() {
+        if !recorded.get(k).is_some_and(|r| v.matches_recorded(r)) && !v.has_unknown() {
             differs = true;
             if let Some(why) = address.rtype.forces_replacement(k) {
                 replace.push((k.clone(), why.to_string()));
@@ -222,7 +222,7 @@ pub fn render(plan: &Plan) -> String {
                             _ if v.has_unknown() => {
                                 let _ = writeln!(out, "      {k} = {}", render_value(v));
                             }
-                            Some(b) if b == v => unchanged += 1,
+                            Some(b) if v.matches_recorded(b) => unchanged += 1,
                             Some(b) => {
                                 let _ = writeln!(out, "    ~ {k} = {} -> {}", render_value(b), render_value(v));
                             }

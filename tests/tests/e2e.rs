@@ -721,6 +721,24 @@ fn a_32_bit_azure_asn_goes_to_bgp_asn_extended() {
 }
 
 impl Clouds {
+    /// An ARM PUT as a client makes it: a token from the sim's Entra endpoint, then the call.
+    fn arm_put(&self, path: &str, body: &serde_json::Value) -> String {
+        let token = Command::new("curl")
+            .args(["-s", "-X", "POST", &format!("{}/00000000-0000-0000-0000-000000000001/oauth2/v2.0/token", self.url)])
+            .args(["--data", "grant_type=client_credentials&client_id=xcsp-e2e&client_secret=local&scope=https://management.usgovcloudapi.net/.default"])
+            .output()
+            .expect("curl");
+        let token: serde_json::Value = serde_json::from_slice(&token.stdout).unwrap_or_default();
+        let token = token["access_token"].as_str().unwrap_or_default();
+        let out = Command::new("curl")
+            .args(["-s", "-X", "PUT", "-H", &format!("Authorization: Bearer {token}")])
+            .args(["-H", "Content-Type: application/json", "--data", &body.to_string()])
+            .arg(format!("{}{path}?api-version=2024-03-01", self.url))
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// An EC2 action with parameters, through the fidelity layer (moto behind it for groups).
     fn ec2_with(&self, action: &str, params: &[(&str, &str)]) -> String {
         let mut data = format!("Action={action}&Version=2016-11-15");
@@ -739,7 +757,8 @@ impl Clouds {
 }
 
 /// Drift that used to hide behind "No changes": one security-group rule revoked, propagation
-/// turned off on one route table, the Azure gateway left `Failed`. Each is read back member by
+/// turned off on one route table, the Azure gateway left `Failed`, a connection's shared key
+/// changed. Each is read back member by
 /// member, shown attribute by attribute, and one apply repairs them all.
 #[test]
 fn a_revoked_rule_a_table_without_propagation_and_a_failed_gateway_are_drift_that_apply_repairs() {
@@ -774,6 +793,9 @@ fn a_revoked_rule_a_table_without_propagation_and_a_failed_gateway_are_drift_tha
     let disabled = clouds.ec2_with("DisableVgwRoutePropagation", &[("GatewayId", vgw), ("RouteTableId", table)]);
     assert!(disabled.contains("true"), "{disabled}");
     clouds.patch_resource(gateway, &serde_json::json!({ "properties": { "provisioningState": "Failed" } }));
+    let connection = r["azure_virtual_network_gateway_connection.link[1]"]["id"].as_str().unwrap();
+    let put = clouds.arm_put(&format!("{connection}/sharedkey"), &serde_json::json!({ "value": "changedByHand1" }));
+    assert!(put.contains("changedByHand1"), "{put}");
 
     let plan = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
     let said = String::from_utf8_lossy(&plan.stdout).into_owned();
@@ -782,6 +804,8 @@ fn a_revoked_rule_a_table_without_propagation_and_a_failed_gateway_are_drift_tha
     assert!(said.contains("~ rules = ["), "{said}");
     assert!(said.contains("~ every_route_table = false -> true"), "{said}");
     assert!(said.contains("~ provisioning_state = \"Failed\" -> \"Succeeded\""), "{said}");
+    assert!(said.contains("~ shared_key = (sensitive value) -> (sensitive value)"), "{said}");
+    assert!(!said.contains("changedByHand1"), "a key in the plan: {said}");
     assert!(!said.contains("will be created") && !said.contains("must be replaced"), "{said}");
 
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());

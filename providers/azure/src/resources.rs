@@ -619,7 +619,23 @@ impl AzureProvider {
             }
             T::AzureVpnConnection => {
                 let c = n.virtual_network_gateway_connections_client();
-                tagged(self.list_all(rtype, || all_pages!(c.list(rg, sub))).await?, arm::read_connection)
+                let mut found =
+                    tagged(self.list_all(rtype, || all_pages!(c.list(rg, sub))).await?, arm::read_connection);
+                // The shared key is not in the connection's body: one GET each (ARM has no list
+                // of them). Recorded as a digest, never in clear (Value::secret_digest).
+                for o in &mut found {
+                    let name = arm::leaf(&o.id).to_string();
+                    match self.retry(&o.address, &Quiet, || as_json!(c.get_shared_key(rg, &name, sub))).await {
+                        Ok(k) => {
+                            if let Some(key) = k["value"].as_str() {
+                                o.attributes.insert("shared_key".into(), Value::secret_digest(key));
+                            }
+                        }
+                        Err(e) if gone(&e) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                found
             }
             T::AzureUserAssignedIdentity => {
                 let c = self.msi.user_assigned_identities_client();

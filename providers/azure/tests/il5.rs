@@ -37,7 +37,8 @@ async fn the_il5_azure_side_is_created_in_order_refreshed_in_bulk_and_destroyed(
     // Both instances' addresses: instance 1 faces tunnel 3; instance 0 names its second one.
     assert_eq!(conn["custom_bgp_addresses"], Value::strings(["169.254.22.2", "169.254.22.6"]));
 
-    // Refresh in bulk: one list per type, nothing fetched one by one.
+    // Refresh in bulk: one list per type; one by one only the connections' shared keys, which
+    // ARM keeps out of the connection and lists nowhere.
     emu.reset_counters().await;
     let found = refresh_all(&p, &il5.stack, &mut recorded).await;
     let azure_nodes: Vec<&Address> =
@@ -55,6 +56,7 @@ async fn the_il5_azure_side_is_created_in_order_refreshed_in_bulk_and_destroyed(
         ("GET Microsoft.Network/virtualNetworkGateways (list)", 1),
         ("GET Microsoft.Network/localNetworkGateways (list)", 1),
         ("GET Microsoft.Network/connections (list)", 1),
+        ("GET Microsoft.Network/connections/sharedkey", 4),
         // The identities, and again for their federated credentials (one list per identity).
         ("GET Microsoft.ManagedIdentity/userAssignedIdentities (list)", 2),
         ("GET Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials (list)", 1),

@@ -10,6 +10,9 @@
 //! - With bucket versioning on, every write leaves the previous state as an older version (and an
 //!   unlock leaves a delete marker on the lock key, which `If-None-Match: *` treats as absent).
 //! - Server-side encryption (`AES256` or `aws:kms`) on request; client-side encryption by the codec.
+//!   Sealing a state that was stored plaintext leaves the plaintext in the bucket's older versions
+//!   when versioning is (or was) on: the first sealed write over a plaintext state says so, once,
+//!   as a [`StateWarning`], with how to delete them.
 //!
 //! The SDK retries a request whose answer was lost; a conditional request retried after it
 //! actually succeeded meets its own write and gets 412. Both paths check for that (the stored
@@ -18,12 +21,12 @@
 use std::sync::Mutex;
 
 use aws_sdk_s3::Client;
-use aws_sdk_s3::error::{DisplayErrorContext, SdkError};
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 
 use crate::backend::{Backend, BoxFuture, LockInfo, UNREADABLE_LOCK};
 use crate::crypto::Codec;
-use crate::{State, StateError, decode};
+use crate::{State, StateError, StateWarning, Warnings, decode};
 
 /// Where the state object lives.
 #[derive(Debug, Clone)]
@@ -45,6 +48,9 @@ pub struct S3Backend {
     codec: Codec,
     /// The ETag of the state as last read or written.
     etag: Mutex<Option<String>>,
+    /// Whether the state as last read or written is plaintext.
+    stored_plain: Mutex<bool>,
+    warnings: Option<Warnings>,
 }
 
 /// How many times a request S3 answers with 409 (another conditional request on the same key
@@ -84,7 +90,51 @@ impl S3Backend {
         let shared = loader.load().await;
         // Path-style addressing works with every endpoint, the local clouds included.
         let s3 = aws_sdk_s3::config::Builder::from(&shared).force_path_style(true).build();
-        S3Backend { client: Client::from_conf(s3), config, codec, etag: Mutex::new(None) }
+        S3Backend {
+            client: Client::from_conf(s3),
+            config,
+            codec,
+            etag: Mutex::new(None),
+            stored_plain: Mutex::new(false),
+            warnings: None,
+        }
+    }
+
+    /// Where warnings go (without this, they are dropped).
+    pub fn with_warnings(mut self, warnings: Warnings) -> S3Backend {
+        self.warnings = Some(warnings);
+        self
+    }
+
+    /// Called after the first sealed write over a plaintext state: on a bucket that keeps versions
+    /// (versioning on, or on once) the older versions still hold the plaintext, and nothing xcsp
+    /// writes removes them. Asks for the key's versions rather than the bucket's versioning, which
+    /// says nothing of what was kept while it was on.
+    async fn warn_of_plaintext_versions(&self) {
+        let Some(warn) = &self.warnings else { return };
+        let key = &self.config.key;
+        let listed = self.client.list_object_versions().bucket(&self.config.bucket).prefix(key.as_str()).send().await;
+        let kept = match listed {
+            Ok(l) => {
+                let older = l.versions().iter().filter(|v| v.key() == Some(key) && v.is_latest() != Some(true)).count();
+                match (older, l.is_truncated() == Some(true)) {
+                    (0, false) => return,
+                    (n, true) => format!("keeps at least {n} older versions of {key}"),
+                    (1, false) => format!("keeps an older version of {key}"),
+                    (n, false) => format!("keeps {n} older versions of {key}"),
+                }
+            }
+            Err(e) => format!(
+                "may keep older versions of {key} (listing them failed: {})",
+                e.code().map(String::from).unwrap_or_else(|| DisplayErrorContext(&e).to_string())
+            ),
+        };
+        warn(&StateWarning::PlaintextVersions {
+            location: self.location(),
+            bucket: self.config.bucket.clone(),
+            key: self.config.key.clone(),
+            kept,
+        });
     }
 
     fn lock_key(&self) -> String {
@@ -158,6 +208,8 @@ impl Backend for S3Backend {
             let loc = self.location();
             let found = self.get(&self.config.key, "reading state").await?;
             *self.etag.lock().expect("etag lock") = found.as_ref().and_then(|o| o.etag.clone());
+            *self.stored_plain.lock().expect("plain lock") =
+                found.as_ref().is_some_and(|o| !Codec::is_sealed(&o.bytes));
             let Some(object) = found else { return Ok(None) };
             let plain = self.codec.open(&object.bytes)?;
             decode(&loc, &String::from_utf8_lossy(&plain)).map(Some)
@@ -206,6 +258,11 @@ impl Backend for S3Backend {
             match result {
                 Ok(etag) => {
                     *self.etag.lock().expect("etag lock") = etag;
+                    let sealed = self.codec.encrypts();
+                    let was_plain = std::mem::replace(&mut *self.stored_plain.lock().expect("plain lock"), !sealed);
+                    if sealed && was_plain {
+                        self.warn_of_plaintext_versions().await;
+                    }
                     Ok(())
                 }
                 Err(e) => {

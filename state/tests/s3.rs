@@ -1,10 +1,12 @@
 //! The S3 backend against moto over HTTP with the real aws-sdk-s3: one lock holder at a time
 //! (the other is told who), a killed holder's lock cleared by force-unlock with its id only, a
 //! racing write refused by If-Match, versioned buckets keeping every previous state, and
-//! encrypted state whose stored bytes hold no secret.
+//! encrypted state whose stored bytes hold no secret (and a warning when sealing a plaintext state
+//! leaves plaintext versions behind).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 use aws_sdk_s3::primitives::ByteStream;
 use xcsp_core::{Address, Value};
@@ -12,7 +14,7 @@ use xcsp_sim::aws::Moto;
 use xcsp_state::backend::{Backend, LockInfo};
 use xcsp_state::crypto::{Codec, KeySource};
 use xcsp_state::s3::{S3Backend, S3Config};
-use xcsp_state::{ResourceState, State, StateError};
+use xcsp_state::{ResourceState, State, StateError, StateWarning, Warnings};
 
 const PSK: &str = "Psk_literal_that_must_not_leak_77";
 const KEY: &str = "stacks/il5-gpu/state.json";
@@ -287,4 +289,87 @@ async fn encrypted_state_holds_no_secret_and_rotates() {
     let enforced = backend(&moto, "plain", Codec::new(passphrase("p")).enforced(true)).await;
     let err = enforced.read().await.unwrap_err();
     assert!(err.to_string().contains("enforced"), "{err}");
+}
+
+/// A backend whose warnings are collected.
+async fn watched(moto: &Moto, bucket: &str, codec: Codec) -> (S3Backend, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let warnings: Warnings = Arc::new(move |w: &StateWarning| {
+        let help = miette::Diagnostic::help(w).map(|h| h.to_string()).unwrap_or_default();
+        sink.lock().unwrap().push(format!("{w} | {help}"));
+    });
+    (backend(moto, bucket, codec).await.with_warnings(warnings), seen)
+}
+
+async fn versioning(raw: &aws_sdk_s3::Client, bucket: &str, status: aws_sdk_s3::types::BucketVersioningStatus) {
+    raw.put_bucket_versioning()
+        .bucket(bucket)
+        .versioning_configuration(aws_sdk_s3::types::VersioningConfiguration::builder().status(status).build())
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sealing_a_plaintext_state_in_a_versioned_bucket_warns_once_that_old_versions_stay_plaintext() {
+    use aws_sdk_s3::types::BucketVersioningStatus::Enabled;
+    let moto = moto();
+    let key = || Codec::new(Some(KeySource::Key([5u8; 32])));
+    // Versioning on, or never on. (A bucket whose versioning was suspended after the plaintext
+    // was written keeps those versions on S3; moto drops them on the next write, so it cannot
+    // show that case: the warning asks for the key's versions, not the bucket's setting.)
+    for (name, older) in [("kept", Some(2)), ("unversioned", None)] {
+        let raw = bucket(&moto, name).await;
+        if older.is_some() {
+            versioning(&raw, name, Enabled).await;
+        }
+        // Plaintext at first, written twice: the plaintext versions pile up.
+        let (plain, seen) = watched(&moto, name, Codec::default()).await;
+        let mut s = with_psk("il5-gpu");
+        plain.write(&mut s).await.unwrap();
+        plain.write(&mut s).await.unwrap();
+        assert!(seen.lock().unwrap().is_empty(), "{name}: writing plaintext is not warned about here");
+        // A key is configured: the first sealed write over the plaintext warns, the next ones do not.
+        let (sealed, seen) = watched(&moto, name, key()).await;
+        let mut s = sealed.read().await.unwrap().unwrap();
+        sealed.write(&mut s).await.unwrap();
+        sealed.write(&mut s).await.unwrap();
+        let (again, seen_again) = watched(&moto, name, key()).await;
+        let mut s = again.read().await.unwrap().unwrap();
+        again.write(&mut s).await.unwrap();
+        assert!(seen_again.lock().unwrap().is_empty(), "{name}: a sealed state sealed again is no news");
+        let seen = seen.lock().unwrap().clone();
+        let Some(older) = older else {
+            assert!(seen.is_empty(), "{name}: without versions nothing plaintext is left: {seen:?}");
+            continue;
+        };
+        assert_eq!(seen.len(), 1, "{name}: {seen:?}");
+        let text = &seen[0];
+        for part in [
+            format!("s3://{name}/{KEY}"),
+            format!("keeps {older} older versions of {KEY}"),
+            "stay plaintext".into(),
+            format!("aws s3api list-object-versions --bucket {name} --prefix {KEY}"),
+            format!("aws s3api delete-object --bucket {name} --key {KEY} --version-id VERSION_ID"),
+        ] {
+            assert!(text.contains(&part), "{name}: `{part}` missing from {text}");
+        }
+        // What it warns about is true: the older versions hold the PSK in the clear.
+        let versions = raw.list_object_versions().bucket(name).prefix(KEY).send().await.unwrap();
+        let mut plaintext = 0;
+        for v in versions.versions().iter().filter(|v| v.key() == Some(KEY)) {
+            let o = raw.get_object().bucket(name).key(KEY).version_id(v.version_id().unwrap()).send().await.unwrap();
+            let bytes = o.body.collect().await.unwrap().to_vec();
+            plaintext += usize::from(bytes.windows(PSK.len()).any(|w| w == PSK.as_bytes()));
+        }
+        assert_eq!(plaintext, older, "{name}: the older versions are plaintext");
+    }
+    // A new stack's first state, sealed: there never was plaintext.
+    let raw = bucket(&moto, "fresh").await;
+    versioning(&raw, "fresh", Enabled).await;
+    let (fresh, seen) = watched(&moto, "fresh", key()).await;
+    assert!(fresh.read().await.unwrap().is_none());
+    fresh.write(&mut with_psk("il5-gpu")).await.unwrap();
+    assert!(seen.lock().unwrap().is_empty());
 }

@@ -95,6 +95,14 @@ pub enum StateError {
     #[error("{what} at {location}: {message}")]
     #[diagnostic(code(xcsp::state::remote))]
     Remote { what: &'static str, location: String, message: String },
+    #[error("{what} at {location}: {endpoint} answered {answer}, which is not S3")]
+    #[diagnostic(
+        code(xcsp::state::not_s3),
+        help(
+            "the backend's endpoint (`endpoint` in the backend block, XCSP_BACKEND_ENDPOINT or --backend-config endpoint=URL) must be an S3 API; xcsp addresses it path-style, as ENDPOINT/BUCKET/KEY"
+        )
+    )]
+    NotS3 { what: &'static str, location: String, endpoint: String, answer: String },
     #[error("state at {location} changed since it was read (another run wrote it); nothing was overwritten")]
     #[diagnostic(
         code(xcsp::state::conflict),

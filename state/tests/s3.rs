@@ -373,3 +373,82 @@ async fn sealing_a_plaintext_state_in_a_versioned_bucket_warns_once_that_old_ver
     fresh.write(&mut with_psk("il5-gpu")).await.unwrap();
     assert!(seen.lock().unwrap().is_empty());
 }
+
+/// A web server that answers every request with `status` and an HTML page, as an endpoint that is
+/// not S3 would (a website, a proxy's error page); its URL.
+fn web_server(status: &'static str, page: &'static str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let response = format!(
+                    "HTTP/1.1 {status}\r\nServer: nginx/1.25.3\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+                let _ = stream.write_all(response.as_bytes());
+                let _ = stream.shutdown(std::net::Shutdown::Write);
+                // Drain what the client still sends (a body), so closing does not reset the answer.
+                let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+                while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    url
+}
+
+const NOT_FOUND_PAGE: &str = "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not Found</h1></center>\r\n<hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>\r\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_that_is_not_s3_is_one_line_naming_it_and_its_answer_never_an_empty_state() {
+    let url = web_server("404 Not Found", NOT_FOUND_PAGE);
+    let b = backend_at(&url, "teams", Codec::default()).await;
+    let lock = b.lock("me", "apply").await.unwrap_err();
+    let read = b.read().await.unwrap_err();
+    let write = b.write(&mut State::new("il5-gpu")).await.unwrap_err();
+    for (what, e) in [("taking the lock", lock), ("reading state", read), ("writing state", write)] {
+        assert!(matches!(e, StateError::NotS3 { .. }), "{what}: {e:?}");
+        let text = e.to_string();
+        let expected = format!(
+            "{what} at s3://teams/{KEY}{}: {url} answered HTTP 404 from nginx/1.25.3 (text/html: \"404 Not Found nginx/1.25.3\"), which is not S3",
+            if what == "taking the lock" { ".lock" } else { "" }
+        );
+        assert_eq!(text, expected);
+        assert_eq!(miette::Diagnostic::code(&e).unwrap().to_string(), "xcsp::state::not_s3");
+    }
+
+    // A server that says 200 to everything: its page is not taken for state.
+    let url = web_server("200 OK", "<!DOCTYPE html><html><head><title>Welcome</title></head><body></body></html>");
+    let b = backend_at(&url, "teams", Codec::default()).await;
+    let read = b.read().await.unwrap_err();
+    assert!(matches!(read, StateError::NotS3 { .. }), "{read:?}");
+    assert!(read.to_string().contains("answered HTTP 200 (text/html: \"Welcome\"), which is not S3"), "{read}");
+
+    // S3 itself, without the bucket: an error, not a stack with no state.
+    let moto = moto();
+    let missing = backend(&moto, "no-such-bucket", Codec::default()).await;
+    let err = missing.read().await.unwrap_err();
+    assert!(matches!(err, StateError::Remote { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "reading state at s3://no-such-bucket/{KEY}: S3 answered HTTP 404 NoSuchBucket: The specified bucket does not exist"
+        )
+    );
+    // Nothing answers at all: the causes on one line, no dump.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let nobody = backend_at(&format!("http://{closed}"), "teams", Codec::default()).await;
+    let err = nobody.read().await.unwrap_err().to_string();
+    assert!(!err.contains('\n') && !err.contains("ServiceError") && !err.contains("DispatchFailure"), "{err}");
+    assert!(err.contains("onnect"), "{err}");
+}

@@ -367,3 +367,59 @@ fn sealing_a_plaintext_state_in_a_versioned_bucket_warns_once_how_to_purge_the_o
     let again = state(&key, &["rm", "xcsp_preshared_key.link[0]"]);
     assert!(!again.contains("plaintext_versions"), "{again}");
 }
+
+/// A web server that answers every request with a 404 page, as an endpoint that is not S3 would
+/// (a website, a proxy); its URL.
+fn web_server_404() -> String {
+    use std::io::{Read, Write};
+    const PAGE: &str = "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not Found</h1></center>\r\n<hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>\r\n";
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let (mut seen, mut buf) = (Vec::new(), [0u8; 4096]);
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = format!(
+                    "HTTP/1.1 404 Not Found\r\nServer: nginx/1.25.3\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    PAGE.len()
+                );
+                let _ = stream.write_all(format!("{head}{PAGE}").as_bytes());
+                let _ = stream.shutdown(std::net::Shutdown::Write);
+                // Drain what the client still sends, so closing does not reset the answer.
+                let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+                while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn plan_over_an_s3_endpoint_that_is_a_web_server_fails_in_one_line_naming_it() {
+    let url = web_server_404();
+    let out = xcsp_s3(&url, "teams", &[])
+        .args(["plan", "--offline", "--detailed-exitcode"])
+        .arg(root().join("examples/il5-govcloud"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "an error, not a plan");
+    assert!(out.stdout.is_empty(), "no plan is shown: {}", String::from_utf8_lossy(&out.stdout));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("xcsp::state::not_s3"), "{stderr}");
+    // miette wraps long lines: compare the words.
+    let words = stderr.split_whitespace().filter(|w| *w != "│").collect::<Vec<_>>().join(" ");
+    let expected = format!(
+        "taking the lock at s3://teams/il5-gpu/state.json.lock: {url} answered HTTP 404 from nginx/1.25.3 (text/html: \"404 Not Found nginx/1.25.3\"), which is not S3"
+    );
+    assert!(words.contains(&expected), "{stderr}");
+    for dump in ["ServiceError", "ErrorMetadata", "SdkBody", "<html>"] {
+        assert!(!stderr.contains(dump), "`{dump}` in {stderr}");
+    }
+}

@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use xcsp_plans::Loaded;
-use xcsp_state::State;
 use xcsp_state::backend::Backend;
 use xcsp_state::crypto::{Codec, KeySource};
 use xcsp_state::local::LocalBackend;
 use xcsp_state::s3::{S3Backend, S3Config};
+use xcsp_state::{State, StateWarning, Warnings};
 
 use crate::StateArgs;
 use crate::run::fail;
@@ -135,7 +135,9 @@ pub async fn backend(l: &Loaded, args: &StateArgs) -> Result<Arc<dyn Backend>, E
                 server_side_encryption: settings.get("server_side_encryption"),
                 static_credentials: None,
             };
-            Ok(Arc::new(S3Backend::new(config, codec).await))
+            // Warnings (older plaintext versions left behind) are shown as they come.
+            let warnings: Warnings = Arc::new(|w: &StateWarning| crate::report(w));
+            Ok(Arc::new(S3Backend::new(config, codec).await.with_warnings(warnings)))
         }
         "local" => {
             // --state-dir and XCSP_STATE_DIR arrive through clap as args.state_dir.

@@ -95,6 +95,14 @@ pub enum StateError {
     #[error("{what} at {location}: {message}")]
     #[diagnostic(code(xcsp::state::remote))]
     Remote { what: &'static str, location: String, message: String },
+    #[error("{what} at {location}: {endpoint} answered {answer}, which is not S3")]
+    #[diagnostic(
+        code(xcsp::state::not_s3),
+        help(
+            "the backend's endpoint (`endpoint` in the backend block, XCSP_BACKEND_ENDPOINT or --backend-config endpoint=URL) must be an S3 API; xcsp addresses it path-style, as ENDPOINT/BUCKET/KEY"
+        )
+    )]
+    NotS3 { what: &'static str, location: String, endpoint: String, answer: String },
     #[error("state at {location} changed since it was read (another run wrote it); nothing was overwritten")]
     #[diagnostic(
         code(xcsp::state::conflict),
@@ -111,6 +119,32 @@ pub enum StateError {
     )]
     LockMismatch { given: String, held: String, holder: String },
 }
+
+/// Something a backend says while it works that is not a failure: the command goes on. Handed
+/// to whoever built the backend (the binary renders it), never printed here.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum StateWarning {
+    #[error(
+        "state at {location} is encrypted from now on, but bucket {bucket} {kept}: versions written before now stay plaintext, pre-shared keys included"
+    )]
+    #[diagnostic(
+        code(xcsp::state::plaintext_versions),
+        severity(Warning),
+        help(
+            "list them with `aws s3api list-object-versions --bucket {bucket} --prefix {key}`, then delete every version of {key} but the newest (the sealed one) with `aws s3api delete-object --bucket {bucket} --key {key} --version-id VERSION_ID`; a lifecycle rule that expires noncurrent versions does the same in time"
+        )
+    )]
+    PlaintextVersions {
+        location: String,
+        bucket: String,
+        key: String,
+        /// `keeps 3 older versions of KEY`, or why it may.
+        kept: String,
+    },
+}
+
+/// Where a backend sends its [`StateWarning`]s.
+pub type Warnings = std::sync::Arc<dyn Fn(&StateWarning) + Send + Sync>;
 
 /// Parses state text, upgrading older format versions.
 pub fn decode(path: &str, text: &str) -> Result<State, StateError> {

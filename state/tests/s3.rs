@@ -1,10 +1,12 @@
 //! The S3 backend against moto over HTTP with the real aws-sdk-s3: one lock holder at a time
 //! (the other is told who), a killed holder's lock cleared by force-unlock with its id only, a
 //! racing write refused by If-Match, versioned buckets keeping every previous state, and
-//! encrypted state whose stored bytes hold no secret.
+//! encrypted state whose stored bytes hold no secret (and a warning when sealing a plaintext state
+//! leaves plaintext versions behind).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 use aws_sdk_s3::primitives::ByteStream;
 use xcsp_core::{Address, Value};
@@ -12,7 +14,7 @@ use xcsp_sim::aws::Moto;
 use xcsp_state::backend::{Backend, LockInfo};
 use xcsp_state::crypto::{Codec, KeySource};
 use xcsp_state::s3::{S3Backend, S3Config};
-use xcsp_state::{ResourceState, State, StateError};
+use xcsp_state::{ResourceState, State, StateError, StateWarning, Warnings};
 
 const PSK: &str = "Psk_literal_that_must_not_leak_77";
 const KEY: &str = "stacks/il5-gpu/state.json";
@@ -287,4 +289,166 @@ async fn encrypted_state_holds_no_secret_and_rotates() {
     let enforced = backend(&moto, "plain", Codec::new(passphrase("p")).enforced(true)).await;
     let err = enforced.read().await.unwrap_err();
     assert!(err.to_string().contains("enforced"), "{err}");
+}
+
+/// A backend whose warnings are collected.
+async fn watched(moto: &Moto, bucket: &str, codec: Codec) -> (S3Backend, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let warnings: Warnings = Arc::new(move |w: &StateWarning| {
+        let help = miette::Diagnostic::help(w).map(|h| h.to_string()).unwrap_or_default();
+        sink.lock().unwrap().push(format!("{w} | {help}"));
+    });
+    (backend(moto, bucket, codec).await.with_warnings(warnings), seen)
+}
+
+async fn versioning(raw: &aws_sdk_s3::Client, bucket: &str, status: aws_sdk_s3::types::BucketVersioningStatus) {
+    raw.put_bucket_versioning()
+        .bucket(bucket)
+        .versioning_configuration(aws_sdk_s3::types::VersioningConfiguration::builder().status(status).build())
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sealing_a_plaintext_state_in_a_versioned_bucket_warns_once_that_old_versions_stay_plaintext() {
+    use aws_sdk_s3::types::BucketVersioningStatus::Enabled;
+    let moto = moto();
+    let key = || Codec::new(Some(KeySource::Key([5u8; 32])));
+    // Versioning on, or never on. (A bucket whose versioning was suspended after the plaintext
+    // was written keeps those versions on S3; moto drops them on the next write, so it cannot
+    // show that case: the warning asks for the key's versions, not the bucket's setting.)
+    for (name, older) in [("kept", Some(2)), ("unversioned", None)] {
+        let raw = bucket(&moto, name).await;
+        if older.is_some() {
+            versioning(&raw, name, Enabled).await;
+        }
+        // Plaintext at first, written twice: the plaintext versions pile up.
+        let (plain, seen) = watched(&moto, name, Codec::default()).await;
+        let mut s = with_psk("il5-gpu");
+        plain.write(&mut s).await.unwrap();
+        plain.write(&mut s).await.unwrap();
+        assert!(seen.lock().unwrap().is_empty(), "{name}: writing plaintext is not warned about here");
+        // A key is configured: the first sealed write over the plaintext warns, the next ones do not.
+        let (sealed, seen) = watched(&moto, name, key()).await;
+        let mut s = sealed.read().await.unwrap().unwrap();
+        sealed.write(&mut s).await.unwrap();
+        sealed.write(&mut s).await.unwrap();
+        let (again, seen_again) = watched(&moto, name, key()).await;
+        let mut s = again.read().await.unwrap().unwrap();
+        again.write(&mut s).await.unwrap();
+        assert!(seen_again.lock().unwrap().is_empty(), "{name}: a sealed state sealed again is no news");
+        let seen = seen.lock().unwrap().clone();
+        let Some(older) = older else {
+            assert!(seen.is_empty(), "{name}: without versions nothing plaintext is left: {seen:?}");
+            continue;
+        };
+        assert_eq!(seen.len(), 1, "{name}: {seen:?}");
+        let text = &seen[0];
+        for part in [
+            format!("s3://{name}/{KEY}"),
+            format!("keeps {older} older versions of {KEY}"),
+            "stay plaintext".into(),
+            format!("aws s3api list-object-versions --bucket {name} --prefix {KEY}"),
+            format!("aws s3api delete-object --bucket {name} --key {KEY} --version-id VERSION_ID"),
+        ] {
+            assert!(text.contains(&part), "{name}: `{part}` missing from {text}");
+        }
+        // What it warns about is true: the older versions hold the PSK in the clear.
+        let versions = raw.list_object_versions().bucket(name).prefix(KEY).send().await.unwrap();
+        let mut plaintext = 0;
+        for v in versions.versions().iter().filter(|v| v.key() == Some(KEY)) {
+            let o = raw.get_object().bucket(name).key(KEY).version_id(v.version_id().unwrap()).send().await.unwrap();
+            let bytes = o.body.collect().await.unwrap().to_vec();
+            plaintext += usize::from(bytes.windows(PSK.len()).any(|w| w == PSK.as_bytes()));
+        }
+        assert_eq!(plaintext, older, "{name}: the older versions are plaintext");
+    }
+    // A new stack's first state, sealed: there never was plaintext.
+    let raw = bucket(&moto, "fresh").await;
+    versioning(&raw, "fresh", Enabled).await;
+    let (fresh, seen) = watched(&moto, "fresh", key()).await;
+    assert!(fresh.read().await.unwrap().is_none());
+    fresh.write(&mut with_psk("il5-gpu")).await.unwrap();
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+/// A web server that answers every request with `status` and an HTML page, as an endpoint that is
+/// not S3 would (a website, a proxy's error page); its URL.
+fn web_server(status: &'static str, page: &'static str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let response = format!(
+                    "HTTP/1.1 {status}\r\nServer: nginx/1.25.3\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+                let _ = stream.write_all(response.as_bytes());
+                let _ = stream.shutdown(std::net::Shutdown::Write);
+                // Drain what the client still sends (a body), so closing does not reset the answer.
+                let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+                while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    url
+}
+
+const NOT_FOUND_PAGE: &str = "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not Found</h1></center>\r\n<hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>\r\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_that_is_not_s3_is_one_line_naming_it_and_its_answer_never_an_empty_state() {
+    let url = web_server("404 Not Found", NOT_FOUND_PAGE);
+    let b = backend_at(&url, "teams", Codec::default()).await;
+    let lock = b.lock("me", "apply").await.unwrap_err();
+    let read = b.read().await.unwrap_err();
+    let write = b.write(&mut State::new("il5-gpu")).await.unwrap_err();
+    for (what, e) in [("taking the lock", lock), ("reading state", read), ("writing state", write)] {
+        assert!(matches!(e, StateError::NotS3 { .. }), "{what}: {e:?}");
+        let text = e.to_string();
+        let expected = format!(
+            "{what} at s3://teams/{KEY}{}: {url} answered HTTP 404 from nginx/1.25.3 (text/html: \"404 Not Found nginx/1.25.3\"), which is not S3",
+            if what == "taking the lock" { ".lock" } else { "" }
+        );
+        assert_eq!(text, expected);
+        assert_eq!(miette::Diagnostic::code(&e).unwrap().to_string(), "xcsp::state::not_s3");
+    }
+
+    // A server that says 200 to everything: its page is not taken for state.
+    let url = web_server("200 OK", "<!DOCTYPE html><html><head><title>Welcome</title></head><body></body></html>");
+    let b = backend_at(&url, "teams", Codec::default()).await;
+    let read = b.read().await.unwrap_err();
+    assert!(matches!(read, StateError::NotS3 { .. }), "{read:?}");
+    assert!(read.to_string().contains("answered HTTP 200 (text/html: \"Welcome\"), which is not S3"), "{read}");
+
+    // S3 itself, without the bucket: an error, not a stack with no state.
+    let moto = moto();
+    let missing = backend(&moto, "no-such-bucket", Codec::default()).await;
+    let err = missing.read().await.unwrap_err();
+    assert!(matches!(err, StateError::Remote { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "reading state at s3://no-such-bucket/{KEY}: S3 answered HTTP 404 NoSuchBucket: The specified bucket does not exist"
+        )
+    );
+    // Nothing answers at all: the causes on one line, no dump.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let nobody = backend_at(&format!("http://{closed}"), "teams", Codec::default()).await;
+    let err = nobody.read().await.unwrap_err().to_string();
+    assert!(!err.contains('\n') && !err.contains("ServiceError") && !err.contains("DispatchFailure"), "{err}");
+    assert!(err.contains("onnect"), "{err}");
 }

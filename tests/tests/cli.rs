@@ -254,3 +254,172 @@ fn sealed_state_and_plan_files_hold_no_psk_need_the_key_and_rotate() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(!unsealed_plan.exists(), "no plaintext plan file is written when encryption is enforced");
 }
+
+/// moto's S3 on a loopback port (scripts/moto-setup installs it), killed when dropped.
+struct MotoS3 {
+    url: String,
+    child: std::process::Child,
+}
+
+impl MotoS3 {
+    fn start() -> MotoS3 {
+        let venv = std::env::var("XCSP_MOTO_VENV")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|_| std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/xcsp-moto"));
+        let bin = venv.join("bin/moto_server");
+        assert!(bin.exists(), "moto is not installed at {}: run scripts/moto-setup", bin.display());
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "moto did not listen within 30 s");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        MotoS3 { url: format!("http://127.0.0.1:{port}"), child }
+    }
+
+    /// A bucket, with versioning on if asked.
+    fn bucket(&self, name: &str, versioned: bool) {
+        let put = |path: &str, body: &str| {
+            let url = format!("{}{path}", self.url);
+            let ok = Command::new("curl")
+                .args(["-sf", "-X", "PUT", "-H", "Content-Type: application/xml", "--data", body, &url])
+                .status()
+                .unwrap();
+            assert!(ok.success(), "PUT {path} to moto");
+        };
+        put(&format!("/{name}"), "");
+        if versioned {
+            put(
+                &format!("/{name}?versioning"),
+                r#"<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>Enabled</Status></VersioningConfiguration>"#,
+            );
+        }
+    }
+}
+
+impl Drop for MotoS3 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `xcsp` with the S3 backend at `endpoint` (no state key unless `env` sets one).
+fn xcsp_s3(endpoint: &str, bucket: &str, env: &[(&str, &str)]) -> Command {
+    let mut c = xcsp_env(env);
+    c.envs([
+        ("XCSP_BACKEND", "s3"),
+        ("XCSP_BACKEND_BUCKET", bucket),
+        ("XCSP_BACKEND_ENDPOINT", endpoint),
+        ("XCSP_BACKEND_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "local"),
+        ("AWS_SECRET_ACCESS_KEY", "local"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ]);
+    c
+}
+
+#[test]
+fn sealing_a_plaintext_state_in_a_versioned_bucket_warns_once_how_to_purge_the_old_versions() {
+    let moto = MotoS3::start();
+    moto.bucket("teams", true);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("backup.json");
+    std::fs::write(
+        &file,
+        r#"{"version":1,"serial":3,"lineage":"abc","stack":"il5-gpu","resources":{
+            "xcsp_preshared_key.link[0]":{"id":"k0","attributes":{"value":{"$sensitive":"Secret_PSK_value_0"}},"dependencies":[]},
+            "xcsp_preshared_key.link[1]":{"id":"k1","attributes":{"value":{"$sensitive":"Secret_PSK_value_1"}},"dependencies":[]}}}"#,
+    )
+    .unwrap();
+    let key = [("XCSP_STATE_KEY", "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=")];
+    let state = |env: &[(&str, &str)], args: &[&str]| {
+        let out = xcsp_s3(&moto.url, "teams", env)
+            .arg("state")
+            .args(args)
+            .arg(root().join("examples/il5-govcloud"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    // Plaintext first (no key).
+    let quiet = state(&[], &["push", file.to_str().unwrap()]);
+    assert!(!quiet.contains("plaintext_versions"), "{quiet}");
+    // The first write with a key seals the state, and says the older version stays plaintext.
+    let warned = state(&key, &["rm", "xcsp_preshared_key.link[1]"]);
+    for part in [
+        "xcsp::state::plaintext_versions",
+        "s3://teams/il5-gpu/state.json",
+        "keeps an older version of il5-gpu/state.json",
+        "aws s3api list-object-versions --bucket teams --prefix il5-gpu/state.json",
+        "--version-id",
+    ] {
+        assert!(warned.contains(part), "`{part}` missing from: {warned}");
+    }
+    // Once: sealed over sealed is no news.
+    let again = state(&key, &["rm", "xcsp_preshared_key.link[0]"]);
+    assert!(!again.contains("plaintext_versions"), "{again}");
+}
+
+/// A web server that answers every request with a 404 page, as an endpoint that is not S3 would
+/// (a website, a proxy); its URL.
+fn web_server_404() -> String {
+    use std::io::{Read, Write};
+    const PAGE: &str = "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not Found</h1></center>\r\n<hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>\r\n";
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let (mut seen, mut buf) = (Vec::new(), [0u8; 4096]);
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = format!(
+                    "HTTP/1.1 404 Not Found\r\nServer: nginx/1.25.3\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    PAGE.len()
+                );
+                let _ = stream.write_all(format!("{head}{PAGE}").as_bytes());
+                let _ = stream.shutdown(std::net::Shutdown::Write);
+                // Drain what the client still sends, so closing does not reset the answer.
+                let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+                while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn plan_over_an_s3_endpoint_that_is_a_web_server_fails_in_one_line_naming_it() {
+    let url = web_server_404();
+    let out = xcsp_s3(&url, "teams", &[])
+        .args(["plan", "--offline", "--detailed-exitcode"])
+        .arg(root().join("examples/il5-govcloud"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "an error, not a plan");
+    assert!(out.stdout.is_empty(), "no plan is shown: {}", String::from_utf8_lossy(&out.stdout));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("xcsp::state::not_s3"), "{stderr}");
+    // miette wraps long lines: compare the words.
+    let words = stderr.split_whitespace().filter(|w| *w != "│").collect::<Vec<_>>().join(" ");
+    let expected = format!(
+        "taking the lock at s3://teams/il5-gpu/state.json.lock: {url} answered HTTP 404 from nginx/1.25.3 (text/html: \"404 Not Found nginx/1.25.3\"), which is not S3"
+    );
+    assert!(words.contains(&expected), "{stderr}");
+    for dump in ["ServiceError", "ErrorMetadata", "SdkBody", "<html>"] {
+        assert!(!stderr.contains(dump), "`{dump}` in {stderr}");
+    }
+}

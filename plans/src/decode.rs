@@ -355,8 +355,11 @@ pub fn decode(raw: &RawSpec, inputs: &VarInputs, problems: &mut Problems) -> Spe
         backend = Some(decoded);
     }
 
+    // A file that does not parse contributes no blocks, so a block missing now may well be in it:
+    // after a syntax error, say only that.
+    let unparsed = problems.iter().any(|p| p.code == "xcsp::spec::syntax");
     for (kind, present) in [("cluster", cluster.is_some()), ("aws", aws.is_some()), ("azure", azure.is_some())] {
-        if !present && blocks(kind).is_empty() {
+        if !present && blocks(kind).is_empty() && !unparsed {
             let at = raw.files.first().map(|f| Span::new(f, 0..0));
             let mut p = Problem::error("xcsp::spec::missing_block", format!("the spec has no `{kind}` block"))
                 .with_help(format!(

@@ -64,6 +64,37 @@ pub enum LoadError {
     #[error("no `*{SPEC_SUFFIX}` files in {0}")]
     #[diagnostic(code(xcsp::spec::empty), help("name spec files like `pool.xcsp.hcl`, or pass a single file"))]
     Empty(PathBuf),
+    #[error("{path} is {what}, not a spec file")]
+    #[diagnostic(code(xcsp::spec::file), help("{help}"))]
+    NotSpecFile { path: PathBuf, what: String, help: String },
+}
+
+/// The largest spec file xcsp reads: a spec is a few kilobytes; anything near this is not one,
+/// and reading it whole would only cost memory.
+pub const MAX_SPEC_FILE: u64 = 4 * 1024 * 1024;
+
+/// Refuses, before reading, what is not a regular spec file of a sane size: a FIFO would block
+/// the run, a device would never end.
+fn check_file(p: &Path) -> Result<(), LoadError> {
+    let meta = std::fs::metadata(p).map_err(|source| LoadError::Io { path: p.to_path_buf(), source })?;
+    let refuse =
+        |what: String, help: &str| Err(LoadError::NotSpecFile { path: p.to_path_buf(), what, help: help.to_string() });
+    if meta.is_dir() {
+        return refuse("a directory".into(), "spec files end in `.xcsp.hcl`; rename the directory or pass its parent");
+    }
+    if !meta.is_file() {
+        return refuse(
+            "not a regular file (a FIFO, socket or device)".into(),
+            "pass a spec file or a directory of them",
+        );
+    }
+    if meta.len() > MAX_SPEC_FILE {
+        return refuse(
+            format!("{} bytes, over the {MAX_SPEC_FILE}-byte limit for a spec file", meta.len()),
+            "a spec is a few kilobytes; check that this is the file you meant",
+        );
+    }
+    Ok(())
 }
 
 /// Reads a single spec file, or every `*.xcsp.hcl` file of a directory in name order.
@@ -86,6 +117,7 @@ pub fn load_files(path: &Path) -> Result<Vec<Arc<SourceFile>>, LoadError> {
     paths
         .into_iter()
         .map(|p| {
+            check_file(&p)?;
             let text = std::fs::read_to_string(&p).map_err(|source| LoadError::Io { path: p.clone(), source })?;
             Ok(SourceFile::new(p.display().to_string(), text))
         })
@@ -159,4 +191,32 @@ fn lower_body(body: &Body, file: &Arc<SourceFile>) -> (Vec<RawAttr>, Vec<RawBloc
         }
     }
     (attrs, blocks)
+}
+
+#[cfg(test)]
+mod file_tests {
+    use super::*;
+
+    #[test]
+    fn fifos_directories_and_huge_files_are_refused_before_reading() {
+        let dir = std::env::temp_dir().join(format!("xcsp-spec-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("pipe.xcsp.hcl");
+        let _ = std::fs::remove_file(&fifo);
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let e = load_files(&fifo).unwrap_err();
+        assert!(matches!(e, LoadError::NotSpecFile { .. }) && e.to_string().contains("not a regular file"), "{e}");
+        // A directory named like a spec file, inside a spec directory.
+        std::fs::remove_file(&fifo).unwrap();
+        std::fs::create_dir_all(dir.join("nested.xcsp.hcl")).unwrap();
+        let e = load_files(&dir).unwrap_err();
+        assert!(e.to_string().contains("a directory"), "{e}");
+        std::fs::remove_dir(dir.join("nested.xcsp.hcl")).unwrap();
+        let big = dir.join("big.xcsp.hcl");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(MAX_SPEC_FILE + 1).unwrap();
+        let e = load_files(&big).unwrap_err();
+        assert!(e.to_string().contains("over the 4194304-byte limit"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -180,12 +180,27 @@ fn check_address_space(spec: &Spec, problems: &mut Problems) {
     }
 }
 
+/// Overlap errors shown at most; the rest are counted in one last problem.
+const MAX_OVERLAPS_SHOWN: usize = 20;
+
+/// One error per range that overlaps an earlier one (in source order), naming the first range it
+/// overlaps: N copies of one range are N-1 errors, not N^2.
 fn report_overlaps(nets: &[(Ipv4Net, Span, String)], problems: &mut Problems) {
     let plain: Vec<Ipv4Net> = nets.iter().map(|n| n.0).collect();
+    let at = |i: usize| (nets[i].1.file.name.as_str(), nets[i].1.start);
+    // For each later range, the earliest range it overlaps.
+    let mut first_of: std::collections::BTreeMap<usize, usize> = std::collections::BTreeMap::new();
     for (i, j) in overlapping_pairs(&plain) {
-        let (a, b) = (&nets[i], &nets[j]);
-        let (first, second) =
-            if (a.1.file.name.as_str(), a.1.start) <= (b.1.file.name.as_str(), b.1.start) { (a, b) } else { (b, a) };
+        let (first, second) = if at(i) <= at(j) { (i, j) } else { (j, i) };
+        let e = first_of.entry(second).or_insert(first);
+        if at(first) < at(*e) {
+            *e = first;
+        }
+    }
+    let mut pairs: Vec<(usize, usize)> = first_of.into_iter().map(|(second, first)| (first, second)).collect();
+    pairs.sort_by_key(|(_, second)| at(*second));
+    for (first, second) in pairs.iter().take(MAX_OVERLAPS_SHOWN) {
+        let (first, second) = (&nets[*first], &nets[*second]);
         problems.push(
             Problem::error(
                 "xcsp::cidr::overlap",
@@ -194,6 +209,15 @@ fn report_overlaps(nets: &[(Ipv4Net, Span, String)], problems: &mut Problems) {
             .label(&second.1, "overlaps")
             .label(&first.1, "this")
             .with_help("routes across the link would be ambiguous; pick address ranges that do not overlap"),
+        );
+    }
+    if pairs.len() > MAX_OVERLAPS_SHOWN {
+        problems.push(
+            Problem::error(
+                "xcsp::cidr::overlap",
+                format!("{} more ranges overlap earlier ones (not shown)", pairs.len() - MAX_OVERLAPS_SHOWN),
+            )
+            .with_help("fix the ones above and validate again"),
         );
     }
 }

@@ -247,14 +247,16 @@ impl KubeProvider {
         }
     }
 
-    async fn list(&self, stack: &str, rtype: T) -> Result<Vec<Observed>, ProviderError> {
+    /// The objects of `rtype` labelled with `stack`, and those state records (`known`: address
+    /// and `namespace/name`) that the label selector missed (their label was changed), by name.
+    async fn list(&self, stack: &str, rtype: T, known: &[(Address, String)]) -> Result<Vec<Observed>, ProviderError> {
         let probe = Address::new(rtype, "refresh");
         let Some(ar) = resource(rtype) else { return Ok(Vec::new()) };
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
         let params = ListParams::default().labels(&format!("{STACK_TAG}={stack}"));
         let list = self.retry(&probe, || api.list(&params)).await?;
         let mut out = Vec::new();
-        for o in list.items {
+        for o in &list.items {
             let Some(address) = o
                 .metadata
                 .annotations
@@ -267,31 +269,45 @@ impl KubeProvider {
             if address.rtype != rtype {
                 continue;
             }
-            let (ns, name) =
-                (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default());
-            let mut attributes = Attributes::new();
-            attributes.insert("namespace".into(), Value::string(&ns));
-            attributes.insert("name".into(), Value::string(&name));
-            attributes.insert("uid".into(), Value::string(o.metadata.uid.clone().unwrap_or_default()));
-            // What people change by hand, read back so a plan shows it as drift.
-            let spec = &o.data["spec"];
-            match rtype {
-                T::K8sMachineSet => {
-                    if let Some(n) = spec["replicas"].as_i64() {
-                        attributes.insert("replicas".into(), Value::int(n));
-                    }
-                }
-                T::K8sAzureMachineTemplate => {
-                    if let Some(size) = spec["template"]["spec"]["vmSize"].as_str() {
-                        attributes.insert("vm_size".into(), Value::string(size));
-                    }
-                }
-                _ => {}
+            out.push(observe(o, address));
+        }
+        for (address, id) in known.iter().filter(|(a, _)| a.rtype == rtype) {
+            if out.iter().any(|o| &o.id == id) {
+                continue;
             }
-            out.push(Observed { address, id: format!("{ns}/{name}"), attributes });
+            let Some((ns, name)) = id.split_once('/') else { continue };
+            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
+            if let Some(o) = self.retry(address, || api.get_opt(name)).await? {
+                out.push(observe(&o, address.clone()));
+            }
         }
         Ok(out)
     }
+}
+
+/// What refresh records of an object: its identity, and what people change by hand, read back
+/// so a plan shows it as drift.
+fn observe(o: &DynamicObject, address: Address) -> Observed {
+    let (ns, name) = (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default());
+    let mut attributes = Attributes::new();
+    attributes.insert("namespace".into(), Value::string(&ns));
+    attributes.insert("name".into(), Value::string(&name));
+    attributes.insert("uid".into(), Value::string(o.metadata.uid.clone().unwrap_or_default()));
+    let spec = &o.data["spec"];
+    match address.rtype {
+        T::K8sMachineSet => {
+            if let Some(n) = spec["replicas"].as_i64() {
+                attributes.insert("replicas".into(), Value::int(n));
+            }
+        }
+        T::K8sAzureMachineTemplate => {
+            if let Some(size) = spec["template"]["spec"]["vmSize"].as_str() {
+                attributes.insert("vm_size".into(), Value::string(size));
+            }
+        }
+        _ => {}
+    }
+    Observed { address, id: format!("{ns}/{name}"), attributes }
 }
 
 impl Provider for KubeProvider {
@@ -300,7 +316,16 @@ impl Provider for KubeProvider {
     }
 
     fn refresh<'a>(&'a self, stack: &'a str, rtype: T) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
-        Box::pin(self.list(stack, rtype))
+        Box::pin(self.list(stack, rtype, &[]))
+    }
+
+    fn refresh_known<'a>(
+        &'a self,
+        stack: &'a str,
+        rtype: T,
+        known: &'a [(Address, String)],
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+        Box::pin(self.list(stack, rtype, known))
     }
 
     fn create<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {

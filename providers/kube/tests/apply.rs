@@ -151,6 +151,24 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     }
     api.patch(name, &by_hand, &kube::api::Patch::Merge(json!({ "spec": { "replicas": 1 } }))).await.unwrap();
 
+    // The stack label removed by hand: the label selector misses the object, the recorded id
+    // does not (refresh_known), so plan sees it and never plans a create.
+    let amt = made.iter().find(|o| o.address.rtype == T::K8sAzureMachineTemplate).unwrap();
+    let (amt_ns, amt_name) = amt.id.split_once('/').unwrap();
+    let client = {
+        let kc = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig()).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+        kube::Client::try_from(config).unwrap()
+    };
+    let amt_api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client, amt_ns, &xcsp_kube::resource(T::K8sAzureMachineTemplate).unwrap());
+    let unlabel = json!({ "metadata": { "labels": { "xcsp.io/stack": null } } });
+    amt_api.patch(amt_name, &by_hand, &kube::api::Patch::Merge(unlabel)).await.unwrap();
+    assert!(kube.refresh(&stack, T::K8sAzureMachineTemplate).await.unwrap().is_empty());
+    let known = vec![(amt.address.clone(), amt.id.clone())];
+    let found = kube.refresh_known(&stack, T::K8sAzureMachineTemplate, &known).await.unwrap();
+    assert_eq!(found.iter().map(|o| (&o.address, &o.id)).collect::<Vec<_>>(), vec![(&amt.address, &amt.id)]);
+
     // An identity of a type CAPZ does not know: refused with the schema's reason.
     let identity = nodes.iter().find(|n| n.address.rtype == T::K8sAzureClusterIdentity).unwrap();
     let mut bad = identity.filled(made_up);

@@ -139,6 +139,46 @@ fn state_commands_list_show_redacted_remove_and_refuse_going_back() {
     assert!(String::from_utf8_lossy(&run(&["list"]).stdout).trim().is_empty());
 }
 
+#[cfg(unix)]
+#[test]
+fn state_and_plan_files_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let plan_file = dir.path().join("plan.json");
+    // A plan file already there and world-readable is narrowed when overwritten.
+    std::fs::write(&plan_file, "old").unwrap();
+    std::fs::set_permissions(&plan_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = xcsp()
+        .arg("plan")
+        .arg(root().join("examples/il5-govcloud"))
+        .arg("--out")
+        .arg(&plan_file)
+        .arg("--state-dir")
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(mode(&plan_file), 0o600);
+    let file = dir.path().join("backup.json");
+    std::fs::write(&file, r#"{"version":1,"serial":3,"lineage":"abc","stack":"il5-gpu","resources":{}}"#).unwrap();
+    // The second push makes state.json.backup.
+    for force in [&[][..], &["--force"][..]] {
+        let out = xcsp()
+            .args(["state", "push"])
+            .args(force)
+            .arg(&file)
+            .arg(root().join("examples/il5-govcloud"))
+            .arg("--state-dir")
+            .arg(&state)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!((mode(&state.join("state.json")), mode(&state.join("state.json.backup"))), (0o600, 0o600));
+}
+
 /// `xcsp` with no state key, backend or encryption setting from the caller's environment.
 fn xcsp_env(env: &[(&str, &str)]) -> Command {
     let mut c = xcsp();

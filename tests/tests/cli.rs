@@ -179,6 +179,29 @@ fn state_and_plan_files_are_readable_by_their_owner_only() {
     assert_eq!((mode(&state.join("state.json")), mode(&state.join("state.json.backup"))), (0o600, 0o600));
 }
 
+#[test]
+fn state_push_refuses_another_stacks_state_even_with_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("other.json");
+    std::fs::write(&file, r#"{"version":1,"serial":3,"lineage":"abc","stack":"web-prod","resources":{}}"#).unwrap();
+    for force in [&[][..], &["--force"][..]] {
+        let out = xcsp()
+            .args(["state", "push"])
+            .args(force)
+            .arg(&file)
+            .arg(root().join("examples/il5-govcloud"))
+            .arg("--state-dir")
+            .arg(&state)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{force:?}: {stderr}");
+        assert!(stderr.contains("`web-prod`") && stderr.contains("`il5-gpu`"), "{stderr}");
+        assert!(!state.join("state.json").exists(), "nothing was written with {force:?}");
+    }
+}
+
 /// `xcsp` with no state key, backend or encryption setting from the caller's environment.
 fn xcsp_env(env: &[(&str, &str)]) -> Command {
     let mut c = xcsp();
@@ -213,7 +236,7 @@ fn sealed_state_and_plan_files_hold_no_psk_need_the_key_and_rotate() {
     let backup = dir.path().join("backup.json");
     std::fs::write(
         &backup,
-        r#"{"version":1,"serial":3,"lineage":"abc","stack":"s","resources":{
+        r#"{"version":1,"serial":3,"lineage":"abc","stack":"demo-k8x2q","resources":{
             "xcsp_preshared_key.link[0]":{"id":"k0","attributes":{"value":{"$sensitive":"Key.one_SECRET1"}},"dependencies":[]},
             "xcsp_preshared_key.link[1]":{"id":"k1","attributes":{"value":{"$sensitive":"Key.two_SECRET2"}},"dependencies":[]}}}"#,
     )

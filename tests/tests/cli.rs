@@ -223,6 +223,46 @@ fn xcsp_env(env: &[(&str, &str)]) -> Command {
 }
 
 #[test]
+fn more_than_one_key_variable_is_an_error_naming_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+    let key_file = dir.path().join("key");
+    std::fs::write(&key_file, [2u8; 32]).unwrap();
+    let key_file = key_file.to_str().unwrap();
+    let cases: [(&[(&str, &str)], &[&str]); 2] = [
+        (&[("XCSP_STATE_KEY", key), ("XCSP_STATE_PASSPHRASE", "pass")], &["XCSP_STATE_KEY and XCSP_STATE_PASSPHRASE"]),
+        (
+            &[("XCSP_STATE_KEY_OLD", key), ("XCSP_STATE_KEY_FILE_OLD", key_file), ("XCSP_STATE_PASSPHRASE_OLD", "old")],
+            &["XCSP_STATE_KEY_OLD, XCSP_STATE_KEY_FILE_OLD and XCSP_STATE_PASSPHRASE_OLD"],
+        ),
+    ];
+    for (env, named) in cases {
+        let out = xcsp_env(env)
+            .arg("plan")
+            .arg(root().join("examples/public"))
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("xcsp::state::key_sources") && stderr.contains("unset"), "{stderr}");
+        for n in named {
+            assert!(stderr.contains(n), "{n} in {stderr}");
+        }
+    }
+    // One variable alone is fine.
+    let out = xcsp_env(&[("XCSP_STATE_KEY", key)])
+        .arg("plan")
+        .arg(root().join("examples/public"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn sealed_state_and_plan_files_hold_no_psk_need_the_key_and_rotate() {
     use xcsp_state::crypto::Codec;
     let dir = tempfile::tempdir().unwrap();

@@ -87,20 +87,48 @@ impl<'a> Settings<'a> {
     }
 }
 
+/// More than one of a key's variables is set: which one was meant is not guessed.
+#[derive(Debug, miette::Diagnostic)]
+#[diagnostic(
+    code(xcsp::state::key_sources),
+    help("a state key comes from one variable: unset all of these but the one that holds the key")
+)]
+pub struct KeySources {
+    /// The variables that are set, in the order they are named in the docs.
+    pub set: Vec<String>,
+}
+
+impl std::fmt::Display for KeySources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (last, rest) = self.set.split_last().expect("at least two");
+        let (names, quantifier) = (rest.join(", "), if self.set.len() == 2 { "both" } else { "all" });
+        write!(f, "{names} and {last} are {quantifier} set: the state key would be ambiguous")
+    }
+}
+
+impl std::error::Error for KeySources {}
+
 /// A key from `XCSP_STATE_KEY{suffix}` (base64), `XCSP_STATE_KEY_FILE{suffix}` (a file of 32 raw
-/// bytes or their base64) or `XCSP_STATE_PASSPHRASE{suffix}`, in that order.
+/// bytes or their base64) or `XCSP_STATE_PASSPHRASE{suffix}`; more than one of them set is an
+/// error ([`KeySources`]), never a silent choice.
 fn key_from_env(suffix: &str) -> Result<Option<KeySource>, ExitCode> {
-    if let Ok(k) = std::env::var(format!("XCSP_STATE_KEY{suffix}")) {
-        return KeySource::from_base64(&k).map(Some).map_err(|e| fail(&e));
+    let names = ["XCSP_STATE_KEY", "XCSP_STATE_KEY_FILE", "XCSP_STATE_PASSPHRASE"].map(|n| format!("{n}{suffix}"));
+    let values = names.clone().map(|n| std::env::var(n).ok());
+    let set: Vec<String> = names.iter().zip(&values).filter(|(_, v)| v.is_some()).map(|(n, _)| n.clone()).collect();
+    if set.len() > 1 {
+        return Err(fail(&KeySources { set }));
     }
-    if let Ok(path) = std::env::var(format!("XCSP_STATE_KEY_FILE{suffix}")) {
-        let content = std::fs::read(&path).map_err(|e| {
-            eprintln!("Error: cannot read the state key file {path}: {e}");
-            ExitCode::from(1)
-        })?;
-        return KeySource::from_key_file(&content).map(Some).map_err(|e| fail(&e));
+    match values {
+        [Some(k), _, _] => KeySource::from_base64(&k).map(Some).map_err(|e| fail(&e)),
+        [_, Some(path), _] => {
+            let content = std::fs::read(&path).map_err(|e| {
+                eprintln!("Error: cannot read the state key file {path}: {e}");
+                ExitCode::from(1)
+            })?;
+            KeySource::from_key_file(&content).map(Some).map_err(|e| fail(&e))
+        }
+        [_, _, passphrase] => Ok(passphrase.map(KeySource::Passphrase)),
     }
-    Ok(std::env::var(format!("XCSP_STATE_PASSPHRASE{suffix}")).ok().map(KeySource::Passphrase))
 }
 
 /// How state and plan files are sealed: the key (and, during a rotation, the old key, suffix
@@ -158,7 +186,42 @@ pub async fn backend(l: &Loaded, args: &StateArgs) -> Result<Arc<dyn Backend>, E
 
 /// Who asks for the lock; the backend adds the host, the process and the time.
 fn holder() -> String {
-    std::env::var("XCSP_LOCK_HOLDER").or_else(|_| std::env::var("USER")).unwrap_or_else(|_| "unknown user".into())
+    let var = |name| std::env::var(name).ok();
+    holder_from(var("XCSP_LOCK_HOLDER"), var("USER"), os_user)
+}
+
+/// `XCSP_LOCK_HOLDER`, else `USER`, else the user the process runs as (for a CI job or a
+/// container without `USER`), else "unknown user". An empty value counts as unset.
+fn holder_from(lock_holder: Option<String>, user: Option<String>, os_user: impl FnOnce() -> Option<String>) -> String {
+    let given = |v: Option<String>| v.filter(|v| !v.is_empty());
+    given(lock_holder).or_else(|| given(user)).or_else(|| given(os_user())).unwrap_or_else(|| "unknown user".into())
+}
+
+/// The name of the effective user in the system's user database (NSS included), if it has one.
+#[cfg(unix)]
+fn os_user() -> Option<String> {
+    // SAFETY: geteuid cannot fail; getpwuid_r writes only into `pwd` and `buf` (whose length it
+    // is given), and on success `pw_name` points into `buf`, which outlives the CStr read below.
+    let uid = unsafe { libc::geteuid() };
+    let mut buf: Vec<libc::c_char> = vec![0; 1024];
+    loop {
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
+            return None;
+        }
+        return Some(unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) }.to_string_lossy().into_owned());
+    }
+}
+
+#[cfg(not(unix))]
+fn os_user() -> Option<String> {
+    None
 }
 
 /// The stack's lock while a command runs; released when dropped (also on early returns).
@@ -195,5 +258,49 @@ impl xcsp_engine::Store for Saver {
         state: &'a mut State,
     ) -> xcsp_core::provider::BoxFuture<'a, Result<(), xcsp_state::StateError>> {
         self.0.write(state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_holder_is_the_variable_then_user_then_the_os_user_then_unknown() {
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(holder_from(some("ci-job-42"), some("alice"), || some("root")), "ci-job-42");
+        assert_eq!(holder_from(None, some("alice"), || some("root")), "alice");
+        assert_eq!(holder_from(None, None, || some("svc-xcsp")), "svc-xcsp");
+        assert_eq!(holder_from(some(""), some(""), || some("svc-xcsp")), "svc-xcsp");
+        assert_eq!(holder_from(None, None, || None), "unknown user");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_os_user_is_the_one_id_names() {
+        // `id -un` reads the same user database; skip where it is missing.
+        let Ok(out) = std::process::Command::new("id").arg("-un").output() else { return };
+        if out.status.success() {
+            assert_eq!(os_user().as_deref(), Some(String::from_utf8_lossy(&out.stdout).trim()));
+        }
+    }
+
+    #[test]
+    fn key_sources_names_every_variable_set() {
+        let two = KeySources { set: vec!["XCSP_STATE_KEY".into(), "XCSP_STATE_PASSPHRASE".into()] };
+        assert_eq!(
+            two.to_string(),
+            "XCSP_STATE_KEY and XCSP_STATE_PASSPHRASE are both set: the state key would be ambiguous"
+        );
+        let names = ["XCSP_STATE_KEY_OLD", "XCSP_STATE_KEY_FILE_OLD", "XCSP_STATE_PASSPHRASE_OLD"];
+        let three = KeySources { set: names.iter().map(|n| n.to_string()).collect() };
+        assert!(
+            three
+                .to_string()
+                .starts_with("XCSP_STATE_KEY_OLD, XCSP_STATE_KEY_FILE_OLD and XCSP_STATE_PASSPHRASE_OLD are all set")
+        );
+        use miette::Diagnostic;
+        assert_eq!(three.code().unwrap().to_string(), "xcsp::state::key_sources");
+        assert!(three.help().is_some());
     }
 }

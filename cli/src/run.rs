@@ -128,7 +128,8 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> Result<Exi
         // Sealed like state when a state key is configured.
         let text =
             codec(l, args)?.seal(&serde_json::to_vec_pretty(&saved).expect("plans serialize")).map_err(|e| fail(&e))?;
-        if let Err(e) = std::fs::write(&out, text) {
+        // Owner-only (0600), as state is.
+        if let Err(e) = xcsp_state::local::write_private(&out, &text) {
             eprintln!("Error: cannot write {}: {e}", out.display());
             return Err(ExitCode::from(1));
         }

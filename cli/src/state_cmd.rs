@@ -82,6 +82,16 @@ pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> Result
             let plain = codec.open(&bytes).map_err(|e| fail(&e))?;
             let mut pushed = xcsp_state::decode(&file.display().to_string(), &String::from_utf8_lossy(&plain))
                 .map_err(|e| fail(&e))?;
+            // Another stack's state is never this one's, whatever its lineage: not even with --force.
+            if pushed.stack != l.model.stack {
+                eprintln!(
+                    "Error: {} is the state of stack `{}`, the spec's stack is `{}`: refusing to push another stack's state (--force does not override this).",
+                    file.display(),
+                    pushed.stack,
+                    l.model.stack
+                );
+                return Err(ExitCode::from(1));
+            }
             if !force && state.serial > 0 && (pushed.lineage != state.lineage || pushed.serial < state.serial) {
                 eprintln!(
                     "Error: {} is lineage {} serial {}, the stack has lineage {} serial {}: refusing to go back or across (--force overrides).",

@@ -1,6 +1,8 @@
 //! The local backend: `<dir>/state.json`, written atomically (temp file, fsync, rename, fsync
 //! of the directory), and `<dir>/state.lock`, created exclusively with its record already in it
 //! (written to a temp file, then hard-linked into place), so a lock file is never empty.
+//! Every file it creates (state, backup, lock) is readable by its owner only (mode 0600 on Unix):
+//! state holds resource ids and, unsealed, secrets.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -24,6 +26,39 @@ impl Drop for LockGuard {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.path);
     }
+}
+
+/// Creates (or truncates) `path` readable and writable by its owner only (0600 on Unix). A file
+/// that was already there is narrowed to 0600 too, if it is a regular file (never a device such
+/// as `/dev/stdout`).
+pub fn create_private(path: &Path) -> std::io::Result<File> {
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let f = options.open(path)?;
+    narrow(&f)?;
+    Ok(f)
+}
+
+/// Writes `bytes` to `path` as [`create_private`] creates it.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    create_private(path)?.write_all(bytes)
+}
+
+/// Sets an open regular file to 0600 (a no-op off Unix).
+fn narrow(f: &File) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = f.metadata()?;
+        if meta.is_file() && meta.permissions().mode() & 0o777 != 0o600 {
+            f.set_permissions(fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = f;
+    Ok(())
 }
 
 impl LocalBackend {
@@ -73,10 +108,13 @@ impl LocalBackend {
         let path = self.state_path();
         let tmp = self.dir.join(format!(".state.json.{}.tmp", std::process::id()));
         let text = self.codec.seal(&serde_json::to_vec_pretty(state).expect("state serializes"))?;
-        let mut f = File::create(&tmp).map_err(Self::io(&tmp))?;
+        let mut f = create_private(&tmp).map_err(Self::io(&tmp))?;
         f.write_all(&text).and_then(|_| f.sync_all()).map_err(Self::io(&tmp))?;
         if path.exists() {
-            fs::copy(&path, self.dir.join("state.json.backup")).map_err(Self::io(&path))?;
+            // Copied into a file made 0600, never with the mode of a state an older xcsp wrote.
+            let backup = self.dir.join("state.json.backup");
+            let mut to = create_private(&backup).map_err(Self::io(&backup))?;
+            File::open(&path).and_then(|mut from| std::io::copy(&mut from, &mut to)).map_err(Self::io(&path))?;
         }
         fs::rename(&tmp, &path).map_err(Self::io(&path))?;
         File::open(&self.dir).and_then(|d| d.sync_all()).map_err(Self::io(&self.dir))?;
@@ -108,7 +146,7 @@ impl LocalBackend {
     fn create_lock(&self, info: &LockInfo, text: &[u8]) -> std::io::Result<()> {
         let path = self.lock_path();
         let tmp = self.dir.join(format!(".state.lock.{}.tmp", info.id));
-        let mut f = File::create(&tmp)?;
+        let mut f = create_private(&tmp)?;
         f.write_all(text).and_then(|_| f.sync_all())?;
         // A hard link is made only if nothing has the name yet: exclusive, and whole.
         let linked = fs::hard_link(&tmp, &path);
@@ -117,7 +155,11 @@ impl LocalBackend {
             Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
                 // A file system without hard links (FAT, some network mounts): create it
                 // exclusively and write the record, the one moment it can be seen empty.
-                let mut f = fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
+                let mut options = fs::OpenOptions::new();
+                options.write(true).create_new(true);
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+                let mut f = options.open(&path)?;
                 f.write_all(text).and_then(|_| f.sync_all())
             }
             other => other,
@@ -229,6 +271,30 @@ mod tests {
             .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn state_backup_and_lock_are_readable_by_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let dir = tempfile::tempdir().unwrap();
+        let b = LocalBackend::new(dir.path());
+        let mut s = State::new("stack");
+        b.write(&mut s).unwrap();
+        // A state an older xcsp left world-readable: its backup is not, and the next write narrows it.
+        fs::set_permissions(dir.path().join("state.json"), fs::Permissions::from_mode(0o644)).unwrap();
+        b.write(&mut s).unwrap();
+        let guard = b.lock("alice", "apply").unwrap();
+        for name in ["state.json", "state.json.backup", "state.lock"] {
+            assert_eq!(mode(&dir.path().join(name)), 0o600, "{name}");
+        }
+        drop(guard);
+        let loose = dir.path().join("plan.json");
+        fs::write(&loose, "old").unwrap();
+        fs::set_permissions(&loose, fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&loose, b"new").unwrap();
+        assert_eq!((mode(&loose), fs::read_to_string(&loose).unwrap().as_str()), (0o600, "new"));
     }
 
     #[test]

@@ -139,6 +139,69 @@ fn state_commands_list_show_redacted_remove_and_refuse_going_back() {
     assert!(String::from_utf8_lossy(&run(&["list"]).stdout).trim().is_empty());
 }
 
+#[cfg(unix)]
+#[test]
+fn state_and_plan_files_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let plan_file = dir.path().join("plan.json");
+    // A plan file already there and world-readable is narrowed when overwritten.
+    std::fs::write(&plan_file, "old").unwrap();
+    std::fs::set_permissions(&plan_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = xcsp()
+        .arg("plan")
+        .arg(root().join("examples/il5-govcloud"))
+        .arg("--out")
+        .arg(&plan_file)
+        .arg("--state-dir")
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(mode(&plan_file), 0o600);
+    let file = dir.path().join("backup.json");
+    std::fs::write(&file, r#"{"version":1,"serial":3,"lineage":"abc","stack":"il5-gpu","resources":{}}"#).unwrap();
+    // The second push makes state.json.backup.
+    for force in [&[][..], &["--force"][..]] {
+        let out = xcsp()
+            .args(["state", "push"])
+            .args(force)
+            .arg(&file)
+            .arg(root().join("examples/il5-govcloud"))
+            .arg("--state-dir")
+            .arg(&state)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!((mode(&state.join("state.json")), mode(&state.join("state.json.backup"))), (0o600, 0o600));
+}
+
+#[test]
+fn state_push_refuses_another_stacks_state_even_with_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("other.json");
+    std::fs::write(&file, r#"{"version":1,"serial":3,"lineage":"abc","stack":"web-prod","resources":{}}"#).unwrap();
+    for force in [&[][..], &["--force"][..]] {
+        let out = xcsp()
+            .args(["state", "push"])
+            .args(force)
+            .arg(&file)
+            .arg(root().join("examples/il5-govcloud"))
+            .arg("--state-dir")
+            .arg(&state)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{force:?}: {stderr}");
+        assert!(stderr.contains("`web-prod`") && stderr.contains("`il5-gpu`"), "{stderr}");
+        assert!(!state.join("state.json").exists(), "nothing was written with {force:?}");
+    }
+}
+
 /// `xcsp` with no state key, backend or encryption setting from the caller's environment.
 fn xcsp_env(env: &[(&str, &str)]) -> Command {
     let mut c = xcsp();
@@ -160,6 +223,46 @@ fn xcsp_env(env: &[(&str, &str)]) -> Command {
 }
 
 #[test]
+fn more_than_one_key_variable_is_an_error_naming_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+    let key_file = dir.path().join("key");
+    std::fs::write(&key_file, [2u8; 32]).unwrap();
+    let key_file = key_file.to_str().unwrap();
+    let cases: [(&[(&str, &str)], &[&str]); 2] = [
+        (&[("XCSP_STATE_KEY", key), ("XCSP_STATE_PASSPHRASE", "pass")], &["XCSP_STATE_KEY and XCSP_STATE_PASSPHRASE"]),
+        (
+            &[("XCSP_STATE_KEY_OLD", key), ("XCSP_STATE_KEY_FILE_OLD", key_file), ("XCSP_STATE_PASSPHRASE_OLD", "old")],
+            &["XCSP_STATE_KEY_OLD, XCSP_STATE_KEY_FILE_OLD and XCSP_STATE_PASSPHRASE_OLD"],
+        ),
+    ];
+    for (env, named) in cases {
+        let out = xcsp_env(env)
+            .arg("plan")
+            .arg(root().join("examples/public"))
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("xcsp::state::key_sources") && stderr.contains("unset"), "{stderr}");
+        for n in named {
+            assert!(stderr.contains(n), "{n} in {stderr}");
+        }
+    }
+    // One variable alone is fine.
+    let out = xcsp_env(&[("XCSP_STATE_KEY", key)])
+        .arg("plan")
+        .arg(root().join("examples/public"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn sealed_state_and_plan_files_hold_no_psk_need_the_key_and_rotate() {
     use xcsp_state::crypto::Codec;
     let dir = tempfile::tempdir().unwrap();
@@ -173,7 +276,7 @@ fn sealed_state_and_plan_files_hold_no_psk_need_the_key_and_rotate() {
     let backup = dir.path().join("backup.json");
     std::fs::write(
         &backup,
-        r#"{"version":1,"serial":3,"lineage":"abc","stack":"s","resources":{
+        r#"{"version":1,"serial":3,"lineage":"abc","stack":"demo-k8x2q","resources":{
             "xcsp_preshared_key.link[0]":{"id":"k0","attributes":{"value":{"$sensitive":"Key.one_SECRET1"}},"dependencies":[]},
             "xcsp_preshared_key.link[1]":{"id":"k1","attributes":{"value":{"$sensitive":"Key.two_SECRET2"}},"dependencies":[]}}}"#,
     )

@@ -116,7 +116,27 @@ pub fn diff(stack: &str, digest: &str, graph: &ResourceGraph, recorded: &BTreeMa
                 replace_because: vec![],
             },
             Some(before) => {
-                let (action, replace) = compare(&node.address, &after, before);
+                let (mut action, mut replace) = compare(&node.address, &after, before);
+                // A value still unknown comes from a producer this plan creates or replaces (one
+                // that vanished from the cloud, say): the resource changes with it, and the plan
+                // shows that now rather than apply finding it out ("known after apply").
+                let waiting: Vec<&str> = node
+                    .inputs
+                    .iter()
+                    .filter(|i| stays.get(&i.from) == Some(&false))
+                    .map(|i| i.attribute.split('[').next().unwrap_or_default())
+                    .collect();
+                for (k, v) in &after {
+                    if !waiting.contains(&k.as_str()) || before.get(k).is_some_and(|b| v.matches_recorded(b)) {
+                        continue;
+                    }
+                    if let Some(why) = node.address.rtype.forces_replacement(k) {
+                        replace.push((k.clone(), format!("{why} (its new value is known only after apply)")));
+                        action = Action::Replace;
+                    } else if action == Action::NoOp {
+                        action = Action::Update;
+                    }
+                }
                 Change {
                     address: node.address.clone(),
                     action,
@@ -306,6 +326,60 @@ impl SavedPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A VPN connection (gone from the cloud, so not recorded) and what takes its outputs: a local
+    /// network gateway (its IP, in place) and an Azure connection (the gateway's id, which forces
+    /// a replacement when the gateway is replaced).
+    #[test]
+    fn what_takes_a_value_from_a_resource_created_again_is_shown_changing_with_it() {
+        use crate::graph::{Input, Node};
+        use xcsp_core::ResourceType as T;
+        let conn = Address::new(T::AwsVpnConnection, "l");
+        let lng = Address::new(T::AzureLocalNetworkGateway, "l");
+        let az = Address::new(T::AzureVpnConnection, "l");
+        let node = |address: &Address, attribute: &str, from: &Address, output: &str| Node {
+            address: address.clone(),
+            attributes: [(attribute.to_string(), Value::Unknown)].into(),
+            inputs: vec![Input { attribute: attribute.into(), from: from.clone(), output: output.into() }],
+            depends_on: vec![],
+            prevent_destroy: false,
+        };
+        let graph = ResourceGraph::new(vec![
+            Node {
+                address: conn.clone(),
+                attributes: [("ip".to_string(), Value::string("203.0.113.9"))].into(),
+                inputs: vec![],
+                depends_on: vec![],
+                prevent_destroy: false,
+            },
+            node(&lng, "gateway_ip_address", &conn, "ip"),
+            node(&az, "local_network_gateway", &lng, "id"),
+        ])
+        .unwrap();
+        let mut recorded = BTreeMap::new();
+        recorded.insert(
+            lng.clone(),
+            [("gateway_ip_address".to_string(), Value::string("203.0.113.1")), ("id".to_string(), Value::string("L1"))]
+                .into(),
+        );
+        recorded.insert(az.clone(), [("local_network_gateway".to_string(), Value::string("L1"))].into());
+        let p = diff("s", "d", &graph, &recorded);
+        let action = |a: &Address| p.changes.iter().find(|c| &c.address == a).unwrap().action;
+        assert_eq!(action(&conn), Action::Create);
+        assert_eq!(action(&lng), Action::Update);
+        // The gateway stays (updated in place), so its id is known and the connection stays too.
+        assert_eq!(action(&az), Action::NoOp);
+        let text = render(&p);
+        assert!(text.contains("gateway_ip_address = (known after apply)"), "{text}");
+
+        // Recorded under another IP and replaced: the connection that names it is replaced with it.
+        let mut recorded = recorded.clone();
+        recorded.remove(&lng);
+        let p = diff("s", "d", &graph, &recorded);
+        let change = p.changes.iter().find(|c| c.address == az).unwrap();
+        assert_eq!(change.action, Action::Replace);
+        assert!(change.replace_because[0].1.contains("known only after apply"), "{:?}", change.replace_because);
+    }
 
     fn saved() -> SavedPlan {
         SavedPlan::new(Plan { stack: "s".into(), spec_digest: "abc".into(), changes: vec![] }, Some("L".into()), 3)

@@ -88,6 +88,20 @@ pub struct Faults {
     pub aws_throttle_rate: f64,
     /// Fraction (0..1) of EC2 requests answered `InternalError` (HTTP 500) before being applied.
     pub aws_error_rate: f64,
+    /// EC2 actions that start failing part-way: a test's way to stop a multi-call resource in
+    /// the middle (a 5xx after some of its calls, or a kill while the client retries).
+    pub aws_fail_actions: Vec<AwsActionFault>,
+}
+
+/// The calls of one EC2 action after the first `after` (counted from when the fault was set, in
+/// `passed`) are answered `InternalError` (HTTP 500) before being applied, until the fault is
+/// removed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AwsActionFault {
+    pub action: String,
+    pub after: u64,
+    pub passed: u64,
 }
 
 impl Default for Faults {
@@ -100,6 +114,7 @@ impl Default for Faults {
             fail_lros: Vec::new(),
             aws_throttle_rate: 0.0,
             aws_error_rate: 0.0,
+            aws_fail_actions: Vec::new(),
         }
     }
 }

@@ -855,3 +855,193 @@ fn resources_whose_tags_were_removed_are_found_by_id_and_retagged() {
     assert_eq!(clouds.aws_live(), (0, 0, 0));
     assert_eq!(clouds.arm_count(), 0, "{:?}", clouds.arm_resources());
 }
+
+impl Clouds {
+    /// Merges `patch` into the sim's configuration (faults, throttling, ...).
+    fn configure(&self, patch: &serde_json::Value) {
+        let out = Command::new("curl")
+            .args(["-sf", "-o", "/dev/null", "-X", "PATCH", "-H", "Content-Type: application/json"])
+            .args(["--data", &patch.to_string(), &format!("{}/_sim/config", self.url)])
+            .status()
+            .expect("curl");
+        assert!(out.success(), "configure {patch}");
+    }
+
+    /// Requests the EC2 layer has seen for `action`.
+    fn ec2_calls(&self, action: &str) -> u64 {
+        self.get("/_sim/aws/counters")["requests"][action].as_u64().unwrap_or(0)
+    }
+
+    /// Rules marked as one resource's, counted in every security group EC2 lists.
+    fn marked_rules(&self, stack: &str, address: &str) -> usize {
+        self.ec2("DescribeSecurityGroups").matches(&format!("[xcsp {stack} {address}]")).count()
+    }
+
+    /// Route tables EC2 lists as propagating `vgw`.
+    fn propagating(&self, vgw: &str) -> usize {
+        let text = self.ec2("DescribeRouteTables");
+        text.split("<propagatingVgwSet>")
+            .skip(1)
+            .filter(|s| s.split("</propagatingVgwSet>").next().unwrap_or_default().contains(&format!(">{vgw}<")))
+            .count()
+    }
+}
+
+/// A refresh of the il5 state then `plan --detailed-exitcode`: (exit code, what it said).
+fn plan(clouds: &Clouds, state: &Path) -> (Option<i32>, String) {
+    let out = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The stack is whole: plan clean, every member once in the cloud (counted by listing, so a twin
+/// shows), four tunnels up.
+fn assert_whole(clouds: &Clouds, state: &Path) {
+    let (code, said) = plan(clouds, state);
+    assert_eq!(code, Some(0), "{said}");
+    let r = recorded(state);
+    let r = &r["resources"];
+    let groups = r["aws_security_group_ingress.link"]["attributes"]["security_group_ids"].as_array().unwrap().len();
+    let rules = r["aws_security_group_ingress.link"]["attributes"]["rules"].as_array().unwrap().len();
+    assert_eq!(clouds.marked_rules("il5-gpu", "aws_security_group_ingress.link"), groups * rules);
+    let vgw = r["aws_vpn_gateway.link"]["id"].as_str().unwrap();
+    let tables = r["aws_vpn_gateway_route_propagation.link"]["attributes"]["route_table_ids"].as_array().unwrap().len();
+    assert_eq!(clouds.propagating(vgw), tables);
+    assert_eq!(clouds.aws_live(), (1, 2, 2), "no twin in EC2");
+    let azure = r.as_object().unwrap().keys().filter(|a| a.starts_with("azure_")).count();
+    assert_eq!(clouds.arm_count(), azure, "no twin in ARM: {:#?}", clouds.arm_resources());
+    assert_eq!(tunnels_up(clouds, state), 4);
+}
+
+/// A 5xx part-way through two multi-call resources (after 3 security-group rules, after 1 route
+/// table's propagation) and the Azure gateway's create ending `Failed`, all in one apply: the next
+/// plan shows each (not "No changes"), the next apply completes them, nothing twice.
+#[test]
+fn rules_and_propagations_cut_short_by_server_errors_and_a_failed_gateway_are_completed_by_the_next_apply() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    clouds.configure(&serde_json::json!({ "faults": {
+        "aws_fail_actions": [
+            { "action": "AuthorizeSecurityGroupIngress", "after": 3 },
+            { "action": "EnableVgwRoutePropagation", "after": 1 }
+        ],
+        "fail_lros": [{ "resource_type": "virtualNetworkGateways", "count": 1 }]
+    }}));
+    let failed = clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap();
+    let said = String::from_utf8_lossy(&failed.stderr).into_owned() + &String::from_utf8_lossy(&failed.stdout);
+    assert_eq!(failed.status.code(), Some(1), "{said}");
+    assert_eq!(clouds.marked_rules("il5-gpu", "aws_security_group_ingress.link"), 3, "3 rules, then 500s");
+    let vgw = clouds.ec2("DescribeVpnGateways");
+    let vgw = vgw.split("<vpnGatewayId>").nth(1).and_then(|s| s.split('<').next()).expect("a gateway").to_string();
+    assert_eq!(clouds.propagating(&vgw), 1, "1 table, then 500s");
+    let gateway = clouds.get("/_sim/resources")["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["type"] == "Microsoft.Network/virtualNetworkGateways")
+        .map(|r| r["body"]["properties"]["provisioningState"].clone());
+    assert_eq!(gateway, Some(serde_json::json!("Failed")), "the gateway's create ended Failed");
+
+    clouds.configure(&serde_json::json!({ "faults": { "aws_fail_actions": [] } }));
+    let (code, said) = plan(&clouds, state);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(!said.contains("No changes"), "{said}");
+    for address in [
+        "aws_security_group_ingress.link",
+        "aws_vpn_gateway_route_propagation.link",
+        "azure_virtual_network_gateway.link",
+    ] {
+        assert!(said.lines().any(|l| l.contains(&format!(" {address} will be"))), "{address} in the plan: {said}");
+    }
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_whole(&clouds, state);
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+    assert_eq!(clouds.arm_count(), 0, "{:?}", clouds.arm_resources());
+}
+
+/// SIGKILL while the client retries the 6th security-group rule: state holds what the killed run
+/// recorded, the next plan shows the rules as a change, and the next apply adds just the missing
+/// ones.
+#[test]
+fn apply_killed_part_way_through_the_rules_is_completed_by_the_next_apply() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    clouds.configure(
+        &serde_json::json!({ "faults": { "aws_fail_actions": [{ "action": "AuthorizeSecurityGroupIngress", "after": 5 }] } }),
+    );
+    let mut child = clouds
+        .xcsp(state)
+        .args(["apply", "--auto-approve"])
+        .arg(il5())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while clouds.ec2_calls("AuthorizeSecurityGroupIngress") < 6 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(clouds.ec2_calls("AuthorizeSecurityGroupIngress") >= 6, "the 6th rule was tried before the kill");
+    assert_eq!(clouds.marked_rules("il5-gpu", "aws_security_group_ingress.link"), 5);
+    clouds.configure(&serde_json::json!({ "faults": { "aws_fail_actions": [] } }));
+    let lock = state.join("state.lock");
+    let id = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&lock).unwrap()).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(&clouds.xcsp(state).args(["force-unlock", &id]).arg(il5()).output().unwrap());
+
+    let (code, said) = plan(&clouds, state);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("~ aws_security_group_ingress.link will be updated in place"), "{said}");
+    let before = clouds.ec2_calls("AuthorizeSecurityGroupIngress");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_whole(&clouds, state);
+    let r = recorded(state);
+    let groups =
+        r["resources"]["aws_security_group_ingress.link"]["attributes"]["security_group_ids"].as_array().unwrap().len();
+    let rules = r["resources"]["aws_security_group_ingress.link"]["attributes"]["rules"].as_array().unwrap().len();
+    assert!(
+        clouds.ec2_calls("AuthorizeSecurityGroupIngress") - before <= (groups * rules - 5) as u64,
+        "only the missing rules are sent"
+    );
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+}
+
+/// A VPN connection deleted out of band (the seeds' recovery case): plan shows it created again
+/// and, with it, every resource that takes its tunnels' addresses; apply does what plan showed and
+/// the link comes back.
+#[test]
+fn a_vpn_connection_deleted_out_of_band_is_created_again_with_what_depends_on_it_shown() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    let r = recorded(state);
+    let conn = r["resources"]["aws_vpn_connection.link[0]"]["id"].as_str().unwrap().to_string();
+    let deleted = clouds.ec2_with("DeleteVpnConnection", &[("VpnConnectionId", &conn)]);
+    assert!(deleted.contains("true"), "{deleted}");
+
+    let (code, said) = plan(&clouds, state);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("+ aws_vpn_connection.link[0] will be created"), "{said}");
+    // The new connection's tunnels get new outside addresses; the two local network gateways that
+    // point at them change with it, and the plan says so (apply refuses to do more than it showed).
+    for lng in ["azure_local_network_gateway.link[0]", "azure_local_network_gateway.link[1]"] {
+        let shown = said
+            .split(&format!("~ {lng} will be updated in place\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("{lng}: {said}"));
+        assert!(shown.starts_with("      gateway_ip_address = (known after apply)"), "{said}");
+    }
+    assert!(said.contains("Plan: 1 to add, 2 to change, 0 to replace, 0 to destroy."), "{said}");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_whole(&clouds, state);
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+}

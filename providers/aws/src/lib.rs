@@ -774,13 +774,21 @@ impl AwsProvider {
         let a = req.address;
         let groups = self.cluster_groups(a, req.attributes).await?;
         let wanted = Self::permissions(req.stack, a, req.attributes);
+        let same = |x: &IpPermission, y: &IpPermission| {
+            let cidr = |p: &IpPermission| p.ip_ranges().first().and_then(|r| r.cidr_ip()).map(String::from);
+            (x.ip_protocol(), x.from_port(), x.to_port(), cidr(x))
+                == (y.ip_protocol(), y.from_port(), y.to_port(), cidr(y))
+        };
+        // Read first, member by member, so that only the missing rules are sent (a run cut short
+        // after some of them is completed, not repeated) and only ours the spec dropped are revoked.
+        let have = self.marked_rules(a, &groups, req.stack).await?;
         for g in &groups {
-            for p in &wanted {
+            for p in wanted.iter().filter(|p| !have.iter().any(|(hg, h)| hg == g && same(p, h))) {
                 match self.ec2.authorize_security_group_ingress().group_id(g).ip_permissions(p.clone()).send().await {
                     Ok(_) => {}
                     Err(x) => {
                         let x = x.into_service_error();
-                        // Already there (an earlier, interrupted apply): fine.
+                        // Already there (added since the read, or a retried call whose answer was lost): fine.
                         if x.code() != Some("InvalidPermission.Duplicate") {
                             return Err(sdk_error(a, x));
                         }
@@ -788,15 +796,9 @@ impl AwsProvider {
                 }
             }
         }
-        // Rules of ours the spec no longer has (a port dropped, a CIDR changed) are revoked.
-        let same = |x: &IpPermission, y: &IpPermission| {
-            let cidr = |p: &IpPermission| p.ip_ranges().first().and_then(|r| r.cidr_ip()).map(String::from);
-            (x.ip_protocol(), x.from_port(), x.to_port(), cidr(x))
-                == (y.ip_protocol(), y.from_port(), y.to_port(), cidr(y))
-        };
-        for (g, have) in self.marked_rules(a, &groups, req.stack).await? {
-            if !wanted.iter().any(|w| same(w, &have)) {
-                self.revoke(a, &g, have).await?;
+        for (g, h) in have {
+            if !wanted.iter().any(|w| same(w, &h)) {
+                self.revoke(a, &g, h).await?;
             }
         }
         // What is there now, read back member by member as refresh reads it.

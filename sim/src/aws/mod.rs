@@ -197,6 +197,18 @@ pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
         sim.world.count(|c| c.injected_errors += 1);
         return xml(500, Ec2Error::new(500, "InternalError", "An internal error has occurred.").body(&request_id));
     }
+    let failing = sim.world.with_config(|c| {
+        let f = c.faults.aws_fail_actions.iter_mut().find(|f| f.action == action)?;
+        if f.passed < f.after {
+            f.passed += 1;
+            return None;
+        }
+        Some(())
+    });
+    if failing.is_some() {
+        sim.world.count(|c| c.injected_errors += 1);
+        return xml(500, Ec2Error::new(500, "InternalError", "An internal error has occurred.").body(&request_id));
+    }
     let now = sim.world.clock.now();
     let scaled = |lo: f64, hi: f64| sim.world.lro_duration(lo, hi);
     let t = Timing { scaled: &scaled, now };

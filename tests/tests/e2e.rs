@@ -1045,3 +1045,48 @@ fn a_vpn_connection_deleted_out_of_band_is_created_again_with_what_depends_on_it
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_eq!(clouds.aws_live(), (0, 0, 0));
 }
+
+/// Stack names that would escape the state directory, smuggle terminal escapes or break a cloud's
+/// name rules are refused by `apply` before any cloud is called: no request, no resource, no
+/// state file anywhere.
+#[test]
+fn bad_stack_names_are_refused_before_any_cloud_call() {
+    let clouds = Clouds::start();
+    let long = "x".repeat(300);
+    for name in ["../../x", "a/b", r"red\u001b[31m", r"nul\u0000", long.as_str()] {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        let spec = il5_copy(dir.path(), |t| t.replace(r#"stack = "il5-gpu""#, &format!("stack = \"{name}\"")));
+        let out = clouds.xcsp(&state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(stderr.contains("xcsp::stack::name"), "{name}: {stderr}");
+        assert!(!stderr.contains("\u{1b}[31m"), "{name}: an escape reached the terminal");
+        let mut written = Vec::new();
+        for entry in walk(dir.path()) {
+            if entry.is_file() && !entry.ends_with("pool.xcsp.hcl") {
+                written.push(entry);
+            }
+        }
+        assert!(written.is_empty(), "{name}: {written:?}");
+        assert!(!dir.path().parent().unwrap().join("x").exists(), "{name}: state outside its directory");
+    }
+    let calls = clouds.get("/_sim/aws/counters")["requests"].as_object().map_or(0, |m| m.len());
+    assert_eq!(calls, 0, "no EC2 request");
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+    assert_eq!(clouds.arm_count(), 0);
+}
+
+/// Every path under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}

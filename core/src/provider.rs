@@ -92,15 +92,16 @@ pub trait Provider: Send + Sync {
         rtype: ResourceType,
     ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>>;
 
-    /// What refresh reads: the resources state records (`known`: address and id), found by
-    /// their id whatever their tags say now (a resource whose tags drifted is an update, never
-    /// a create), and the others tagged with `stack` (for adoption and sweeps). A provider
-    /// that cannot read by id keeps the default, tags only.
+    /// What refresh reads: the resources state records (`known`: address, id and the
+    /// attributes recorded, in the shape of an observation), found by their id whatever their
+    /// tags say now (a resource whose tags drifted is an update, never a create), and the others
+    /// tagged with `stack` (for adoption and sweeps). A provider that cannot read by id keeps the
+    /// default, tags only.
     fn refresh_known<'a>(
         &'a self,
         stack: &'a str,
         rtype: ResourceType,
-        known: &'a [(crate::Address, String)],
+        known: &'a [Observed],
     ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
         let _ = known;
         self.refresh(stack, rtype)

@@ -55,8 +55,11 @@ pub async fn refresh(
 ) -> Result<Refreshed, ProviderError> {
     let types = refreshable(providers);
     // Identity by id first: every recorded resource is looked up by the id state holds.
-    let known: Vec<(Address, String)> =
-        state.resources.iter().filter_map(|(a, r)| Some((a.clone(), r.id.clone()?))).collect();
+    let known: Vec<Observed> = state
+        .resources
+        .iter()
+        .filter_map(|(a, r)| Some(Observed { address: a.clone(), id: r.id.clone()?, attributes: r.attributes.clone() }))
+        .collect();
     let known = &known;
     let reads = types.iter().map(|t| {
         let provider = providers.get(t.provider()).expect("only configured providers").clone();

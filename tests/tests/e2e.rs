@@ -797,9 +797,23 @@ fn a_revoked_rule_a_table_without_propagation_and_a_failed_gateway_are_drift_tha
     let put = clouds.arm_put(&format!("{connection}/sharedkey"), &serde_json::json!({ "value": "changedByHand1" }));
     assert!(put.contains("changedByHand1"), "{put}");
 
+    // One tunnel's inside range changed by hand on the AWS side.
+    let aws = &r["aws_vpn_connection.link[1]"];
+    let was = aws["attributes"]["tunnel1_inside_cidr"].as_str().unwrap().to_string();
+    let modified = clouds.ec2_with(
+        "ModifyVpnTunnelOptions",
+        &[
+            ("VpnConnectionId", aws["id"].as_str().unwrap()),
+            ("VpnTunnelOutsideIpAddress", aws["attributes"]["tunnel1_address"].as_str().unwrap()),
+            ("TunnelOptions.TunnelInsideCidr", "169.254.30.0/30"),
+        ],
+    );
+    assert!(modified.contains("vpnConnectionId"), "{modified}");
+
     let plan = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
     let said = String::from_utf8_lossy(&plan.stdout).into_owned();
     assert_eq!(plan.status.code(), Some(2), "{said}");
+    assert!(said.contains(&format!("~ tunnel1_inside_cidr = \"169.254.30.0/30\" -> \"{was}\"")), "{said}");
     assert!(said.contains("aws_security_group_ingress.link will be updated in place"), "{said}");
     assert!(said.contains("~ rules = ["), "{said}");
     assert!(said.contains("~ every_route_table = false -> true"), "{said}");
@@ -808,7 +822,9 @@ fn a_revoked_rule_a_table_without_propagation_and_a_failed_gateway_are_drift_tha
     assert!(!said.contains("changedByHand1"), "a key in the plan: {said}");
     assert!(!said.contains("will be created") && !said.contains("must be replaced"), "{said}");
 
+    let modifies = clouds.ec2_calls("ModifyVpnTunnelOptions");
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.ec2_calls("ModifyVpnTunnelOptions") - modifies, 1, "the one tunnel's range is sent back");
     assert_eq!(marked(&clouds), complete, "every rule back, none twice");
     let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
     assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));

@@ -61,6 +61,13 @@ pub struct AwsProvider {
     config: AwsConfig,
 }
 
+/// A state in which the resource exists and is (or will be) usable: not `deleting`/`deleted`.
+/// A VPN connection is `modifying` while a tunnel change is applied, a state aws-sdk-ec2's
+/// `VpnState` does not list (terraform-provider-aws waits it out as `vpnStateModifying`).
+fn live(state: Option<&str>) -> bool {
+    matches!(state, Some("pending" | "available" | "modifying"))
+}
+
 fn failed(address: &Address, code: &str, message: impl Into<String>) -> ProviderError {
     ProviderError::Failed { address: address.to_string(), code: code.into(), message: message.into() }
 }
@@ -184,14 +191,12 @@ fn tunnel_outputs(
     out: &mut Attributes,
     options: Option<&aws_sdk_ec2::types::VpnConnectionOptions>,
     telemetry: &[aws_sdk_ec2::types::VgwTelemetry],
-    wanted_first: Option<&str>,
+    first_ip: Option<&str>,
+    cidrs: [Option<&str>; 2],
 ) {
     let mut tunnels: Vec<&aws_sdk_ec2::types::TunnelOption> =
         options.map(|o| o.tunnel_options().iter().collect()).unwrap_or_default();
-    // Tunnel 1 is the one with the spec's tunnel1 inside CIDR.
-    if let Some(first) = wanted_first {
-        tunnels.sort_by_key(|t| t.tunnel_inside_cidr() != Some(first));
-    }
+    tunnel::order(&mut tunnels, first_ip, cidrs);
     if let Some(o) = options {
         out.insert("static_routes_only".into(), Value::Bool(o.static_routes_only().unwrap_or(false)));
     }
@@ -324,7 +329,7 @@ impl AwsProvider {
                 .map_err(|x| sdk_error(address, x.into_service_error()))?
                 .vpn_gateways()
                 .iter()
-                .find(|g| matches!(g.state().map(|s| s.as_str()), Some("pending" | "available")))
+                .find(|g| live(g.state().map(|s| s.as_str())))
                 .and_then(|g| g.vpn_gateway_id().map(String::from)),
             T::AwsCustomerGateway => self
                 .ec2
@@ -335,7 +340,7 @@ impl AwsProvider {
                 .map_err(|x| sdk_error(address, x.into_service_error()))?
                 .customer_gateways()
                 .iter()
-                .find(|g| matches!(g.state(), Some("pending" | "available")))
+                .find(|g| live(g.state()))
                 .and_then(|g| g.customer_gateway_id().map(String::from)),
             T::AwsVpnConnection => self
                 .ec2
@@ -346,7 +351,7 @@ impl AwsProvider {
                 .map_err(|x| sdk_error(address, x.into_service_error()))?
                 .vpn_connections()
                 .iter()
-                .find(|c| matches!(c.state().map(|s| s.as_str()), Some("pending" | "available")))
+                .find(|c| live(c.state().map(|s| s.as_str())))
                 .and_then(|c| c.vpn_connection_id().map(String::from)),
             _ => None,
         })
@@ -600,13 +605,13 @@ impl AwsProvider {
         &self,
         a: &Address,
         id: &str,
-        wanted_first: Option<&str>,
+        cidrs: [Option<&str>; 2],
     ) -> Result<(Option<String>, Attributes), ProviderError> {
         let c = self.describe_connection(a, id).await?;
         let mut out = Attributes::new();
         out.insert("customer_gateway".into(), Value::string(c.customer_gateway_id().unwrap_or_default()));
         out.insert("vpn_gateway_id".into(), Value::string(c.vpn_gateway_id().unwrap_or_default()));
-        tunnel_outputs(&mut out, c.options(), c.vgw_telemetry(), wanted_first);
+        tunnel_outputs(&mut out, c.options(), c.vgw_telemetry(), None, cidrs);
         out.insert("tags".into(), tags_value(&tag_map(c.tags())));
         out.insert("id".into(), Value::string(id));
         Ok((c.state().map(|s| s.as_str().to_string()), out))
@@ -634,14 +639,12 @@ impl AwsProvider {
         &self,
         a: &Address,
         id: &str,
-        wanted_first: Option<&str>,
+        cidrs: [Option<&str>; 2],
     ) -> Result<(Vec<(tunnel::Tunnel, String)>, Option<String>), ProviderError> {
         let c = self.describe_connection(a, id).await?;
         let mut tunnels: Vec<&aws_sdk_ec2::types::TunnelOption> =
             c.options().map(|o| o.tunnel_options().iter().collect()).unwrap_or_default();
-        if let Some(first) = wanted_first {
-            tunnels.sort_by_key(|t| t.tunnel_inside_cidr() != Some(first));
-        }
+        tunnel::order(&mut tunnels, None, cidrs);
         let out = tunnels
             .into_iter()
             .map(|t| (tunnel::Tunnel::read(t), t.outside_ip_address().unwrap_or_default().to_string()))
@@ -652,7 +655,8 @@ impl AwsProvider {
     async fn vpn_connection(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
         let a = req.address;
         let attrs = req.attributes;
-        let first_cidr = str_attr(attrs, "tunnel1_inside_cidr");
+        let wanted = [str_attr(attrs, "tunnel1_inside_cidr"), str_attr(attrs, "tunnel2_inside_cidr")];
+        let cidrs = [wanted[0].as_deref(), wanted[1].as_deref()];
         let id = match req.id.map(String::from).or(self.existing_id(req.stack, a).await?) {
             Some(id) => id,
             None => {
@@ -683,15 +687,15 @@ impl AwsProvider {
             }
         };
         self.wait(a, "waiting for AWS to provision the VPN connection (typically 5-10 minutes)", progress, || async {
-            Ok(self.read_connection(a, &id, first_cidr.as_deref()).await?.0.as_deref() == Some("available"))
+            Ok(self.read_connection(a, &id, cidrs).await?.0.as_deref() == Some("available"))
         })
         .await?;
         // Every option the spec sets and the tunnel does not carry is sent, one tunnel at a time,
         // each modification waited out (the connection is `modifying` until it is applied) so
         // that the other tunnel carries traffic meanwhile and EC2 takes the next one.
-        let mut current = self.read_connection(a, &id, first_cidr.as_deref()).await?.1;
+        let mut current = self.read_connection(a, &id, cidrs).await?.1;
         for n in 1..=2u8 {
-            let (tunnels, _) = self.tunnels(a, &id, first_cidr.as_deref()).await?;
+            let (tunnels, _) = self.tunnels(a, &id, cidrs).await?;
             let Some(have) = tunnels.get(usize::from(n) - 1) else { continue };
             let want = tunnel::Tunnel::wanted(attrs, n);
             let changed = want.changed(&have.0);
@@ -713,13 +717,13 @@ impl AwsProvider {
             })
             .await?;
             self.wait(a, &format!("waiting for AWS to apply the change to tunnel {n}"), progress, || async {
-                Ok(self.read_connection(a, &id, first_cidr.as_deref()).await?.0.as_deref() == Some("available"))
+                Ok(self.read_connection(a, &id, cidrs).await?.0.as_deref() == Some("available"))
             })
             .await?;
-            current = self.read_connection(a, &id, first_cidr.as_deref()).await?.1;
+            current = self.read_connection(a, &id, cidrs).await?.1;
         }
         self.retag(a, &id, &tags_in(&current), &desired_tags(req.stack, a, attrs)).await?;
-        let (_, out) = self.read_connection(a, &id, first_cidr.as_deref()).await?;
+        let (_, out) = self.read_connection(a, &id, cidrs).await?;
         Ok(Observed { address: a.clone(), id, attributes: out })
     }
 
@@ -917,7 +921,7 @@ impl AwsProvider {
                     .await
                     .map_err(|x| sdk_error(a, x.into_service_error()))?;
                 self.wait(a, "waiting for the VPN connection to be deleted", progress, || async {
-                    Ok(matches!(self.read_connection(a, &id, None).await, Ok((Some(s), _)) if s == "deleted"))
+                    Ok(matches!(self.read_connection(a, &id, [None, None]).await, Ok((Some(s), _)) if s == "deleted"))
                 })
                 .await
             }
@@ -950,15 +954,15 @@ impl AwsProvider {
     /// Every live resource of `rtype` tagged with `stack`, and those state records (`known`:
     /// address and id) whatever their tags say now: a second describe with the ids as a filter
     /// (filters, unlike id lists, do not fail on an id that is gone).
-    async fn list(&self, stack: &str, rtype: T, known: &[(Address, String)]) -> Result<Vec<Observed>, ProviderError> {
+    async fn list(&self, stack: &str, rtype: T, known: &[Observed]) -> Result<Vec<Observed>, ProviderError> {
         let probe = Address::new(rtype, "refresh");
         let by_stack = || vec![filter(&format!("tag:{STACK_TAG}"), &[stack])];
         // The recorded id of each known resource, by the cloud object it names (an attachment's
         // and a propagation's id begin with their gateway's).
         let known_ids: Vec<(&Address, String)> = known
             .iter()
-            .filter(|(a, _)| a.rtype == rtype)
-            .map(|(a, id)| (a, id.split('/').next().unwrap_or_default().to_string()))
+            .filter(|k| k.address.rtype == rtype)
+            .map(|k| (&k.address, k.id.split('/').next().unwrap_or_default().to_string()))
             .collect();
         let by_id = |id: &str| known_ids.iter().find(|(_, k)| k == id).map(|(a, _)| (*a).clone());
         // The address a cloud object answers to: its tags, else the state record of its id.
@@ -972,7 +976,6 @@ impl AwsProvider {
             m.dedup();
             m
         };
-        let live = |s: Option<&str>| matches!(s, Some("pending" | "available"));
         let mut out = Vec::new();
         match rtype {
             T::AwsVpnGateway | T::AwsVpnGatewayAttachment | T::AwsRoutePropagation => {
@@ -1101,13 +1104,12 @@ impl AwsProvider {
                     let mut attrs = Attributes::new();
                     attrs.insert("customer_gateway".into(), Value::string(c.customer_gateway_id().unwrap_or_default()));
                     attrs.insert("vpn_gateway_id".into(), Value::string(c.vpn_gateway_id().unwrap_or_default()));
-                    // Tunnel order follows the inside CIDRs: the lower one is tunnel 1 in the plan.
-                    let mut cidrs: Vec<&str> = c
-                        .options()
-                        .map(|o| o.tunnel_options().iter().filter_map(|t| t.tunnel_inside_cidr()).collect())
-                        .unwrap_or_default();
-                    cidrs.sort();
-                    tunnel_outputs(&mut attrs, c.options(), c.vgw_telemetry(), cidrs.first().copied());
+                    // Tunnel 1 is the one state records as tunnel 1 (by its outside address), or,
+                    // for a connection state does not know, the one with the lower inside range.
+                    let recorded = known.iter().find(|k| k.address.rtype == rtype && k.id == id).map(|k| &k.attributes);
+                    let had = |k: &str| recorded.and_then(|r| r.get(k)).and_then(Value::as_str);
+                    let cidrs = [had("tunnel1_inside_cidr"), had("tunnel2_inside_cidr")];
+                    tunnel_outputs(&mut attrs, c.options(), c.vgw_telemetry(), had("tunnel1_address"), cidrs);
                     attrs.insert("tags".into(), tags_value(&tag_map(c.tags())));
                     attrs.insert("id".into(), Value::string(&id));
                     out.push(Observed { address: addr, id, attributes: attrs });
@@ -1145,7 +1147,7 @@ impl Provider for AwsProvider {
         &'a self,
         stack: &'a str,
         rtype: T,
-        known: &'a [(Address, String)],
+        known: &'a [Observed],
     ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
         Box::pin(self.list(stack, rtype, known))
     }

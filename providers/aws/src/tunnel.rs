@@ -240,6 +240,26 @@ macro_rules! set_options {
 }
 
 /// Every option of `t`, for CreateVpnConnection.
+/// Which of a connection's tunnels is tunnel 1, and which tunnel 2. EC2 lists them in no promised
+/// order, and an inside range can be changed by hand, so: the tunnel at the outside address
+/// recorded as tunnel 1 (fixed for the connection's life); else the one with tunnel 1's inside
+/// range; else the one without tunnel 2's; else the lower inside range.
+pub fn order(tunnels: &mut Vec<&aws_sdk_ec2::types::TunnelOption>, first_ip: Option<&str>, cidrs: [Option<&str>; 2]) {
+    let at = |want: Option<&str>, of: fn(&aws_sdk_ec2::types::TunnelOption) -> Option<&str>| {
+        want.and_then(|w| tunnels.iter().position(|t| of(t) == Some(w)))
+    };
+    let first = at(first_ip, |t| t.outside_ip_address())
+        .or_else(|| at(cidrs[0], |t| t.tunnel_inside_cidr()))
+        .or_else(|| at(cidrs[1], |t| t.tunnel_inside_cidr()).filter(|_| tunnels.len() == 2).map(|i| 1 - i));
+    match first {
+        Some(i) => {
+            let t = tunnels.remove(i);
+            tunnels.insert(0, t);
+        }
+        None => tunnels.sort_by_key(|t| t.tunnel_inside_cidr().map(String::from)),
+    }
+}
+
 pub fn create_spec(t: &Tunnel) -> VpnTunnelOptionsSpecification {
     set_options!(VpnTunnelOptionsSpecification::builder(), t, &|_| true)
 }
@@ -280,6 +300,31 @@ pub fn outputs(out: &mut Attributes, tunnels: &[Tunnel]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tunnel_one_is_found_by_its_recorded_address_then_by_the_ranges() {
+        let t = |ip: &str, cidr: &str| {
+            aws_sdk_ec2::types::TunnelOption::builder().outside_ip_address(ip).tunnel_inside_cidr(cidr).build()
+        };
+        // EC2 lists the tunnel whose range was changed by hand (to .30.0) second.
+        let (a, b) = (t("203.0.113.9", "169.254.22.0/30"), t("203.0.113.8", "169.254.30.0/30"));
+        let ips = |v: Vec<&aws_sdk_ec2::types::TunnelOption>| {
+            v.iter().map(|t| t.outside_ip_address().unwrap().to_string()).collect::<Vec<_>>()
+        };
+        let wanted = [Some("169.254.21.0/30"), Some("169.254.22.0/30")];
+        let mut v = vec![&a, &b];
+        order(&mut v, Some("203.0.113.8"), wanted);
+        assert_eq!(ips(v), ["203.0.113.8", "203.0.113.9"], "the recorded address wins");
+        let mut v = vec![&a, &b];
+        order(&mut v, None, wanted);
+        assert_eq!(ips(v), ["203.0.113.8", "203.0.113.9"], "not tunnel 2's range: tunnel 1");
+        let mut v = vec![&a, &b];
+        order(&mut v, None, [None, None]);
+        assert_eq!(ips(v), ["203.0.113.9", "203.0.113.8"], "unknown to state: the lower range first");
+        let mut v = vec![&b, &a];
+        order(&mut v, Some("198.51.100.1"), [Some("169.254.22.0/30"), None]);
+        assert_eq!(ips(v), ["203.0.113.9", "203.0.113.8"], "an address gone: tunnel 1's range");
+    }
 
     fn policy() -> Tunnel {
         Tunnel {

@@ -334,7 +334,7 @@ impl Provider for AzureProvider {
         &'a self,
         stack: &'a str,
         rtype: T,
-        known: &'a [(Address, String)],
+        known: &'a [Observed],
     ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
         let budget = Budget::starting_now(self.config.timeouts.refresh, "refresh");
         Box::pin(transport::within(budget, self.list(stack, rtype, known)))

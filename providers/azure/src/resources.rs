@@ -508,12 +508,7 @@ impl AzureProvider {
     /// Azure allows (see [`identify`] for the untaggable ones).
     /// Every live resource of `rtype` that state records (`known`, matched by id whatever its
     /// tags say now) or that is tagged with `stack`, in one list call per type where Azure allows.
-    pub(crate) async fn list(
-        &self,
-        stack: &str,
-        rtype: T,
-        known: &[(Address, String)],
-    ) -> Result<Vec<Observed>, ProviderError> {
+    pub(crate) async fn list(&self, stack: &str, rtype: T, known: &[Observed]) -> Result<Vec<Observed>, ProviderError> {
         let rg = self.config.resource_group.as_str();
         let sub = self.config.subscription_id.as_str();
         let n = &self.network;
@@ -526,7 +521,7 @@ impl AzureProvider {
         // ARM ids compare case-insensitively (resource group names, provider namespaces).
         let recorded = |j: &Json| -> Option<Address> {
             let id = j["id"].as_str()?;
-            known.iter().find(|(a, k)| a.rtype == rtype && k.eq_ignore_ascii_case(id)).map(|(a, _)| a.clone())
+            known.iter().find(|k| k.address.rtype == rtype && k.id.eq_ignore_ascii_case(id)).map(|k| k.address.clone())
         };
         let tagged = |items: Vec<Json>, read: fn(&Json) -> Attributes| -> Vec<Observed> {
             items
@@ -555,7 +550,7 @@ impl AzureProvider {
                     }
                 }
                 // A group state records that the tag filter missed (its tags were changed): by name.
-                for (_, id) in known.iter().filter(|(a, _)| a.rtype == rtype) {
+                for id in known.iter().filter(|k| k.address.rtype == rtype).map(|k| &k.id) {
                     let listed = groups.iter().any(|g| g["id"].as_str().is_some_and(|g| g.eq_ignore_ascii_case(id)));
                     let name = arm::leaf(id);
                     if listed || name.is_empty() {
@@ -583,8 +578,8 @@ impl AzureProvider {
                     let id = vnet["id"].as_str().unwrap_or_default();
                     let recorded_vnet = known
                         .iter()
-                        .find(|(a, k)| a.rtype == T::AzureVirtualNetwork && k.eq_ignore_ascii_case(id))
-                        .map(|(a, _)| a.clone());
+                        .find(|k| k.address.rtype == T::AzureVirtualNetwork && k.id.eq_ignore_ascii_case(id))
+                        .map(|k| k.address.clone());
                     let Some(vnet_address) = recorded_vnet.or_else(|| ours(vnet).then(|| address_of(vnet)).flatten())
                     else {
                         continue;

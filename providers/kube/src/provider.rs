@@ -249,7 +249,7 @@ impl KubeProvider {
 
     /// The objects of `rtype` labelled with `stack`, and those state records (`known`: address
     /// and `namespace/name`) that the label selector missed (their label was changed), by name.
-    async fn list(&self, stack: &str, rtype: T, known: &[(Address, String)]) -> Result<Vec<Observed>, ProviderError> {
+    async fn list(&self, stack: &str, rtype: T, known: &[Observed]) -> Result<Vec<Observed>, ProviderError> {
         let probe = Address::new(rtype, "refresh");
         let Some(ar) = resource(rtype) else { return Ok(Vec::new()) };
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
@@ -271,7 +271,7 @@ impl KubeProvider {
             }
             out.push(observe(o, address));
         }
-        for (address, id) in known.iter().filter(|(a, _)| a.rtype == rtype) {
+        for Observed { address, id, .. } in known.iter().filter(|k| k.address.rtype == rtype) {
             if out.iter().any(|o| &o.id == id) {
                 continue;
             }
@@ -323,7 +323,7 @@ impl Provider for KubeProvider {
         &'a self,
         stack: &'a str,
         rtype: T,
-        known: &'a [(Address, String)],
+        known: &'a [Observed],
     ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
         Box::pin(self.list(stack, rtype, known))
     }

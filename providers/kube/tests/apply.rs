@@ -165,7 +165,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     let unlabel = json!({ "metadata": { "labels": { "xcsp.io/stack": null } } });
     amt_api.patch(amt_name, &by_hand, &kube::api::Patch::Merge(unlabel)).await.unwrap();
     assert!(kube.refresh(&stack, T::K8sAzureMachineTemplate).await.unwrap().is_empty());
-    let known = vec![(amt.address.clone(), amt.id.clone())];
+    let known = vec![amt.clone()];
     let found = kube.refresh_known(&stack, T::K8sAzureMachineTemplate, &known).await.unwrap();
     assert_eq!(found.iter().map(|o| (&o.address, &o.id)).collect::<Vec<_>>(), vec![(&amt.address, &amt.id)]);
 

@@ -173,6 +173,7 @@ async fn resource_put(State(sim): S, Query(q): Query<IdQuery>, Json(body): Json<
         name,
         body,
         created_at: prev.as_ref().map(|p| p.created_at).unwrap_or(now),
+        changed_at: now,
         seq,
         op: None,
         secret: prev.and_then(|p| p.secret),

@@ -284,3 +284,77 @@ async fn modify_vpn_tunnel_options_holds_the_connection_in_modifying() {
     );
     assert_eq!(t[1].phase1_lifetime_seconds, Some(3000));
 }
+
+/// Options a request leaves unset come back as AWS runs them (its documented defaults), what
+/// ModifyVpnTunnelOptions sets is what Describe returns, and the customer gateway configuration
+/// document has the shape its readers parse (inside addresses of both ends, the prefix length in
+/// `network_cidr`, BGP ASN and hold time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unset_options_read_back_as_aws_defaults_and_the_configuration_document_has_its_real_shape() {
+    let server = sim(Profile::Instant);
+    let ec2 = ec2(&server.base_url);
+    let (cgw, vgw) = gateways(&ec2).await;
+    let tunnels = vec![
+        tunnel().tunnel_inside_cidr("169.254.21.0/30").phase2_lifetime_seconds(1800).build(),
+        tunnel().tunnel_inside_cidr("169.254.22.0/30").build(),
+    ];
+    let conn = create(&ec2, &cgw, &vgw, tunnels).await.unwrap().vpn_connection.unwrap();
+    let id = conn.vpn_connection_id.unwrap();
+    let read = || async {
+        let d = ec2.describe_vpn_connections().vpn_connection_ids(&id).send().await.unwrap();
+        d.vpn_connections.unwrap()[0].clone()
+    };
+    let c = read().await;
+    let t = c.options.clone().unwrap().tunnel_options.unwrap();
+    let first = t.iter().find(|t| t.tunnel_inside_cidr() == Some("169.254.21.0/30")).unwrap();
+    assert_eq!(first.phase1_lifetime_seconds(), Some(28800));
+    assert_eq!(first.phase2_lifetime_seconds(), Some(1800), "what was set");
+    assert_eq!(first.rekey_margin_time_seconds(), Some(270));
+    assert_eq!(first.rekey_fuzz_percentage(), Some(100));
+    assert_eq!(first.replay_window_size(), Some(1024));
+    assert_eq!(first.dpd_timeout_seconds(), Some(30));
+    assert_eq!(first.dpd_timeout_action(), Some("clear"));
+    assert_eq!(first.startup_action(), Some("add"));
+    let values = |v: Vec<Option<&str>>| v.into_iter().flatten().map(String::from).collect::<Vec<_>>();
+    assert_eq!(
+        values(first.phase1_encryption_algorithms().iter().map(|a| a.value()).collect()),
+        ["AES128", "AES256", "AES128-GCM-16", "AES256-GCM-16"]
+    );
+    assert_eq!(values(first.ike_versions().iter().map(|a| a.value()).collect()), ["ikev1", "ikev2"]);
+    assert_eq!(first.phase2_dh_group_numbers().len(), 13, "2, 5 and 14-24");
+
+    let ip = first.outside_ip_address().unwrap().to_string();
+    let spec = ModifyVpnTunnelOptionsSpecification::builder()
+        .dpd_timeout_action("restart")
+        .startup_action("start")
+        .dpd_timeout_seconds(45)
+        .build();
+    ec2.modify_vpn_tunnel_options()
+        .vpn_connection_id(&id)
+        .vpn_tunnel_outside_ip_address(&ip)
+        .tunnel_options(spec)
+        .send()
+        .await
+        .unwrap();
+    let t = read().await.options.unwrap().tunnel_options.unwrap();
+    let first = t.iter().find(|t| t.outside_ip_address() == Some(ip.as_str())).unwrap();
+    assert_eq!(
+        (first.dpd_timeout_action(), first.startup_action(), first.dpd_timeout_seconds()),
+        (Some("restart"), Some("start"), Some(45))
+    );
+    assert_eq!(first.phase2_lifetime_seconds(), Some(1800), "untouched options stay");
+
+    let doc = c.customer_gateway_configuration.unwrap();
+    let tunnel_doc =
+        doc.split("<ipsec_tunnel>").find(|s| s.contains(&format!("<ip_address>{ip}</ip_address>"))).unwrap();
+    let end = |side: &str| {
+        tunnel_doc.split(&format!("<{side}>")).nth(1).unwrap().split(&format!("</{side}>")).next().unwrap().to_string()
+    };
+    let (customer, aws) = (end("customer_gateway"), end("vpn_gateway"));
+    assert!(customer.contains("<tunnel_outside_address><ip_address>198.51.100.7</ip_address>"), "{customer}");
+    assert!(customer.contains("<tunnel_inside_address><ip_address>169.254.21.2</ip_address><network_mask>255.255.255.252</network_mask><network_cidr>30</network_cidr>"), "{customer}");
+    assert!(customer.contains("<bgp><asn>65010</asn><hold_time>30</hold_time></bgp>"), "{customer}");
+    assert!(aws.contains("<tunnel_inside_address><ip_address>169.254.21.1</ip_address>"), "{aws}");
+    assert!(aws.contains("<bgp><asn>64512</asn><hold_time>30</hold_time></bgp>"), "{aws}");
+    assert!(tunnel_doc.contains("<pre_shared_key>"), "{tunnel_doc}");
+}

@@ -290,6 +290,7 @@ fn put(store: &mut Store, ctx: &Ctx, scope: &str, name: &str) -> Result<Reply, A
         name: name.to_string(),
         body: out.clone(),
         created_at: ctx.now,
+        changed_at: ctx.now,
         seq,
         op: None,
         secret: None,

@@ -152,6 +152,7 @@ fn rg_put(store: &mut Store, ctx: &Ctx, sub: &str, rg: &str) -> Result<Reply, Ar
         name,
         body: out.clone(),
         created_at: ctx.now,
+        changed_at: ctx.now,
         seq,
         op: None,
         secret: None,
@@ -522,6 +523,7 @@ fn put(
         name,
         body: stored,
         created_at: existing.as_ref().map(|e| e.created_at).unwrap_or(ctx.now),
+        changed_at: ctx.now,
         seq,
         op: None,
         secret,
@@ -554,6 +556,7 @@ fn put(
                 name: cname,
                 body: cbody,
                 created_at: prev.as_ref().map(|p| p.created_at).unwrap_or(ctx.now),
+                changed_at: ctx.now,
                 seq: cseq,
                 op: None,
                 secret: None,
@@ -810,7 +813,9 @@ fn shared_key_put(store: &mut Store, ctx: &Ctx, sub: &str, rg: &str, connection:
     for gw in &gateways {
         busy(store, ctx, gw, &a.id)?;
     }
-    store.get_mut(&a.key).expect("exists").secret = Some(value.clone());
+    let stored = store.get_mut(&a.key).expect("exists");
+    stored.secret = Some(value.clone());
+    stored.changed_at = ctx.now;
     let loc = location_of(store, &a.key);
     let op = start_op(
         store,

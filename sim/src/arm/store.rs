@@ -35,6 +35,8 @@ pub struct Resource {
     /// The body as GET returns it, except embedded children and computed back-references.
     pub body: Value,
     pub created_at: Instant,
+    /// The last write to it (a PUT, a shared key): a tunnel renegotiates from here.
+    pub changed_at: Instant,
     pub seq: u64,
     /// The operation in flight on this resource, if any.
     pub op: Option<String>,

@@ -63,9 +63,21 @@ fn aws_name(azure: &str) -> &str {
     }
 }
 
-/// Does AWS's offered list accept Azure's choice? An empty list is AWS's defaults (all of them).
+/// Does AWS's offered list (the tunnel's effective options: an unset list is AWS's default set,
+/// never "anything") accept Azure's choice?
 fn offers(list: &[String], azure: &str) -> bool {
-    list.is_empty() || list.iter().any(|v| v.eq_ignore_ascii_case(aws_name(azure)))
+    list.iter().any(|v| v.eq_ignore_ascii_case(aws_name(azure)))
+}
+
+/// Azure's IPsec integrity against AWS's phase 2 offer. A GCM integrity (`GCMAES128/192/256`)
+/// is the GCM cipher's own authentication, which Azure requires to match the encryption
+/// (Microsoft Learn, "IPsec/IKE policy for S2S VPN": "GCM ... must be used for both IPsec
+/// encryption and integrity"); AWS then negotiates no separate integrity algorithm.
+fn offers_integrity(p2_int: &[String], p2_enc: &[String], azure: &str) -> bool {
+    if azure.starts_with("GCMAES") {
+        return offers(p2_enc, azure);
+    }
+    offers(p2_int, azure)
 }
 
 fn judge(
@@ -75,15 +87,40 @@ fn judge(
     cgw: Option<&Cgw>,
     vgw: Option<&Vgw>,
 ) -> (Result<(), String>, Option<String>) {
-    let Some(lng) = of_type(store, "Microsoft.Network/localNetworkGateways")
-        .find(|l| l.body["properties"]["gatewayIpAddress"].as_str() == Some(t.outside_ip.as_str()))
-    else {
-        return (Err(format!("no Azure local network gateway points at {}", t.outside_ip)), None);
+    let t = &t.effective();
+    // Twins are a reason, never hidden: two Azure ends for one AWS tunnel address is a broken
+    // link whichever of them IKE happens to reach.
+    let lngs: Vec<_> = of_type(store, "Microsoft.Network/localNetworkGateways")
+        .filter(|l| l.body["properties"]["gatewayIpAddress"].as_str() == Some(t.outside_ip.as_str()))
+        .collect();
+    let lng = match lngs.as_slice() {
+        [] => return (Err(format!("no Azure local network gateway points at {}", t.outside_ip)), None),
+        [one] => *one,
+        many => {
+            let names: Vec<&str> = many.iter().map(|l| l.name.as_str()).collect();
+            return (
+                Err(format!("{} Azure local network gateways point at {}: {names:?}", many.len(), t.outside_ip)),
+                None,
+            );
+        }
     };
-    let Some(az) = of_type(store, "Microsoft.Network/connections").find(|c| {
-        c.body["properties"]["localNetworkGateway2"]["id"].as_str().is_some_and(|id| id.eq_ignore_ascii_case(&lng.id))
-    }) else {
-        return (Err(format!("no Azure connection uses local network gateway {}", lng.name)), None);
+    let azs: Vec<_> = of_type(store, "Microsoft.Network/connections")
+        .filter(|c| {
+            c.body["properties"]["localNetworkGateway2"]["id"]
+                .as_str()
+                .is_some_and(|id| id.eq_ignore_ascii_case(&lng.id))
+        })
+        .collect();
+    let az = match azs.as_slice() {
+        [] => return (Err(format!("no Azure connection uses local network gateway {}", lng.name)), None),
+        [one] => *one,
+        many => {
+            let names: Vec<&str> = many.iter().map(|c| c.name.as_str()).collect();
+            return (
+                Err(format!("{} Azure connections use local network gateway {}: {names:?}", many.len(), lng.name)),
+                None,
+            );
+        }
     };
     let named = Some(az.id.clone());
     let p = &az.body["properties"];
@@ -94,6 +131,31 @@ fn judge(
         return (Err(format!("Azure connection {} has no gateway", az.name)), named);
     };
     let gp = &gw.body["properties"];
+    // A gateway being updated or left Failed carries no tunnel.
+    if gp["provisioningState"].as_str() != Some("Succeeded") {
+        return (
+            Err(format!(
+                "Azure gateway {} is {}",
+                gw.name,
+                gp["provisioningState"].as_str().unwrap_or("not provisioned")
+            )),
+            named,
+        );
+    }
+    // Routing agrees on both sides: BGP on the AWS connection (not StaticRoutesOnly) needs BGP on
+    // the Azure connection, and the other way round.
+    let azure_bgp = p["enableBgp"].as_bool().unwrap_or(false);
+    if azure_bgp == conn.static_only {
+        return (
+            Err(format!(
+                "routing differs: the AWS connection is {}, Azure connection {} has BGP {}",
+                if conn.static_only { "static" } else { "dynamic (BGP)" },
+                az.name,
+                if azure_bgp { "on" } else { "off" }
+            )),
+            named,
+        );
+    }
     let gateway_ips: Vec<String> = gp["ipConfigurations"]
         .as_array()
         .into_iter()
@@ -124,6 +186,14 @@ fn judge(
             (&t.p2_enc, "ipsecEncryption", "phase 2 encryption"),
             (&t.p2_dh, "pfsGroup", "phase 2 DH group"),
         ];
+        if let Some(choice) = policy["ipsecIntegrity"].as_str()
+            && !offers_integrity(&t.p2_int, &t.p2_enc, choice)
+        {
+            return (
+                Err(format!("no common phase 2 integrity: Azure wants {choice}, AWS offers {:?}", t.p2_int)),
+                named,
+            );
+        }
         for (list, field, what) in checks {
             if let Some(choice) = policy[field].as_str()
                 && !offers(list, choice)
@@ -144,15 +214,28 @@ fn judge(
                 named,
             );
         }
-        let custom: Vec<&str> = p["gatewayCustomBgpIpAddresses"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["customBgpIpAddress"].as_str())
-            .collect();
-        if !custom.contains(&azure_inside.as_str()) {
+        // The APIPA address Azure peers from is the one given for the gateway instance (IP
+        // configuration) whose public address the customer gateway names: that instance is
+        // the end of this tunnel.
+        let instance = gp["ipConfigurations"].as_array().into_iter().flatten().find(|c| {
+            c["properties"]["publicIPAddress"]["id"]
+                .as_str()
+                .and_then(|id| by_id(store, id))
+                .and_then(|pip| pip.body["properties"]["ipAddress"].as_str())
+                == Some(cgw.ip.as_str())
+        });
+        let custom = p["gatewayCustomBgpIpAddresses"].as_array().into_iter().flatten().find(|c| {
+            let config = c["ipConfigurationId"].as_str().unwrap_or_default();
+            instance.and_then(|i| i["id"].as_str()).is_some_and(|id| id.eq_ignore_ascii_case(config))
+        });
+        let custom = custom.and_then(|c| c["customBgpIpAddress"].as_str());
+        if custom != Some(azure_inside.as_str()) {
             return (
-                Err(format!("Azure's BGP address is not {azure_inside}, the tunnel's customer-side inside address")),
+                Err(format!(
+                    "Azure's BGP address on the instance at {} is {}, not {azure_inside}, the tunnel's customer-side inside address",
+                    cgw.ip,
+                    custom.unwrap_or("unset")
+                )),
                 named,
             );
         }
@@ -171,7 +254,6 @@ fn judge(
             );
         }
     }
-    let _ = conn;
     (Ok(()), named)
 }
 
@@ -187,11 +269,13 @@ pub fn verdicts(sim: &Sim) -> Vec<Verdict> {
             let (result, azure) = judge(&store, conn, t, vpn.cgws.get(&conn.cgw), vpn.vgws.get(&conn.vgw));
             let (up, reason) = match result {
                 Ok(()) => {
+                    // Negotiation starts over from the last change on either end.
                     let since = azure
                         .as_deref()
                         .and_then(|id| by_id(&store, id))
-                        .map(|a| a.created_at.max(conn.life.ready))
-                        .unwrap_or(conn.life.ready);
+                        .map(|a| a.changed_at.max(conn.life.ready))
+                        .unwrap_or(conn.life.ready)
+                        .max(t.changed_at.unwrap_or(conn.life.ready));
                     if now >= since + negotiation {
                         (true, "IPsec and BGP established".to_string())
                     } else {
@@ -229,4 +313,203 @@ pub fn azure_status(sim: &Sim) -> BTreeMap<String, &'static str> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::arm::kinds::{self, Kind};
+    use crate::arm::store::{ResKind, Resource};
+    use crate::aws::vpn::Life;
+
+    const RG: &str = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network";
+
+    fn put(store: &mut Store, kind: &'static Kind, segment: &str, name: &str, properties: Value) -> String {
+        let id = format!("{RG}/{segment}/{name}");
+        let now = Instant::now();
+        let secret = (segment == "connections").then(|| "Key_shared_by_both_1".to_string());
+        store.insert(Resource {
+            id: id.clone(),
+            kind: ResKind::Typed(kind),
+            name: name.into(),
+            body: json!({ "id": id, "name": name, "properties": properties }),
+            created_at: now,
+            changed_at: now,
+            seq: 0,
+            op: None,
+            secret,
+        });
+        id
+    }
+
+    /// A link that negotiates: an active-active Azure gateway (instances at 192.0.2.1 and
+    /// 192.0.2.2), the AWS tunnel at 203.0.113.10 facing the first instance, a local network
+    /// gateway and a BGP connection with the APIPA address on that instance.
+    fn world() -> (Store, Conn, Cgw, Vgw) {
+        let mut store = Store::default();
+        let pip = |store: &mut Store, name: &str, ip: &str| {
+            put(
+                store,
+                &kinds::PUBLIC_IP,
+                "publicIPAddresses",
+                name,
+                json!({ "ipAddress": ip, "provisioningState": "Succeeded" }),
+            )
+        };
+        let (a, b) = (pip(&mut store, "a", "192.0.2.1"), pip(&mut store, "b", "192.0.2.2"));
+        let gw = format!("{RG}/virtualNetworkGateways/gw");
+        put(
+            &mut store,
+            &kinds::VNG,
+            "virtualNetworkGateways",
+            "gw",
+            json!({
+                "provisioningState": "Succeeded",
+                "bgpSettings": { "asn": 65010 },
+                "ipConfigurations": [
+                    { "id": format!("{gw}/ipConfigurations/one"), "properties": { "publicIPAddress": { "id": a } } },
+                    { "id": format!("{gw}/ipConfigurations/two"), "properties": { "publicIPAddress": { "id": b } } }
+                ]
+            }),
+        );
+        let lng = put(
+            &mut store,
+            &kinds::LNG,
+            "localNetworkGateways",
+            "lng",
+            json!({ "gatewayIpAddress": "203.0.113.10", "bgpSettings": { "asn": 64512, "bgpPeeringAddress": "169.254.21.1" } }),
+        );
+        put(
+            &mut store,
+            &kinds::CONNECTION,
+            "connections",
+            "conn",
+            json!({
+                "provisioningState": "Succeeded",
+                "enableBgp": true,
+                "connectionProtocol": "IKEv2",
+                "virtualNetworkGateway1": { "id": gw },
+                "localNetworkGateway2": { "id": lng },
+                "ipsecPolicies": [{
+                    "ikeEncryption": "GCMAES256", "ikeIntegrity": "SHA384", "dhGroup": "ECP384",
+                    "ipsecEncryption": "GCMAES256", "ipsecIntegrity": "GCMAES256", "pfsGroup": "ECP384",
+                    "saLifeTimeSeconds": 3600
+                }],
+                "gatewayCustomBgpIpAddresses": [
+                    { "ipConfigurationId": format!("{gw}/ipConfigurations/one"), "customBgpIpAddress": "169.254.21.2" },
+                    { "ipConfigurationId": format!("{gw}/ipConfigurations/two"), "customBgpIpAddress": "169.254.22.2" }
+                ]
+            }),
+        );
+        let now = Instant::now();
+        let tunnel = Tunnel {
+            outside_ip: "203.0.113.10".into(),
+            inside_cidr: "169.254.21.0/30".into(),
+            psk: "Key_shared_by_both_1".into(),
+            ..Default::default()
+        };
+        let conn = Conn {
+            id: "vpn-1".into(),
+            cgw: "cgw-1".into(),
+            vgw: "vgw-1".into(),
+            static_only: false,
+            tunnels: [tunnel.clone(), Tunnel { outside_ip: "203.0.113.11".into(), ..tunnel }],
+            routes: Default::default(),
+            life: Life::new(now, Duration::ZERO),
+            modifying_until: None,
+            tags: vec![],
+        };
+        let cgw = Cgw {
+            id: "cgw-1".into(),
+            ip: "192.0.2.1".into(),
+            asn: 65010,
+            extended: false,
+            device_name: None,
+            life: Life::new(now, Duration::ZERO),
+            tags: vec![],
+        };
+        let vgw = Vgw {
+            id: "vgw-1".into(),
+            asn: 64512,
+            life: Life::new(now, Duration::ZERO),
+            attachment: None,
+            tags: vec![],
+        };
+        (store, conn, cgw, vgw)
+    }
+
+    fn verdict(store: &Store, conn: &Conn, cgw: &Cgw, vgw: &Vgw) -> Result<(), String> {
+        judge(store, conn, &conn.tunnels[0], Some(cgw), Some(vgw)).0
+    }
+
+    fn edit(store: &mut Store, name: &str, f: impl FnOnce(&mut Value)) {
+        let r = store.resources.values_mut().find(|r| r.name == name).expect("a resource of that name");
+        f(&mut r.body["properties"]);
+    }
+
+    #[test]
+    fn a_link_whose_ends_agree_negotiates_and_gcm_integrity_needs_no_aws_integrity() {
+        let (store, mut conn, cgw, vgw) = world();
+        assert_eq!(verdict(&store, &conn, &cgw, &vgw), Ok(()));
+        // AWS offers only SHA2-256 for phase 2 integrity: GCM's own integrity still agrees.
+        conn.tunnels[0].p2_int = vec!["SHA2-256".into()];
+        assert_eq!(verdict(&store, &conn, &cgw, &vgw), Ok(()));
+    }
+
+    #[test]
+    fn each_disagreement_keeps_the_tunnel_down_with_its_reason() {
+        let cases: Vec<(&str, Box<dyn Fn(&mut Store, &mut Conn)>)> = vec![
+            (
+                "2 Azure local network gateways point at 203.0.113.10",
+                Box::new(|s, _| {
+                    put(s, &kinds::LNG, "localNetworkGateways", "twin", json!({ "gatewayIpAddress": "203.0.113.10" }));
+                }),
+            ),
+            (
+                "Azure gateway gw is Updating",
+                Box::new(|s, _| edit(s, "gw", |p| p["provisioningState"] = json!("Updating"))),
+            ),
+            (
+                "Azure gateway gw is Failed",
+                Box::new(|s, _| edit(s, "gw", |p| p["provisioningState"] = json!("Failed"))),
+            ),
+            ("routing differs", Box::new(|s, _| edit(s, "conn", |p| p["enableBgp"] = json!(false)))),
+            ("routing differs", Box::new(|_, c| c.static_only = true)),
+            (
+                "Azure's BGP address on the instance at 192.0.2.1 is 169.254.22.2",
+                Box::new(|s, _| {
+                    edit(s, "conn", |p| {
+                        p["gatewayCustomBgpIpAddresses"][0]["customBgpIpAddress"] = json!("169.254.22.2");
+                        p["gatewayCustomBgpIpAddresses"][1]["customBgpIpAddress"] = json!("169.254.21.2");
+                    })
+                }),
+            ),
+            (
+                "no common phase 2 integrity: Azure wants SHA256",
+                Box::new(|s, c| {
+                    edit(s, "conn", |p| {
+                        p["ipsecPolicies"][0]["ipsecEncryption"] = json!("AES256");
+                        p["ipsecPolicies"][0]["ipsecIntegrity"] = json!("SHA256");
+                    });
+                    c.tunnels[0].p2_int = vec!["SHA2-384".into()];
+                }),
+            ),
+            // An AWS list left unset is AWS's default set, which has no DH group 1.
+            (
+                "no common phase 1 DH group: Azure wants DHGroup1",
+                Box::new(|s, _| edit(s, "conn", |p| p["ipsecPolicies"][0]["dhGroup"] = json!("DHGroup1"))),
+            ),
+            ("pre-shared keys differ", Box::new(|_, c| c.tunnels[0].psk = "Another_key_1".into())),
+        ];
+        for (reason, change) in cases {
+            let (mut store, mut conn, cgw, vgw) = world();
+            change(&mut store, &mut conn);
+            let got = verdict(&store, &conn, &cgw, &vgw);
+            assert!(got.as_ref().is_err_and(|e| e.contains(reason)), "{reason}: {got:?}");
+        }
+    }
 }

@@ -80,7 +80,18 @@ pub struct Tunnel {
     pub dpd_timeout: Option<i64>,
     pub dpd_action: Option<String>,
     pub startup_action: Option<String>,
+    /// When the last ModifyVpnTunnelOptions took effect: the tunnel renegotiates from there.
+    pub changed_at: Option<Instant>,
 }
+
+/// The algorithm values `VpnTunnelOptionsSpecification` accepts. An option left unset permits
+/// all of them: they are AWS's defaults (Site-to-Site VPN User Guide, "Tunnel options for your
+/// Site-to-Site VPN connection"), and DescribeVpnConnections lists them.
+pub const ENCRYPTION: &[&str] = &["AES128", "AES256", "AES128-GCM-16", "AES256-GCM-16"];
+pub const INTEGRITY: &[&str] = &["SHA1", "SHA2-256", "SHA2-384", "SHA2-512"];
+pub const P1_DH: &[&str] = &["2", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24"];
+pub const P2_DH: &[&str] = &["2", "5", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24"];
+pub const IKE: &[&str] = &["ikev1", "ikev2"];
 
 #[derive(Debug, Clone)]
 pub struct Conn {
@@ -178,6 +189,34 @@ fn invalid_option(name: &str, value: impl std::fmt::Display, want: &str) -> Ec2E
 impl Tunnel {
     /// Sets the options present in `t` (one tunnel's `VpnTunnelOptionsSpecification` or
     /// `ModifyVpnTunnelOptionsSpecification` parameters); absent ones keep their value.
+    /// The tunnel as AWS runs it and DescribeVpnConnections reports it: every option the request
+    /// left unset at AWS's default (EC2 API reference, `VpnTunnelOptionsSpecification`: phase 1
+    /// 28800 s, phase 2 3600 s, rekey margin 270 s, rekey fuzz 100 %, replay window 1024, DPD
+    /// timeout 30 s, DPD action `clear`, startup action `add`; the algorithm lists above).
+    pub fn effective(&self) -> Tunnel {
+        let list = |v: &Vec<String>, all: &[&str]| {
+            if v.is_empty() { all.iter().map(|s| s.to_string()).collect() } else { v.clone() }
+        };
+        Tunnel {
+            ike_versions: list(&self.ike_versions, IKE),
+            p1_enc: list(&self.p1_enc, ENCRYPTION),
+            p1_int: list(&self.p1_int, INTEGRITY),
+            p1_dh: list(&self.p1_dh, P1_DH),
+            p2_enc: list(&self.p2_enc, ENCRYPTION),
+            p2_int: list(&self.p2_int, INTEGRITY),
+            p2_dh: list(&self.p2_dh, P2_DH),
+            p1_lifetime: self.p1_lifetime.or(Some(28_800)),
+            p2_lifetime: self.p2_lifetime.or(Some(3_600)),
+            rekey_margin: self.rekey_margin.or(Some(270)),
+            rekey_fuzz: self.rekey_fuzz.or(Some(100)),
+            replay_window: self.replay_window.or(Some(1_024)),
+            dpd_timeout: self.dpd_timeout.or(Some(30)),
+            dpd_action: self.dpd_action.clone().or(Some("clear".into())),
+            startup_action: self.startup_action.clone().or(Some("add".into())),
+            ..self.clone()
+        }
+    }
+
     fn apply(&mut self, t: &Params) -> Result<(), Ec2Error> {
         let values = |name: &str| -> Option<Vec<String>> {
             let v: Vec<String> = t.members(name).iter().filter_map(|m| m.get("Value").map(String::from)).collect();
@@ -280,12 +319,8 @@ impl Tunnel {
         if let Some(a) = &self.startup_action {
             one_of("StartupAction", a, &["add", "start"])?;
         }
-        const ENCRYPTION: &[&str] = &["AES128", "AES256", "AES128-GCM-16", "AES256-GCM-16"];
-        const INTEGRITY: &[&str] = &["SHA1", "SHA2-256", "SHA2-384", "SHA2-512"];
-        const P1_DH: &[&str] = &["2", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24"];
-        const P2_DH: &[&str] = &["2", "5", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24"];
         let lists: [(&str, &Vec<String>, &[&str]); 7] = [
-            ("IKEVersions", &self.ike_versions, &["ikev1", "ikev2"]),
+            ("IKEVersions", &self.ike_versions, IKE),
             ("Phase1EncryptionAlgorithms", &self.p1_enc, ENCRYPTION),
             ("Phase2EncryptionAlgorithms", &self.p2_enc, ENCRYPTION),
             ("Phase1IntegrityAlgorithms", &self.p1_int, INTEGRITY),
@@ -721,7 +756,8 @@ impl VpnStore {
             .leaf("vpnGatewayId", &c.vgw)
             .leaf("customerGatewayConfiguration", self.config_document(c));
         x.open("options").leaf("staticRoutesOnly", c.static_only).open("tunnelOptionSet");
-        for t in &c.tunnels {
+        for t in c.tunnels.iter().map(Tunnel::effective) {
+            let t = &t;
             x.open("item")
                 .leaf("outsideIpAddress", &t.outside_ip)
                 .leaf("tunnelInsideCidr", &t.inside_cidr)
@@ -784,14 +820,44 @@ impl VpnStore {
         x.tags(&c.tags);
     }
 
-    /// The configuration document a customer downloads: generated from this connection (moto
-    /// returns one fixed template for every connection).
+    /// The configuration document a customer downloads (`CustomerGatewayConfiguration`), generated
+    /// from this connection (moto returns one fixed template for every connection). It has the
+    /// shape its readers parse (terraform-provider-aws reads, per `ipsec_tunnel`, `vpn_gateway` and
+    /// `customer_gateway` `tunnel_outside_address/ip_address` and `tunnel_inside_address/ip_address`,
+    /// `vpn_gateway/bgp/asn` and `hold_time`, and `ike/pre_shared_key`): the inside addresses are
+    /// the /30's first two hosts (AWS's end first), `network_cidr` is the prefix length and
+    /// `network_mask` the dotted mask, and BGP (hold time 30 s) appears only on dynamic
+    /// connections. The generic document's algorithm names and device hints are not emulated.
     fn config_document(&self, c: &Conn) -> String {
-        let mut doc = format!("<vpn_connection id=\"{}\">", c.id);
-        for t in &c.tunnels {
+        let cgw = self.cgws.get(&c.cgw);
+        let vgw_asn = self.vgws.get(&c.vgw).map(|g| g.asn).unwrap_or_default();
+        let inside = |cidr: &str, n: u32| -> (String, u8) {
+            let net: ipnet::Ipv4Net = cidr.parse().unwrap_or_else(|_| "169.254.0.0/30".parse().expect("a network"));
+            (std::net::Ipv4Addr::from(u32::from(net.network()) + n).to_string(), net.prefix_len())
+        };
+        let end = |outside: &str, (address, prefix): (String, u8), asn: i64| {
+            let mask = std::net::Ipv4Addr::from(u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0));
+            let bgp = if c.static_only {
+                String::new()
+            } else {
+                format!("<bgp><asn>{asn}</asn><hold_time>30</hold_time></bgp>")
+            };
+            format!(
+                "<tunnel_outside_address><ip_address>{outside}</ip_address></tunnel_outside_address><tunnel_inside_address><ip_address>{address}</ip_address><network_mask>{mask}</network_mask><network_cidr>{prefix}</network_cidr></tunnel_inside_address>{bgp}"
+            )
+        };
+        let mut doc = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<vpn_connection id=\"{}\"><customer_gateway_id>{}</customer_gateway_id><vpn_gateway_id>{}</vpn_gateway_id><vpn_connection_type>ipsec.1</vpn_connection_type>",
+            c.id, c.cgw, c.vgw
+        );
+        for t in c.tunnels.iter().map(Tunnel::effective) {
             doc.push_str(&format!(
-                "<ipsec_tunnel><vpn_gateway><tunnel_outside_address><ip_address>{}</ip_address></tunnel_outside_address><tunnel_inside_address><network_cidr>{}</network_cidr></tunnel_inside_address></vpn_gateway><ike><pre_shared_key>{}</pre_shared_key></ike></ipsec_tunnel>",
-                t.outside_ip, t.inside_cidr, t.psk
+                "<ipsec_tunnel><customer_gateway>{}</customer_gateway><vpn_gateway>{}</vpn_gateway><ike><lifetime>{}</lifetime><pre_shared_key>{}</pre_shared_key></ike><ipsec><protocol>esp</protocol><lifetime>{}</lifetime><mode>tunnel</mode></ipsec></ipsec_tunnel>",
+                end(cgw.map(|g| g.ip.as_str()).unwrap_or_default(), inside(&t.inside_cidr, 2), cgw.map(|g| g.asn).unwrap_or_default()),
+                end(&t.outside_ip, inside(&t.inside_cidr, 1), vgw_asn),
+                t.p1_lifetime.unwrap_or_default(),
+                t.psk,
+                t.p2_lifetime.unwrap_or_default(),
             ));
         }
         doc.push_str("</vpn_connection>");
@@ -876,6 +942,7 @@ impl VpnStore {
         if changed.inside_cidr != tunnel.inside_cidr {
             check_inside_cidr(&changed.inside_cidr)?;
         }
+        changed.changed_at = Some(modifying);
         *tunnel = changed;
         c.modifying_until = Some(modifying);
         let mut x = Xml::default();

@@ -14,8 +14,9 @@ struct Args {
     /// Latency profile: instant, fast or realistic.
     #[arg(long, default_value = "fast", env = "XCSP_SIM_LATENCY")]
     latency: Profile,
-    /// Multiplier of realistic durations in the fast profile (default 1/600).
-    #[arg(long)]
+    /// Multiplier of realistic durations in the fast profile (default 1/600): a number or a
+    /// fraction (`0.05`, `1/60`), above 0 and at most 1. Only with `--latency fast`.
+    #[arg(long, value_parser = time_scale)]
     time_scale: Option<f64>,
     /// Turn ARM throttling off.
     #[arg(long)]
@@ -40,8 +41,29 @@ struct Args {
     kube_token: Option<String>,
 }
 
+/// `F` or `N/D`, in (0, 1].
+fn time_scale(text: &str) -> Result<f64, String> {
+    let number = |t: &str| t.trim().parse::<f64>().map_err(|_| format!("'{t}' is not a number"));
+    let value = match text.split_once('/') {
+        Some((n, d)) => number(n)? / number(d)?,
+        None => number(text)?,
+    };
+    if value.is_finite() && value > 0.0 && value <= 1.0 {
+        Ok(value)
+    } else {
+        Err(format!("'{text}' is not above 0 and at most 1 (realistic durations times this)"))
+    }
+}
+
 fn main() {
     let args = Args::parse();
+    // A flag the profile cannot honour is an error, never silently ignored: only `fast` scales.
+    if args.time_scale.is_some() && args.latency != Profile::Fast {
+        eprintln!(
+            "xcsp-sim: --time-scale applies to --latency fast only (realistic runs at real durations, instant takes none)"
+        );
+        std::process::exit(2);
+    }
     let mut config = SimConfig::default();
     config.latency.profile = args.latency;
     if let Some(s) = args.time_scale {

@@ -74,3 +74,36 @@ fn the_binary_writes_a_kubeconfig_whose_token_the_kubernetes_api_accepts() {
     let _ = std::fs::remove_file(&path);
     result.unwrap();
 }
+
+#[test]
+fn time_scale_takes_a_fraction_and_is_refused_where_it_cannot_apply() {
+    let run = |args: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_xcsp-sim"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("xcsp-sim starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        (line, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    // As BENCHMARKS.md writes it: served, with the scale it says.
+    let (line, _) = run(&["--latency", "fast", "--time-scale", "1/60", "--no-throttle"]);
+    let base = line.trim().strip_prefix("xcsp-sim listening on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
+    assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+    for (args, says) in [
+        (&["--latency", "realistic", "--time-scale", "0.1"][..], "--latency fast only"),
+        (&["--latency", "instant", "--time-scale", "1/60"][..], "--latency fast only"),
+        (&["--time-scale", "0"][..], "not above 0"),
+        (&["--time-scale", "2"][..], "at most 1"),
+        (&["--time-scale", "one/60"][..], "not a number"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_xcsp-sim")).args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}

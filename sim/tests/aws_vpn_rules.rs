@@ -358,3 +358,69 @@ async fn unset_options_read_back_as_aws_defaults_and_the_configuration_document_
     assert!(aws.contains("<bgp><asn>64512</asn><hold_time>30</hold_time></bgp>"), "{aws}");
     assert!(tunnel_doc.contains("<pre_shared_key>"), "{tunnel_doc}");
 }
+
+/// A gateway detached from its VPC is `detaching` before `detached`, and neither it nor its
+/// customer gateway can be deleted while a VPN connection of theirs is still `deleting` (the
+/// realistic profile on the world clock; moto holds the VPC).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detaching_and_deleting_connections_hold_their_gateways() {
+    let moto = xcsp_sim::aws::Moto::start().unwrap_or_else(|e| panic!("this test needs moto: {e}"));
+    let server = sim(Profile::Realistic);
+    server.sim.aws.set_moto(&moto.url);
+    let ec2 = ec2(&server.base_url);
+    let http = reqwest::Client::new();
+    let advance = |seconds: u64| {
+        let http = http.clone();
+        let url = format!("{}/_sim/clock/advance", server.base_url);
+        async move {
+            let r = http.post(url).json(&json!({ "seconds": seconds })).send().await.unwrap();
+            assert!(r.status().is_success(), "clock advance: {}", r.status());
+        }
+    };
+    let vpc = ec2.create_vpc().cidr_block("10.0.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
+    let (cgw, vgw) = gateways(&ec2).await;
+    advance(180).await;
+    ec2.attach_vpn_gateway().vpn_gateway_id(&vgw).vpc_id(&vpc).send().await.unwrap();
+    advance(90).await;
+    let conn = create(&ec2, &cgw, &vgw, vec![]).await.unwrap().vpn_connection.unwrap().vpn_connection_id.unwrap();
+    advance(600).await;
+    let attachment = || async {
+        let g = ec2.describe_vpn_gateways().vpn_gateway_ids(&vgw).send().await.unwrap();
+        let g = g.vpn_gateways.unwrap()[0].clone();
+        g.vpc_attachments.unwrap_or_default().first().and_then(|a| a.state.clone()).map(|s| s.as_str().to_string())
+    };
+    assert_eq!(attachment().await.as_deref(), Some("attached"));
+
+    ec2.delete_vpn_connection().vpn_connection_id(&conn).send().await.unwrap();
+    ec2.detach_vpn_gateway().vpn_gateway_id(&vgw).vpc_id(&vpc).send().await.unwrap();
+    assert_eq!(attachment().await.as_deref(), Some("detaching"));
+    let (code, message) = failure(ec2.delete_vpn_gateway().vpn_gateway_id(&vgw).send().await);
+    assert_eq!(code, "IncorrectState", "{message}");
+    assert!(message.contains("detaching"), "{message}");
+    advance(40).await;
+    assert_eq!(attachment().await.as_deref(), Some("detached"));
+    // The connection is still `deleting` (60-180 s): it holds both gateways.
+    let (code, message) = failure(ec2.delete_vpn_gateway().vpn_gateway_id(&vgw).send().await);
+    assert_eq!(code, "IncorrectState", "{message}");
+    let (code, message) = failure(ec2.delete_customer_gateway().customer_gateway_id(&cgw).send().await);
+    assert_eq!(code, "IncorrectState", "{message}");
+    advance(200).await;
+    ec2.delete_customer_gateway().customer_gateway_id(&cgw).send().await.unwrap();
+    ec2.delete_vpn_gateway().vpn_gateway_id(&vgw).send().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_amazon_side_asn_is_a_private_asn() {
+    let server = sim(Profile::Instant);
+    let ec2 = ec2(&server.base_url);
+    for ok in [64512, 65534, 4_200_000_000, 4_294_967_294] {
+        let g = ec2.create_vpn_gateway().r#type("ipsec.1".into()).amazon_side_asn(ok).send().await.unwrap();
+        assert_eq!(g.vpn_gateway.unwrap().amazon_side_asn, Some(ok));
+    }
+    for bad in [7224, 64511, 65535, 4_199_999_999, 4_294_967_295] {
+        let (code, message) =
+            failure(ec2.create_vpn_gateway().r#type("ipsec.1".into()).amazon_side_asn(bad).send().await);
+        assert_eq!(code, "InvalidParameterValue", "{bad}: {message}");
+        assert!(message.contains("AmazonSideAsn"), "{message}");
+    }
+}

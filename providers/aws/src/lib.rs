@@ -896,7 +896,19 @@ impl AwsProvider {
                         }
                     }
                 }
-                Ok(())
+                // The attachment is `detaching` for a while; the gateway cannot be deleted (nor
+                // attached again) until it is `detached` (EC2 `VpcAttachment.State`;
+                // terraform-provider-aws waits for it the same way after DetachVpnGateway).
+                self.wait(a, "waiting for the gateway to detach from the VPC", progress, || async {
+                    let g = self.vgw(a, vgw).await?;
+                    Ok(g.is_none_or(|g| {
+                        !g.vpc_attachments().iter().any(|v| {
+                            v.vpc_id() == Some(vpc)
+                                && matches!(v.state().map(|s| s.as_str()), Some("attaching" | "attached" | "detaching"))
+                        })
+                    }))
+                })
+                .await
             }
             T::AwsRoutePropagation => {
                 for rt in strings(req.attributes, "route_table_ids") {

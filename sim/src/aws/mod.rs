@@ -225,7 +225,7 @@ pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
             let exists = moto_has(sim, headers, &[("Action", "DescribeVpcs"), ("VpcId.1", &vpc)], "<vpcId>").await;
             own(sim.aws.vpn.lock().expect("vpn").attach(&p, &t, exists))
         }
-        "DetachVpnGateway" => own(sim.aws.vpn.lock().expect("vpn").detach(&p)),
+        "DetachVpnGateway" => own(sim.aws.vpn.lock().expect("vpn").detach(&p, &t)),
         "CreateCustomerGateway" => own(sim.aws.vpn.lock().expect("vpn").create_cgw(&p, &t)),
         "DescribeCustomerGateways" => own(sim.aws.vpn.lock().expect("vpn").describe_cgws(&p, now)),
         "DeleteCustomerGateway" => own(sim.aws.vpn.lock().expect("vpn").delete_cgw(&p, &t)),

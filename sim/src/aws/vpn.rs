@@ -41,8 +41,8 @@ pub struct Vgw {
     pub id: String,
     pub asn: i64,
     pub life: Life,
-    /// VPC id and when the attachment completes (`attaching` before, `attached` after);
-    /// `detached` once removed.
+    /// VPC id, and when the attachment completes (`attaching` before, `attached` after) while
+    /// attached, or when the detachment does (`detaching` before, `detached` after) once removed.
     pub attachment: Option<(String, Instant, bool)>,
     pub tags: Vec<(String, String)>,
 }
@@ -393,8 +393,23 @@ pub struct Timing<'a> {
 
 impl VpnStore {
     pub fn create_vgw(&mut self, p: &Params, t: &Timing) -> Result<String, Ec2Error> {
+        // EC2 API reference `CreateVpnGateway.AmazonSideAsn`: a private ASN, 64512-65534 (16-bit)
+        // or 4200000000-4294967294 (32-bit); default 64512.
+        let asn = match p.get("AmazonSideAsn") {
+            None => 64512,
+            Some(text) => match text.parse::<i64>() {
+                Ok(a) if (64_512..=65_534).contains(&a) || (4_200_000_000..=4_294_967_294).contains(&a) => a,
+                _ => {
+                    return Err(Ec2Error::bad(
+                        "InvalidParameterValue",
+                        format!(
+                            "The value '{text}' for AmazonSideAsn is not valid: a private ASN in 64512-65534 or 4200000000-4294967294."
+                        ),
+                    ));
+                }
+            },
+        };
         let id = self.id("vgw");
-        let asn = p.get("AmazonSideAsn").and_then(|a| a.parse().ok()).unwrap_or(64512);
         let vgw = Vgw {
             id: id.clone(),
             asn,
@@ -417,7 +432,7 @@ impl VpnStore {
         x.open("attachments");
         if let Some((vpc, at, attached)) = &g.attachment {
             let state = if !attached {
-                "detached"
+                if now >= *at { "detached" } else { "detaching" }
             } else if now >= *at {
                 "attached"
             } else {
@@ -478,7 +493,11 @@ impl VpnStore {
                 format!("The vpn gateway {id} is attached to a VPC; detach it first."),
             ));
         }
-        if self.conns.values().any(|c| c.vgw == id && c.life.live(now)) {
+        if g.attachment.as_ref().is_some_and(|a| !a.2 && now < a.1) {
+            return Err(Ec2Error::bad("IncorrectState", format!("The vpn gateway {id} is still detaching.")));
+        }
+        // A connection still `deleting` holds the gateway too.
+        if self.conns.values().any(|c| c.vgw == id && c.life.state(now) != "deleted") {
             return Err(Ec2Error::bad(
                 "IncorrectState",
                 format!("The vpn gateway {id} has VPN connections; delete them first."),
@@ -510,6 +529,11 @@ impl VpnStore {
             ));
         }
         let g = self.vgws.get_mut(&id).expect("checked");
+        if let Some((v, until, false)) = &g.attachment
+            && now < *until
+        {
+            return Err(Ec2Error::bad("IncorrectState", format!("{id} is still detaching from {v}")));
+        }
         if let Some((v, _, true)) = &g.attachment {
             if *v == vpc {
                 return Err(Ec2Error::bad("VpnGatewayAlreadyAttached", format!("{id} is already attached to {vpc}")));
@@ -522,11 +546,16 @@ impl VpnStore {
         Ok(x.0)
     }
 
-    pub fn detach(&mut self, p: &Params) -> Result<String, Ec2Error> {
+    /// The attachment is `detaching` for a while (10-30 s realistic: the sim's assumption; AWS
+    /// documents the state, `VpcAttachment.State`, not its duration), then `detached`.
+    pub fn detach(&mut self, p: &Params, t: &Timing) -> Result<String, Ec2Error> {
         let id = p.get("VpnGatewayId").unwrap_or_default().to_string();
         let Some(g) = self.vgws.get_mut(&id) else { return Err(not_found("VpnGateway", &id)) };
         match &mut g.attachment {
-            Some((_, _, attached)) if *attached => *attached = false,
+            Some((_, until, attached)) if *attached => {
+                *attached = false;
+                *until = t.now + (t.scaled)(10.0, 30.0);
+            }
             _ => return Err(Ec2Error::bad("InvalidVpnGatewayAttachment.NotFound", format!("{id} is not attached"))),
         }
         for set in self.propagation.values_mut() {
@@ -669,7 +698,8 @@ impl VpnStore {
         if c.life.state(now) == "deleted" {
             return Err(not_found("CustomerGateway", &id));
         }
-        if self.conns.values().any(|v| v.cgw == id && v.life.live(now)) {
+        // A connection still `deleting` holds the customer gateway too.
+        if self.conns.values().any(|v| v.cgw == id && v.life.state(now) != "deleted") {
             return Err(Ec2Error::bad(
                 "IncorrectState",
                 format!("The customer gateway {id} is in use by a VPN connection."),

@@ -68,7 +68,7 @@ fn error_response(world: &World, e: ArmError) -> Response {
 }
 
 /// A response whose body fails: the client sees the connection drop mid-response.
-fn dropped(world: &World) -> Response {
+pub(crate) fn dropped(world: &World) -> Response {
     world.count(|c| c.dropped_connections += 1);
     let stream = futures_util::stream::once(async {
         Err::<Bytes, std::io::Error>(std::io::Error::new(

@@ -88,20 +88,26 @@ pub struct Faults {
     pub aws_throttle_rate: f64,
     /// Fraction (0..1) of EC2 requests answered `InternalError` (HTTP 500) before being applied.
     pub aws_error_rate: f64,
+    /// Fraction (0..1) of EC2 requests whose connection is dropped without a complete response;
+    /// with `drop_after_apply` the request was applied first (the answer is lost, not the call).
+    pub aws_drop_rate: f64,
     /// EC2 actions that start failing part-way: a test's way to stop a multi-call resource in
     /// the middle (a 5xx after some of its calls, or a kill while the client retries).
     pub aws_fail_actions: Vec<AwsActionFault>,
 }
 
 /// The calls of one EC2 action after the first `after` (counted from when the fault was set, in
-/// `passed`) are answered `InternalError` (HTTP 500) before being applied, until the fault is
-/// removed.
+/// `passed`) fail: answered `InternalError` (HTTP 500) before being applied, or, with `lost`,
+/// applied and then their connection dropped (the answer is lost, so the SDK retries a call EC2
+/// already carried out). `times` calls fail, then the fault is spent; without it, until removed.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AwsActionFault {
     pub action: String,
     pub after: u64,
     pub passed: u64,
+    pub times: Option<u64>,
+    pub lost: bool,
 }
 
 impl Default for Faults {
@@ -114,6 +120,7 @@ impl Default for Faults {
             fail_lros: Vec::new(),
             aws_throttle_rate: 0.0,
             aws_error_rate: 0.0,
+            aws_drop_rate: 0.0,
             aws_fail_actions: Vec::new(),
         }
     }

@@ -1106,3 +1106,25 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// EC2's VPN creates take no idempotency token: when the answer to CreateVpnGateway or
+/// CreateVpnConnection is lost (the connection drops after EC2 carried the call out), the SDK's
+/// retry makes a second one. Apply keeps the one EC2 answered with and deletes the twin, an
+/// attachment whose answer was lost counts as made, and nothing is left untracked (counted by
+/// listing).
+#[test]
+fn answers_lost_after_ec2_created_something_leave_no_twin() {
+    let clouds = Clouds::start();
+    let lost = |action: &str| serde_json::json!({ "action": action, "times": 1, "lost": true });
+    clouds.configure(&serde_json::json!({ "faults": { "aws_fail_actions": [
+        lost("CreateVpnGateway"), lost("CreateVpnConnection"), lost("AttachVpnGateway"), lost("AuthorizeSecurityGroupIngress")
+    ] } }));
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.ec2_calls("CreateVpnGateway"), 2, "the lost answer was retried");
+    assert!(clouds.ec2_calls("CreateVpnConnection") >= 3, "two connections, one retried");
+    assert_whole(&clouds, state);
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+}

@@ -315,6 +315,11 @@ impl AwsProvider {
 
     /// A live resource of this stack with this address tag, found by `describe`.
     async fn existing_id(&self, stack: &str, address: &Address) -> Result<Option<String>, ProviderError> {
+        Ok(self.live_ids(stack, address).await?.into_iter().next())
+    }
+
+    /// Every live resource of this stack with this address tag.
+    async fn live_ids(&self, stack: &str, address: &Address) -> Result<Vec<String>, ProviderError> {
         let filters = vec![
             filter(&format!("tag:{STACK_TAG}"), &[stack]),
             filter(&format!("tag:{ADDRESS_TAG}"), &[&address.to_string()]),
@@ -329,8 +334,9 @@ impl AwsProvider {
                 .map_err(|x| sdk_error(address, x.into_service_error()))?
                 .vpn_gateways()
                 .iter()
-                .find(|g| live(g.state().map(|s| s.as_str())))
-                .and_then(|g| g.vpn_gateway_id().map(String::from)),
+                .filter(|g| live(g.state().map(|s| s.as_str())))
+                .filter_map(|g| g.vpn_gateway_id().map(String::from))
+                .collect(),
             T::AwsCustomerGateway => self
                 .ec2
                 .describe_customer_gateways()
@@ -340,8 +346,9 @@ impl AwsProvider {
                 .map_err(|x| sdk_error(address, x.into_service_error()))?
                 .customer_gateways()
                 .iter()
-                .find(|g| live(g.state()))
-                .and_then(|g| g.customer_gateway_id().map(String::from)),
+                .filter(|g| live(g.state()))
+                .filter_map(|g| g.customer_gateway_id().map(String::from))
+                .collect(),
             T::AwsVpnConnection => self
                 .ec2
                 .describe_vpn_connections()
@@ -351,10 +358,51 @@ impl AwsProvider {
                 .map_err(|x| sdk_error(address, x.into_service_error()))?
                 .vpn_connections()
                 .iter()
-                .find(|c| live(c.state().map(|s| s.as_str())))
-                .and_then(|c| c.vpn_connection_id().map(String::from)),
-            _ => None,
+                .filter(|c| live(c.state().map(|s| s.as_str())))
+                .filter_map(|c| c.vpn_connection_id().map(String::from))
+                .collect(),
+            _ => Vec::new(),
         })
+    }
+
+    /// Deletes the twins of `keep`: live resources with its address tag that a create made
+    /// besides it. EC2's VPN creates take no idempotency token, and the SDK retries a call whose
+    /// answer was lost (a dropped connection), so one create can leave two; the one EC2 answered
+    /// with is kept and recorded, the others go, so nothing is left untracked.
+    async fn reap_twins(
+        &self,
+        stack: &str,
+        a: &Address,
+        keep: &str,
+        progress: &dyn Progress,
+    ) -> Result<(), ProviderError> {
+        for twin in self.live_ids(stack, a).await?.into_iter().filter(|id| id != keep) {
+            progress.waiting(a, &format!("deleting {twin}, a twin a retried create left"));
+            self.patient(a, progress, || async {
+                let sent = match a.rtype {
+                    T::AwsVpnGateway => self
+                        .ec2
+                        .delete_vpn_gateway()
+                        .vpn_gateway_id(&twin)
+                        .send()
+                        .await
+                        .map(|_| ())
+                        .map_err(|x| x.into_service_error().into()),
+                    T::AwsVpnConnection => self
+                        .ec2
+                        .delete_vpn_connection()
+                        .vpn_connection_id(&twin)
+                        .send()
+                        .await
+                        .map(|_| ())
+                        .map_err(|x| x.into_service_error().into()),
+                    _ => Ok(()),
+                };
+                sent.map_err(|e: aws_sdk_ec2::Error| sdk_error(a, e))
+            })
+            .await?;
+        }
+        Ok(())
     }
 
     /// The cluster's VPC: the one tagged with the cluster tag.
@@ -400,7 +448,9 @@ impl AwsProvider {
                             .send()
                             .await
                             .map_err(|x| sdk_error(a, x.into_service_error()))?;
-                        r.vpn_gateway().and_then(|g| g.vpn_gateway_id()).unwrap_or_default().to_string()
+                        let id = r.vpn_gateway().and_then(|g| g.vpn_gateway_id()).unwrap_or_default().to_string();
+                        self.reap_twins(req.stack, a, &id, progress).await?;
+                        id
                     }
                 };
                 self.wait(a, "waiting for the virtual private gateway to become available", progress, || async {
@@ -436,16 +486,30 @@ impl AwsProvider {
                     })
                 });
                 if !attached {
-                    self.patient(a, progress, || async {
-                        self.ec2
-                            .attach_vpn_gateway()
-                            .vpn_gateway_id(&vgw)
-                            .vpc_id(&vpc)
-                            .send()
-                            .await
-                            .map_err(|x| sdk_error(a, x.into_service_error()))
-                    })
-                    .await?;
+                    let sent = self
+                        .patient(a, progress, || async {
+                            self.ec2
+                                .attach_vpn_gateway()
+                                .vpn_gateway_id(&vgw)
+                                .vpc_id(&vpc)
+                                .send()
+                                .await
+                                .map_err(|x| sdk_error(a, x.into_service_error()))
+                        })
+                        .await;
+                    // A retried call whose first answer was lost finds the attachment made:
+                    // what counts is whether the gateway is attaching or attached to this VPC.
+                    if let Err(e) = sent {
+                        let made = self.vgw(a, &vgw).await?.is_some_and(|g| {
+                            g.vpc_attachments().iter().any(|x| {
+                                x.vpc_id() == Some(vpc.as_str())
+                                    && matches!(x.state().map(|s| s.as_str()), Some("attached" | "attaching"))
+                            })
+                        });
+                        if !made {
+                            return Err(e);
+                        }
+                    }
                 }
                 self.wait(a, "waiting for the gateway to attach to the cluster's VPC", progress, || async {
                     Ok(self.vgw(a, &vgw).await?.is_some_and(|g| {
@@ -669,7 +733,7 @@ impl AwsProvider {
                     .tunnel_options(tunnel::create_spec(&tunnel::Tunnel::wanted(attrs, 1)))
                     .tunnel_options(tunnel::create_spec(&tunnel::Tunnel::wanted(attrs, 2)))
                     .build();
-                let r = self
+                let created = self
                     .patient(a, progress, || async {
                         self.ec2
                             .create_vpn_connection()
@@ -682,8 +746,22 @@ impl AwsProvider {
                             .await
                             .map_err(|x| sdk_error(a, x.into_service_error()))
                     })
-                    .await?;
-                r.vpn_connection().and_then(|c| c.vpn_connection_id()).unwrap_or_default().to_string()
+                    .await;
+                let id = match created {
+                    Ok(r) => r.vpn_connection().and_then(|c| c.vpn_connection_id()).unwrap_or_default().to_string(),
+                    // A create EC2 carried out whose answer was lost: the SDK's retry is refused
+                    // (the inside CIDRs are taken, by that very connection). It carries this
+                    // address's tags, so it is adopted rather than left untracked.
+                    Err(e) => match self.existing_id(req.stack, a).await? {
+                        Some(id) => {
+                            progress.waiting(a, &format!("adopting {id}, created by a call whose answer was lost"));
+                            id
+                        }
+                        None => return Err(e),
+                    },
+                };
+                self.reap_twins(req.stack, a, &id, progress).await?;
+                id
             }
         };
         self.wait(a, "waiting for AWS to provision the VPN connection (typically 5-10 minutes)", progress, || async {

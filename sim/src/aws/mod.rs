@@ -74,6 +74,21 @@ impl Moto {
             c.args(["-c", RAISED_QUOTA, &rules_per_group.to_string()]);
             c
         };
+        // moto dies with whoever started it (a test binary that panicked or was killed, a sim
+        // sent SIGKILL): an orphaned moto would keep its port and any inherited descriptor.
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: prctl is async-signal-safe and touches only the child being spawned.
+            unsafe {
+                command.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         let child = command
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdin(Stdio::null())
@@ -175,8 +190,40 @@ pub fn is_ec2(method: &axum::http::Method, path: &str, headers: &HeaderMap) -> b
             .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"))
 }
 
-/// Answers one EC2 request.
+/// Answers one EC2 request, or drops its connection (`aws_drop_rate`): before applying it, or,
+/// with `drop_after_apply`, after (the SDK then retries a call EC2 already carried out).
 pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
+    let faults = sim.world.config().faults;
+    let action = Params::parse(body).action().to_string();
+    // A test's fault on this action: Some(lost) when this call fails.
+    let targeted = sim.world.with_config(|c| {
+        let f = c.faults.aws_fail_actions.iter_mut().find(|f| f.action == action)?;
+        if f.passed < f.after {
+            f.passed += 1;
+            return None;
+        }
+        match &mut f.times {
+            Some(0) => return None,
+            Some(n) => *n -= 1,
+            None => {}
+        }
+        Some(f.lost)
+    });
+    if targeted == Some(false) {
+        *sim.aws.requests.lock().expect("requests lock").entry(action).or_default() += 1;
+        sim.world.count(|c| c.injected_errors += 1);
+        let request_id = uuid::Uuid::new_v4().to_string();
+        return xml(500, Ec2Error::new(500, "InternalError", "An internal error has occurred.").body(&request_id));
+    }
+    let drop = targeted == Some(true) || sim.world.chance(faults.aws_drop_rate);
+    if drop && !faults.drop_after_apply && targeted.is_none() {
+        return crate::server::dropped(&sim.world);
+    }
+    let answer = answer(sim, headers, body).await;
+    if drop { crate::server::dropped(&sim.world) } else { answer }
+}
+
+async fn answer(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
     let p = Params::parse(body);
     let action = p.action().to_string();
@@ -194,18 +241,6 @@ pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
         return xml(503, Ec2Error::new(503, "RequestLimitExceeded", "Request limit exceeded.").body(&request_id));
     }
     if sim.world.chance(faults.aws_error_rate) {
-        sim.world.count(|c| c.injected_errors += 1);
-        return xml(500, Ec2Error::new(500, "InternalError", "An internal error has occurred.").body(&request_id));
-    }
-    let failing = sim.world.with_config(|c| {
-        let f = c.faults.aws_fail_actions.iter_mut().find(|f| f.action == action)?;
-        if f.passed < f.after {
-            f.passed += 1;
-            return None;
-        }
-        Some(())
-    });
-    if failing.is_some() {
         sim.world.count(|c| c.injected_errors += 1);
         return xml(500, Ec2Error::new(500, "InternalError", "An internal error has occurred.").body(&request_id));
     }

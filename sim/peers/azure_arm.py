@@ -24,7 +24,7 @@ from azure.mgmt.network import NetworkManagementClient  # noqa: E402
 from azure.mgmt.network import models as net  # noqa: E402
 from azure.mgmt.resource.resources import ResourceManagementClient  # noqa: E402
 
-SUB = "00000000-0000-0000-0000-0000000peer1"[:36]
+SUB = "7e1a0000-0000-4000-8000-000000000001"
 TENANT = "11111111-2222-3333-4444-555555555555"
 RG = "xcsp-peers"
 LOC = "eastus"

@@ -94,6 +94,7 @@ async fn entry(State(sim): State<Arc<Sim>>, method: Method, uri: Uri, headers: H
     sim.world.count(|c| *c.requests.entry(name).or_default() += 1);
     let mut resp = match &target {
         path::Target::Token { tenant } => token(&sim, &method, tenant, &body),
+        path::Target::OpenIdConfiguration { tenant } => openid_configuration(&method, &base_url(&headers), tenant),
         _ => serve_arm(&sim, method, &uri, &headers, &body, target).await,
     };
     let status = resp.status().as_u16();
@@ -104,6 +105,46 @@ async fn entry(State(sim): State<Arc<Sim>>, method: Method, uri: Uri, headers: H
         h.insert("x-ms-correlation-request-id", v);
     }
     resp
+}
+
+/// The base URL the client used: the `Host` header, and `https` when a TLS-terminating proxy in
+/// front of the sim says so with `X-Forwarded-Proto: https` (the sim itself serves plain http).
+/// URLs the sim writes into answers (long-running operation headers, OpenID metadata) start with it.
+pub fn base_url(headers: &HeaderMap) -> String {
+    let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+    let https = headers
+        .get("x-forwarded-proto")
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    format!("{}://{host}", if https { "https" } else { "http" })
+}
+
+/// Entra's OpenID Connect metadata for a tenant (what MSAL reads before it asks for a token).
+/// Only `token_endpoint` is served by the sim; the other endpoints are named as Entra names them.
+fn openid_configuration(method: &Method, base: &str, tenant: &str) -> Response {
+    if *method != Method::GET {
+        return json_response(StatusCode::METHOD_NOT_ALLOWED, None, &[]);
+    }
+    let t = format!("{base}/{tenant}");
+    json_response(
+        StatusCode::OK,
+        Some(serde_json::json!({
+            "token_endpoint": format!("{t}/oauth2/v2.0/token"),
+            "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
+            "jwks_uri": format!("{t}/discovery/v2.0/keys"),
+            "response_modes_supported": ["query", "fragment", "form_post"],
+            "subject_types_supported": ["pairwise"],
+            "id_token_signing_alg_values_supported": ["RS256"],
+            "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
+            "scopes_supported": ["openid", "profile", "email", "offline_access"],
+            "issuer": format!("{t}/v2.0"),
+            "request_uri_parameter_supported": false,
+            "authorization_endpoint": format!("{t}/oauth2/v2.0/authorize"),
+            "device_authorization_endpoint": format!("{t}/oauth2/v2.0/devicecode"),
+            "end_session_endpoint": format!("{t}/oauth2/v2.0/logout"),
+        })),
+        &[],
+    )
 }
 
 fn token(sim: &Sim, method: &Method, tenant: &str, body: &[u8]) -> Response {
@@ -172,11 +213,9 @@ async fn serve_arm(
     if config.latency.request_latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(config.latency.request_latency_ms)).await;
     }
-    let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
     let query: HashMap<String, String> =
         serde_urlencoded::from_str(uri.query().unwrap_or_default()).unwrap_or_default();
-    let ctx =
-        Ctx { method: &method, base: format!("http://{host}"), query, caller, now, world: &sim.world, config, body };
+    let ctx = Ctx { method: &method, base: base_url(headers), query, caller, now, world: &sim.world, config, body };
     let result = sim.arm.dispatch(&target, &ctx);
     if method == Method::DELETE
         && let Ok(r) = &result

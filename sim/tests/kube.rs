@@ -173,7 +173,8 @@ async fn a_second_manager_conflicts_and_force_takes_the_field() {
     let cause = &s.details.as_ref().unwrap().causes[0];
     assert_eq!(cause.reason, "FieldManagerConflict");
     assert_eq!(cause.field, ".spec.additionalTags.owner");
-    assert!(cause.message.contains("\"xcsp\""), "{}", cause.message);
+    assert_eq!(cause.message, "conflict with \"xcsp\"", "an applier is named without an apiVersion");
+    assert_eq!(s.message, "Apply failed with 1 conflict: conflict with \"xcsp\": .spec.additionalTags.owner");
     assert_eq!(api.get("il5").await.unwrap().data["spec"]["additionalTags"]["owner"], "a");
 
     let forced = api.patch("il5", &PatchParams::apply("ops").force(), &Patch::Apply(&other)).await.unwrap();

@@ -88,6 +88,7 @@ impl Ctx<'_> {
 pub fn operation_name(method: &Method, target: &Target) -> String {
     let what = match target {
         Target::Token { .. } => "token".to_string(),
+        Target::OpenIdConfiguration { .. } => "openid-configuration".to_string(),
         Target::Operation { .. } => "operations".to_string(),
         Target::ResourceGroups { .. } => "Microsoft.Resources/resourceGroups (list)".to_string(),
         Target::ResourceGroup { .. } => "Microsoft.Resources/resourceGroups".to_string(),
@@ -128,7 +129,7 @@ pub fn subscription_of(target: &Target) -> Option<String> {
                 _ => None,
             }
         }
-        Target::Token { .. } | Target::Unknown => None,
+        Target::Token { .. } | Target::OpenIdConfiguration { .. } | Target::Unknown => None,
     }
 }
 
@@ -180,7 +181,7 @@ impl Arm {
             | Target::RoleAssignment { .. }
             | Target::RoleDefinitions { .. }
             | Target::RoleDefinition { .. } => authz::handle(&mut store, ctx, target),
-            Target::Token { .. } | Target::Unknown => Err(ArmError::bad_request(
+            Target::Token { .. } | Target::OpenIdConfiguration { .. } | Target::Unknown => Err(ArmError::bad_request(
                 "InvalidResourceType",
                 "The resource type could not be found in the namespace, or this path is not emulated by xcsp-sim.",
             )),

@@ -8,6 +8,10 @@ pub enum Target {
     Token {
         tenant: String,
     },
+    /// `GET /{tenant}/v2.0/.well-known/openid-configuration`: Entra's OpenID Connect metadata.
+    OpenIdConfiguration {
+        tenant: String,
+    },
     /// `.../operations/{id}` (Azure-AsyncOperation) or `.../operationResults/{id}` (Location).
     Operation {
         sub: String,
@@ -99,6 +103,9 @@ pub fn parse(path: &str) -> Target {
         [tenant, o, v, t] if eq(o, "oauth2") && eq(v, "v2.0") && eq(t, "token") => {
             Target::Token { tenant: tenant.to_string() }
         }
+        [tenant, v, w, o] if eq(v, "v2.0") && eq(w, ".well-known") && eq(o, "openid-configuration") => {
+            Target::OpenIdConfiguration { tenant: tenant.to_string() }
+        }
         [s, sub, rest @ ..] if eq(s, "subscriptions") => parse_sub(sub.to_string(), rest),
         _ => Target::Unknown,
     }
@@ -183,6 +190,10 @@ mod tests {
     #[test]
     fn parses_the_shapes_the_clients_send() {
         assert!(matches!(parse("/t1/oauth2/v2.0/token"), Target::Token { tenant } if tenant == "t1"));
+        assert!(matches!(
+            parse("/t1/v2.0/.well-known/openid-configuration"),
+            Target::OpenIdConfiguration { tenant } if tenant == "t1"
+        ));
         assert!(matches!(
             parse("/subscriptions/s/resourcegroups/rg/providers/microsoft.network/virtualnetworks/v/subnets/GatewaySubnet"),
             Target::Resource { kind, names, .. } if std::ptr::eq(kind, &kinds::SUBNET) && names[1] == "GatewaySubnet"

@@ -190,6 +190,26 @@ pub fn is_ec2(method: &axum::http::Method, path: &str, headers: &HeaderMap) -> b
             .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"))
 }
 
+/// The actions the layer answers itself, not moto (`CreateTags`/`DeleteTags` are split between them).
+const OWN_ACTIONS: &[&str] = &[
+    "CreateVpnGateway",
+    "DescribeVpnGateways",
+    "DeleteVpnGateway",
+    "AttachVpnGateway",
+    "DetachVpnGateway",
+    "CreateCustomerGateway",
+    "DescribeCustomerGateways",
+    "DeleteCustomerGateway",
+    "CreateVpnConnection",
+    "DescribeVpnConnections",
+    "DeleteVpnConnection",
+    "ModifyVpnTunnelOptions",
+    "CreateVpnConnectionRoute",
+    "DeleteVpnConnectionRoute",
+    "EnableVgwRoutePropagation",
+    "DisableVgwRoutePropagation",
+];
+
 /// Answers one EC2 request, or drops its connection (`aws_drop_rate`): before applying it, or,
 /// with `drop_after_apply`, after (the SDK then retries a call EC2 already carried out).
 pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
@@ -243,6 +263,14 @@ async fn answer(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
     if sim.world.chance(faults.aws_error_rate) {
         sim.world.count(|c| c.injected_errors += 1);
         return xml(500, Ec2Error::new(500, "InternalError", "An internal error has occurred.").body(&request_id));
+    }
+    if OWN_ACTIONS.contains(&action.as_str()) && p.get("DryRun").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        // Every caller may do everything here (no IAM), so a dry run is always "would have succeeded".
+        return xml(
+            412,
+            Ec2Error::new(412, "DryRunOperation", "Request would have succeeded, but DryRun flag is set.")
+                .body(&request_id),
+        );
     }
     let now = sim.world.clock.now();
     let scaled = |lo: f64, hi: f64| sim.world.lro_duration(lo, hi);

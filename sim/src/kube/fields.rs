@@ -111,7 +111,33 @@ pub fn merge(target: &mut Value, config: &Value) {
 pub struct Conflict {
     pub manager: String,
     pub api_version: String,
+    /// The owner's operation: an `Apply` owner is named alone, an `Update` owner with its apiVersion.
+    pub operation: Operation,
     pub path: Path,
+}
+
+impl Conflict {
+    /// The owner as the API server prints it (`printManager`): `"name"` for an applier,
+    /// `"name" using apiVersion` for an updater (the identifier it compares carries no time).
+    pub fn owner(&self) -> String {
+        match self.operation {
+            Operation::Apply => format!("{:?}", self.manager),
+            Operation::Update => format!("{:?} using {}", self.manager, self.api_version),
+        }
+    }
+
+    /// The owner's identifier as the API server encodes it (JSON of manager, operation and, for
+    /// an updater, apiVersion), by which it sorts the owners of several conflicts.
+    pub fn owner_key(&self) -> String {
+        match self.operation {
+            Operation::Apply => serde_json::json!({"manager": self.manager, "operation": "Apply"}).to_string(),
+            Operation::Update => format!(
+                "{{\"manager\":{},\"operation\":\"Update\",\"apiVersion\":{}}}",
+                serde_json::Value::from(self.manager.clone()),
+                serde_json::Value::from(self.api_version.clone())
+            ),
+        }
+    }
 }
 
 /// The conflicts of an apply by `me` that turns `live` into `next`, sending `sent`: every field
@@ -121,7 +147,12 @@ pub fn conflicts(managers: &[Manager], me: &str, sent: &FieldSet, live: &Value, 
     for m in managers.iter().filter(|m| !(m.manager == me && m.operation == Operation::Apply)) {
         for q in &m.fields {
             if sent.iter().any(|p| overlaps(p, q)) && get(live, q) != get(next, q) {
-                out.push(Conflict { manager: m.manager.clone(), api_version: m.api_version.clone(), path: q.clone() });
+                out.push(Conflict {
+                    manager: m.manager.clone(),
+                    api_version: m.api_version.clone(),
+                    operation: m.operation,
+                    path: q.clone(),
+                });
             }
         }
     }

@@ -102,7 +102,21 @@ impl Kube {
 
 /// True for the paths the Kubernetes API owns: `/version`, `/api[/...]`, `/apis[/...]`.
 pub fn is_kube_path(path: &str) -> bool {
-    path == "/version" || path == "/api" || path.starts_with("/api/") || path == "/apis" || path.starts_with("/apis/")
+    // `/version/` too: the API server's version route is `GET /` under the web service path
+    // `/version` (kubernetes/apiserver `pkg/server/routes/version.go`), and the Python client asks there.
+    path == "/version"
+        || path == "/version/"
+        || path == "/api"
+        || path.starts_with("/api/")
+        || path == "/apis"
+        || path.starts_with("/apis/")
+}
+
+/// A boolean query parameter as the API server reads it (kubernetes/apimachinery
+/// `pkg/runtime/conversion.go`, `Convert_Slice_string_To_Pointer_bool`): "0" and "false" in any
+/// case are false, anything else (`True` as the Python client sends it, an empty value) is true.
+fn query_bool(v: &str) -> bool {
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
 }
 
 /// What a path names.
@@ -209,7 +223,7 @@ fn describe(method: &Method, route: &Route, query: &HashMap<String, String>, con
         _ => return ("get".into(), "discovery".into()),
     };
     let verb = match *method {
-        Method::GET if collection && query.get("watch").is_some_and(|w| w == "true" || w == "1") => "watch",
+        Method::GET if collection && query.get("watch").is_some_and(|w| query_bool(w)) => "watch",
         Method::GET if collection => "list",
         Method::GET => "get",
         Method::POST => "create",
@@ -280,7 +294,7 @@ fn handle(
     store.settle(world, now);
     let answer = match route {
         Route::Collection { kind, ns } => match *method {
-            Method::GET if query.get("watch").is_some_and(|w| w == "true" || w == "1") => Err(KubeError::new(
+            Method::GET if query.get("watch").is_some_and(|w| query_bool(w)) => Err(KubeError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "MethodNotAllowed",
                 "watch is not supported by xcsp-sim; poll with list",
@@ -311,7 +325,7 @@ fn handle(
                     if !query.contains_key("fieldManager") || ctx.manager.is_empty() {
                         return Err(KubeError::bad_request("PATCH: fieldManager is required for apply requests"));
                     }
-                    let force = query.get("force").is_some_and(|f| f == "true");
+                    let force = query.get("force").is_some_and(|f| query_bool(f));
                     store.apply(kind, &ns, &name, parse_yaml(body)?, force, &ctx)
                 }
                 "application/merge-patch+json" => store.merge_patch(kind, &ns, &name, &parse_json(body)?, &ctx),
@@ -503,6 +517,9 @@ mod tests {
     #[test]
     fn paths_route_to_discovery_collections_and_objects() {
         assert_eq!(route("/version"), Route::Version);
+        assert!(is_kube_path("/version/") && route("/version/") == Route::Version);
+        assert!(query_bool("true") && query_bool("True") && query_bool("1") && query_bool(""));
+        assert!(!query_bool("false") && !query_bool("FALSE") && !query_bool("0"));
         assert_eq!(route("/apis"), Route::GroupList);
         assert!(matches!(route("/api/v1"), Route::Resources { .. }));
         assert!(matches!(route("/api/v1/namespaces"), Route::Collection { ns: None, .. }));

@@ -678,27 +678,34 @@ fn finish_namespace(v: &mut Value) {
     v["status"] = json!({"phase": "Active"});
 }
 
-/// 409 with one `FieldManagerConflict` cause per field another manager owns.
+/// 409 with one `FieldManagerConflict` cause per field another manager owns, worded as the API
+/// server words it (kubernetes/apiserver `pkg/endpoints/handlers/fieldmanager/internal/conflict.go`:
+/// `NewConflictError`, `getConflictMessage`, `printManager`).
 fn conflict_error(kind: &Kind, name: &str, conflicts: &[fields::Conflict]) -> KubeError {
     let path = |c: &fields::Conflict| format!(".{}", c.path.join("."));
     let causes: Vec<Value> = conflicts
         .iter()
-        .map(|c| {
-            json!({
-                "reason": "FieldManagerConflict",
-                "message": format!("conflict with \"{}\" using {}", c.manager, c.api_version),
-                "field": path(c),
-            })
-        })
+        .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {}", c.owner()), "field": path(c)}))
         .collect();
     let message = if conflicts.len() == 1 {
         let c = &conflicts[0];
-        format!("Apply failed with 1 conflict: conflict with \"{}\" using {}: {}", c.manager, c.api_version, path(c))
+        format!("Apply failed with 1 conflict: conflict with {}: {}", c.owner(), path(c))
     } else {
-        let lines: Vec<String> = conflicts
-            .iter()
-            .map(|c| format!("conflict with \"{}\" using {}: {}", c.manager, c.api_version, path(c)))
-            .collect();
+        // Grouped by owner, owners sorted by their encoded identifier, paths in the order found.
+        let mut owners: Vec<(String, String, Vec<String>)> = Vec::new();
+        for c in conflicts {
+            let key = c.owner_key();
+            match owners.iter_mut().find(|(k, _, _)| *k == key) {
+                Some((_, _, paths)) => paths.push(path(c)),
+                None => owners.push((key, c.owner(), vec![path(c)])),
+            }
+        }
+        owners.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut lines = Vec::new();
+        for (_, owner, paths) in owners {
+            lines.push(format!("conflicts with {owner}:"));
+            lines.extend(paths.into_iter().map(|p| format!("- {p}")));
+        }
         format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
     };
     KubeError::new(StatusCode::CONFLICT, "Conflict", message)

@@ -66,6 +66,13 @@ async fn create(
         .await
 }
 
+/// Moves the world clock forward (`POST /_sim/clock/advance`).
+async fn advance(base: &str, seconds: u64) {
+    let url = format!("{base}/_sim/clock/advance");
+    let r = reqwest::Client::new().post(url).json(&json!({ "seconds": seconds })).send().await.unwrap();
+    assert!(r.status().is_success(), "clock advance: {}", r.status());
+}
+
 fn tunnel() -> aws_sdk_ec2::types::builders::VpnTunnelOptionsSpecificationBuilder {
     VpnTunnelOptionsSpecification::builder()
 }
@@ -219,15 +226,7 @@ async fn modify_vpn_tunnel_options_holds_the_connection_in_modifying() {
     // Realistic durations on the world clock: the connection takes minutes, moved by /_sim/clock.
     let server = sim(Profile::Realistic);
     let ec2 = ec2(&server.base_url);
-    let http = reqwest::Client::new();
-    let advance = |seconds: u64| {
-        let http = http.clone();
-        let url = format!("{}/_sim/clock/advance", server.base_url);
-        async move {
-            let r = http.post(url).json(&json!({ "seconds": seconds })).send().await.unwrap();
-            assert!(r.status().is_success(), "clock advance: {}", r.status());
-        }
-    };
+    let advance = |seconds: u64| advance(&server.base_url, seconds);
     let (cgw, vgw) = gateways(&ec2).await;
     advance(180).await;
     let conn = create(&ec2, &cgw, &vgw, vec![]).await.unwrap().vpn_connection.unwrap();
@@ -368,15 +367,7 @@ async fn detaching_and_deleting_connections_hold_their_gateways() {
     let server = sim(Profile::Realistic);
     server.sim.aws.set_moto(&moto.url);
     let ec2 = ec2(&server.base_url);
-    let http = reqwest::Client::new();
-    let advance = |seconds: u64| {
-        let http = http.clone();
-        let url = format!("{}/_sim/clock/advance", server.base_url);
-        async move {
-            let r = http.post(url).json(&json!({ "seconds": seconds })).send().await.unwrap();
-            assert!(r.status().is_success(), "clock advance: {}", r.status());
-        }
-    };
+    let advance = |seconds: u64| advance(&server.base_url, seconds);
     let vpc = ec2.create_vpc().cidr_block("10.0.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
     let (cgw, vgw) = gateways(&ec2).await;
     advance(180).await;

@@ -16,8 +16,11 @@ use clap::{Parser, Subcommand};
 use miette::{GraphicalReportHandler, GraphicalTheme};
 use xcsp_plans::{LoadFailure, Loaded, VarInputs};
 
+/// The version and the commit it was built from (`build.rs`; `unknown` outside a git checkout).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("XCSP_COMMIT"), ")");
+
 #[derive(Parser)]
-#[command(name = "xcsp", version, about = "Declarative cross-cloud worker pools for OpenShift")]
+#[command(name = "xcsp", version = VERSION, about = "Declarative cross-cloud worker pools for OpenShift")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -153,6 +156,8 @@ enum Command {
         #[command(flatten)]
         state: StateArgs,
     },
+    /// Print a shell completion script (e.g. `xcsp completions bash > /etc/bash_completion.d/xcsp`).
+    Completions { shell: clap_complete::Shell },
 }
 
 #[derive(Subcommand)]
@@ -275,6 +280,15 @@ fn runtime() -> tokio::runtime::Runtime {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "xcsp",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Validate(args) => load(&args).map(|l| {
             println!("The spec is valid: {} resources in stack `{}`.", l.graph.len(), l.model.stack);
             ExitCode::SUCCESS

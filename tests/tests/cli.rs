@@ -526,3 +526,23 @@ fn plan_over_an_s3_endpoint_that_is_a_web_server_fails_in_one_line_naming_it() {
         assert!(!stderr.contains(dump), "`{dump}` in {stderr}");
     }
 }
+
+#[test]
+fn version_names_the_commit_and_completions_come_from_the_command_definition() {
+    let out = xcsp().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text.trim().strip_prefix("xcsp ").unwrap_or_else(|| panic!("{text}"));
+    let (number, commit) = version.split_once(" (").unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(number, env!("CARGO_PKG_VERSION"));
+    let commit = commit.trim_end_matches(')');
+    assert!(commit == "unknown" || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())), "{text}");
+    for (shell, marker) in [("bash", "complete -F"), ("zsh", "#compdef xcsp"), ("fish", "complete -c xcsp")] {
+        let out = xcsp().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {}", &script[..script.len().min(200)]);
+        assert!(script.contains("force-unlock"), "{shell}: the subcommands are in it");
+    }
+    assert!(!xcsp().args(["completions", "tcsh"]).output().unwrap().status.success());
+}

@@ -46,6 +46,13 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     let mut config = SimConfig::default();
     config.latency.profile = xcsp_sim::Profile::Fast;
     let sim = SimServer::start(config, 0).expect("the sim starts");
+    // Without the CRDs the sim takes any custom resource: this test checks refusals, so it needs them.
+    let crds = sim.sim.kube.registry();
+    assert!(
+        crds.error.is_none(),
+        "the sim could not read the CAPZ/CAPI CRDs (../shared/reference or XCSP_REFERENCE_DIR): {:?}",
+        crds.error
+    );
     let base = sim.base_url.clone();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");

@@ -198,6 +198,7 @@ pub async fn apply(
     saved: Option<PathBuf>,
 ) -> Result<ExitCode, ExitCode> {
     let (backend, _held, mut state) = open(l, args, "apply").await?;
+    let mut from_file: Option<SavedPlan> = None;
     if let Some(path) = saved {
         let bytes = std::fs::read(&path).map_err(|e| {
             eprintln!("Error: cannot read the plan {}: {e}", path.display());
@@ -210,6 +211,7 @@ pub async fn apply(
         })?;
         let lineage = (state.serial > 0).then_some(state.lineage.as_str());
         saved.check_fresh(&l.model.digest, lineage, state.serial).map_err(|e| fail(&e))?;
+        from_file = Some(saved);
     }
     check_issuers(l, run_args.offline).await?;
     let graph = in_reach(l, &state);
@@ -234,8 +236,11 @@ pub async fn apply(
     confirm(run_args, "Do you want to perform these actions?")?;
     let view = progress::spawn(mode, rx, changes);
     let mut run = new_run(l, providers, run_args, events);
-    // Apply does what the approved plan showed and no more.
-    run.approved = Some(p.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
+    // Apply does what the approved plan showed and no more: the saved plan when one is given (the
+    // clouds may have moved since it was made; what now needs more than it showed is refused as
+    // BeyondPlan, as Terraform applies a saved plan or nothing), else the plan just shown.
+    let approved = from_file.as_ref().map_or(&p, |f| &f.plan);
+    run.approved = Some(approved.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
     let mut store = Saver(backend.clone());
     let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut store).await.map_err(|e| fail(&e))?;
     drop(run);

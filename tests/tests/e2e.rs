@@ -1128,3 +1128,56 @@ fn answers_lost_after_ec2_created_something_leave_no_twin() {
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_eq!(clouds.aws_live(), (0, 0, 0));
 }
+
+/// A saved plan is what apply carries out: drift that appeared after `plan --out` (a revoked
+/// security-group rule) is not done under it; apply refuses that resource as BeyondPlan, and the
+/// next plan shows the change.
+#[test]
+fn applying_a_saved_plan_does_not_do_what_it_did_not_show() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    // An edit the saved plan shows: a new tag on the Azure resources (the AWS side stays as it is).
+    let spec = il5_copy(dir.path(), |t| {
+        t.replacen(
+            r#"tags            = { "cost-center" = "gpu-il5", owner = "platform" }"#,
+            r#"tags            = { "cost-center" = "gpu-il5", owner = "platform", team = "gpu" }"#,
+            1,
+        )
+    });
+    let saved = dir.path().join("tags.plan");
+    let planned = clouds.xcsp(state).args(["plan", "--out"]).arg(&saved).arg(&spec).output().unwrap();
+    assert!(planned.status.success(), "{}", String::from_utf8_lossy(&planned.stderr));
+    let r = recorded(state);
+    let group = r["resources"]["aws_security_group_ingress.link"]["attributes"]["security_group_ids"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let revoked = clouds.ec2_with(
+        "RevokeSecurityGroupIngress",
+        &[
+            ("GroupId", &group),
+            ("IpPermissions.1.IpProtocol", "tcp"),
+            ("IpPermissions.1.FromPort", "22623"),
+            ("IpPermissions.1.ToPort", "22623"),
+            ("IpPermissions.1.IpRanges.1.CidrIp", "10.200.0.0/16"),
+        ],
+    );
+    assert!(revoked.contains("true"), "{revoked}");
+    let before = clouds.ec2_calls("AuthorizeSecurityGroupIngress");
+    let out = clouds.xcsp(state).args(["apply", "--auto-approve", "--plan"]).arg(&saved).arg(&spec).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("aws_security_group_ingress.link") && said.contains("BeyondPlan"), "{said}");
+    assert_eq!(clouds.ec2_calls("AuthorizeSecurityGroupIngress"), before, "nothing the saved plan did not show");
+    let (code, said) = {
+        let o = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(&spec).output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("~ aws_security_group_ingress.link will be updated in place"), "{said}");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(&spec).output().unwrap());
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+}

@@ -85,26 +85,24 @@ pub enum ProviderError {
 pub trait Provider: Send + Sync {
     fn kind(&self) -> ProviderKind;
 
-    /// Every resource of `rtype` tagged with `stack`, in as few calls as the API allows.
-    fn refresh<'a>(
-        &'a self,
-        stack: &'a str,
-        rtype: ResourceType,
-    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>>;
-
-    /// What refresh reads: the resources state records (`known`: address, id and the
-    /// attributes recorded, in the shape of an observation), found by their id whatever their
-    /// tags say now (a resource whose tags drifted is an update, never a create), and the others
-    /// tagged with `stack` (for adoption and sweeps). A provider that cannot read by id keeps the
-    /// default, tags only.
+    /// What refresh reads, in as few calls as the API allows: the resources state records
+    /// (`known`: address, id and the attributes recorded, in the shape of an observation), found
+    /// by their id whatever their tags say now (a resource whose tags drifted is an update, never
+    /// a create), and the others tagged with `stack` (for adoption and sweeps).
     fn refresh_known<'a>(
         &'a self,
         stack: &'a str,
         rtype: ResourceType,
         known: &'a [Observed],
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>>;
+
+    /// Every resource of `rtype` tagged with `stack` (nothing known from state).
+    fn refresh<'a>(
+        &'a self,
+        stack: &'a str,
+        rtype: ResourceType,
     ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
-        let _ = known;
-        self.refresh(stack, rtype)
+        self.refresh_known(stack, rtype, &[])
     }
 
     fn create<'a>(

@@ -23,7 +23,12 @@ impl Provider for LocalProvider {
         ProviderKind::Local
     }
 
-    fn refresh<'a>(&'a self, _: &'a str, _: ResourceType) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+    fn refresh_known<'a>(
+        &'a self,
+        _: &'a str,
+        _: ResourceType,
+        _: &'a [Observed],
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
         Box::pin(async { Ok(Vec::new()) })
     }
 

@@ -59,7 +59,12 @@ impl Provider for Fake {
         self.kind
     }
 
-    fn refresh<'a>(&'a self, _: &'a str, rtype: ResourceType) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+    fn refresh_known<'a>(
+        &'a self,
+        _: &'a str,
+        rtype: ResourceType,
+        _: &'a [Observed],
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
         Box::pin(async move {
             let cloud = self.cloud.lock().unwrap();
             Ok(cloud

@@ -1229,10 +1229,6 @@ impl Provider for AwsProvider {
         ProviderKind::Aws
     }
 
-    fn refresh<'a>(&'a self, stack: &'a str, rtype: T) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
-        Box::pin(self.list(stack, rtype, &[]))
-    }
-
     fn refresh_known<'a>(
         &'a self,
         stack: &'a str,

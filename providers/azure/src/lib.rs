@@ -325,11 +325,6 @@ impl Provider for AzureProvider {
         ProviderKind::Azure
     }
 
-    fn refresh<'a>(&'a self, stack: &'a str, rtype: T) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
-        let budget = Budget::starting_now(self.config.timeouts.refresh, "refresh");
-        Box::pin(transport::within(budget, self.list(stack, rtype, &[])))
-    }
-
     fn refresh_known<'a>(
         &'a self,
         stack: &'a str,

@@ -315,10 +315,6 @@ impl Provider for KubeProvider {
         ProviderKind::Kubernetes
     }
 
-    fn refresh<'a>(&'a self, stack: &'a str, rtype: T) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
-        Box::pin(self.list(stack, rtype, &[]))
-    }
-
     fn refresh_known<'a>(
         &'a self,
         stack: &'a str,

@@ -214,7 +214,8 @@ const OWN_ACTIONS: &[&str] = &[
 /// with `drop_after_apply`, after (the SDK then retries a call EC2 already carried out).
 pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
     let faults = sim.world.config().faults;
-    let action = Params::parse(body).action().to_string();
+    let p = Params::parse(body);
+    let action = p.action().to_string();
     // A test's fault on this action: Some(lost) when this call fails.
     let targeted = sim.world.with_config(|c| {
         let f = c.faults.aws_fail_actions.iter_mut().find(|f| f.action == action)?;
@@ -229,88 +230,92 @@ pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
         }
         Some(f.lost)
     });
-    if targeted == Some(false) {
-        *sim.aws.requests.lock().expect("requests lock").entry(action).or_default() += 1;
-        sim.world.count(|c| c.injected_errors += 1);
-        let request_id = uuid::Uuid::new_v4().to_string();
-        return xml(500, Ec2Error::new(500, "InternalError", "An internal error has occurred.").body(&request_id));
-    }
-    let drop = targeted == Some(true) || sim.world.chance(faults.aws_drop_rate);
+    let drop = targeted == Some(true) || (targeted.is_none() && sim.world.chance(faults.aws_drop_rate));
     if drop && !faults.drop_after_apply && targeted.is_none() {
         return crate::server::dropped(&sim.world);
     }
-    let answer = answer(sim, headers, body).await;
+    *sim.aws.requests.lock().expect("requests lock").entry(action.clone()).or_default() += 1;
+    let request_id = uuid::Uuid::new_v4().to_string();
+    if targeted == Some(false) {
+        sim.world.count(|c| c.injected_errors += 1);
+        return xml(500, Ec2Error::new(500, "InternalError", "An internal error has occurred.").body(&request_id));
+    }
+    let answer = answer(sim, headers, body, &p, &action, &faults, &request_id).await;
     if drop { crate::server::dropped(&sim.world) } else { answer }
 }
 
-async fn answer(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
-    let request_id = uuid::Uuid::new_v4().to_string();
-    let p = Params::parse(body);
-    let action = p.action().to_string();
-    *sim.aws.requests.lock().expect("requests lock").entry(action.clone()).or_default() += 1;
+/// The request's answer, once `serve` has parsed and counted it and decided the test's faults.
+async fn answer(
+    sim: &Sim,
+    headers: &HeaderMap,
+    body: &[u8],
+    p: &Params,
+    action: &str,
+    faults: &crate::world::Faults,
+    request_id: &str,
+) -> Response {
     if headers.get(axum::http::header::AUTHORIZATION).is_none() {
         return xml(
             401,
             Ec2Error::new(401, "AuthFailure", "AWS was not able to validate the provided access credentials")
-                .body(&request_id),
+                .body(request_id),
         );
     }
-    let faults = sim.world.config().faults;
     if sim.world.chance(faults.aws_throttle_rate) {
         sim.world.count(|c| c.injected_errors += 1);
-        return xml(503, Ec2Error::new(503, "RequestLimitExceeded", "Request limit exceeded.").body(&request_id));
+        return xml(503, Ec2Error::new(503, "RequestLimitExceeded", "Request limit exceeded.").body(request_id));
     }
     if sim.world.chance(faults.aws_error_rate) {
         sim.world.count(|c| c.injected_errors += 1);
-        return xml(500, Ec2Error::new(500, "InternalError", "An internal error has occurred.").body(&request_id));
+        return xml(500, Ec2Error::new(500, "InternalError", "An internal error has occurred.").body(request_id));
     }
-    if OWN_ACTIONS.contains(&action.as_str()) && p.get("DryRun").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+    if OWN_ACTIONS.contains(&action) && p.get("DryRun").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         // Every caller may do everything here (no IAM), so a dry run is always "would have succeeded".
         return xml(
             412,
             Ec2Error::new(412, "DryRunOperation", "Request would have succeeded, but DryRun flag is set.")
-                .body(&request_id),
+                .body(request_id),
         );
     }
     let now = sim.world.clock.now();
     let scaled = |lo: f64, hi: f64| sim.world.lro_duration(lo, hi);
     let t = Timing { scaled: &scaled, now };
     let own = |r: Result<String, Ec2Error>| match r {
-        Ok(inner) => xml(200, query::response(&action, &request_id, &inner)),
-        Err(e) => xml(e.status, e.body(&request_id)),
+        Ok(inner) => xml(200, query::response(action, request_id, &inner)),
+        Err(e) => xml(e.status, e.body(request_id)),
     };
-    match action.as_str() {
-        "CreateVpnGateway" => own(sim.aws.vpn.lock().expect("vpn").create_vgw(&p, &t)),
-        "DescribeVpnGateways" => own(sim.aws.vpn.lock().expect("vpn").describe_vgws(&p, now)),
-        "DeleteVpnGateway" => own(sim.aws.vpn.lock().expect("vpn").delete_vgw(&p, &t)),
+    match action {
+        "CreateVpnGateway" => own(sim.aws.vpn.lock().expect("vpn").create_vgw(p, &t)),
+        "DescribeVpnGateways" => own(sim.aws.vpn.lock().expect("vpn").describe_vgws(p, now)),
+        "DeleteVpnGateway" => own(sim.aws.vpn.lock().expect("vpn").delete_vgw(p, &t)),
         "AttachVpnGateway" => {
             let vpc = p.get("VpcId").unwrap_or_default().to_string();
             let exists = moto_has(sim, headers, &[("Action", "DescribeVpcs"), ("VpcId.1", &vpc)], "<vpcId>").await;
-            own(sim.aws.vpn.lock().expect("vpn").attach(&p, &t, exists))
+            own(sim.aws.vpn.lock().expect("vpn").attach(p, &t, exists))
         }
-        "DetachVpnGateway" => own(sim.aws.vpn.lock().expect("vpn").detach(&p, &t)),
-        "CreateCustomerGateway" => own(sim.aws.vpn.lock().expect("vpn").create_cgw(&p, &t)),
-        "DescribeCustomerGateways" => own(sim.aws.vpn.lock().expect("vpn").describe_cgws(&p, now)),
-        "DeleteCustomerGateway" => own(sim.aws.vpn.lock().expect("vpn").delete_cgw(&p, &t)),
-        "CreateVpnConnection" => own(sim.aws.vpn.lock().expect("vpn").create_conn(&p, &t)),
+        "DetachVpnGateway" => own(sim.aws.vpn.lock().expect("vpn").detach(p, &t)),
+        "CreateCustomerGateway" => own(sim.aws.vpn.lock().expect("vpn").create_cgw(p, &t)),
+        "DescribeCustomerGateways" => own(sim.aws.vpn.lock().expect("vpn").describe_cgws(p, now)),
+        "DeleteCustomerGateway" => own(sim.aws.vpn.lock().expect("vpn").delete_cgw(p, &t)),
+        "CreateVpnConnection" => own(sim.aws.vpn.lock().expect("vpn").create_conn(p, &t)),
         "DescribeVpnConnections" => {
             let telemetry = tunnels::telemetry(sim);
-            own(sim.aws.vpn.lock().expect("vpn").describe_conns(&p, now, &telemetry))
+            own(sim.aws.vpn.lock().expect("vpn").describe_conns(p, now, &telemetry))
         }
-        "DeleteVpnConnection" => own(sim.aws.vpn.lock().expect("vpn").delete_conn(&p, &t)),
+        "DeleteVpnConnection" => own(sim.aws.vpn.lock().expect("vpn").delete_conn(p, &t)),
         "ModifyVpnTunnelOptions" => {
             let telemetry = tunnels::telemetry(sim);
-            own(sim.aws.vpn.lock().expect("vpn").modify_tunnel(&p, &t, &telemetry))
+            own(sim.aws.vpn.lock().expect("vpn").modify_tunnel(p, &t, &telemetry))
         }
-        "CreateVpnConnectionRoute" => own(sim.aws.vpn.lock().expect("vpn").route(&p, true, now)),
-        "DeleteVpnConnectionRoute" => own(sim.aws.vpn.lock().expect("vpn").route(&p, false, now)),
+        "CreateVpnConnectionRoute" => own(sim.aws.vpn.lock().expect("vpn").route(p, true, now)),
+        "DeleteVpnConnectionRoute" => own(sim.aws.vpn.lock().expect("vpn").route(p, false, now)),
         "EnableVgwRoutePropagation" | "DisableVgwRoutePropagation" => {
             let rt = p.get("RouteTableId").unwrap_or_default().to_string();
             let exists =
                 moto_has(sim, headers, &[("Action", "DescribeRouteTables"), ("RouteTableId.1", &rt)], "<routeTableId>")
                     .await;
             let enable = action == "EnableVgwRoutePropagation";
-            own(sim.aws.vpn.lock().expect("vpn").propagate(&p, enable, now, exists))
+            own(sim.aws.vpn.lock().expect("vpn").propagate(p, enable, now, exists))
         }
         "CreateTags" | "DeleteTags" => {
             let ids = p.list("ResourceId");
@@ -331,16 +336,16 @@ async fn answer(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
                     .collect();
             form.extend(others.iter().enumerate().map(|(i, id)| (format!("ResourceId.{}", i + 1), id.clone())));
             let body = serde_urlencoded::to_string(&form).unwrap_or_default();
-            forward(sim, headers, body.into_bytes(), &request_id).await.0
+            forward(sim, headers, body.into_bytes(), request_id).await.0
         }
         "DescribeRouteTables" => {
-            let (resp, text) = forward(sim, headers, body.to_vec(), &request_id).await;
+            let (resp, text) = forward(sim, headers, body.to_vec(), request_id).await;
             match text {
                 Some(text) => xml(200, with_propagation(&text, &sim.aws.vpn.lock().expect("vpn").propagation)),
                 None => resp,
             }
         }
-        _ => forward(sim, headers, body.to_vec(), &request_id).await.0,
+        _ => forward(sim, headers, body.to_vec(), request_id).await.0,
     }
 }
 

@@ -4,7 +4,6 @@
 //! ends existed; otherwise it is DOWN with the first reason found.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -13,7 +12,7 @@ use serde_json::Value;
 use crate::arm::store::Store;
 use crate::server::Sim;
 
-use super::vpn::{Cgw, Conn, Telemetry, Tunnel, Vgw};
+use super::vpn::{Cgw, Conn, Telemetry, Tunnel, Vgw, host};
 
 /// One tunnel's verdict, as `GET /_sim/tunnels` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -24,11 +23,6 @@ pub struct Verdict {
     pub reason: String,
     /// The Azure connection facing this tunnel, if one does.
     pub azure_connection: Option<String>,
-}
-
-fn host(cidr: &str, n: u32) -> Option<String> {
-    let net: ipnet::Ipv4Net = cidr.parse().ok()?;
-    Some(Ipv4Addr::from(u32::from(net.network()) + n).to_string())
 }
 
 fn of_type<'a>(store: &'a Store, arm_type: &'a str) -> impl Iterator<Item = &'a crate::arm::store::Resource> + 'a {
@@ -80,6 +74,23 @@ fn offers_integrity(p2_int: &[String], p2_enc: &[String], azure: &str) -> bool {
     offers(p2_int, azure)
 }
 
+/// The one resource `found` holds, or why not: `none`, or "N `twins`: [names]".
+fn only<'a>(
+    found: impl Iterator<Item = &'a crate::arm::store::Resource>,
+    none: String,
+    twins: &str,
+) -> Result<&'a crate::arm::store::Resource, String> {
+    let found: Vec<_> = found.collect();
+    match found.as_slice() {
+        [] => Err(none),
+        [one] => Ok(*one),
+        many => {
+            let names: Vec<&str> = many.iter().map(|r| r.name.as_str()).collect();
+            Err(format!("{} {twins}: {names:?}", many.len()))
+        }
+    }
+}
+
 fn judge(
     store: &Store,
     conn: &Conn,
@@ -90,37 +101,26 @@ fn judge(
     let t = &t.effective();
     // Twins are a reason, never hidden: two Azure ends for one AWS tunnel address is a broken
     // link whichever of them IKE happens to reach.
-    let lngs: Vec<_> = of_type(store, "Microsoft.Network/localNetworkGateways")
-        .filter(|l| l.body["properties"]["gatewayIpAddress"].as_str() == Some(t.outside_ip.as_str()))
-        .collect();
-    let lng = match lngs.as_slice() {
-        [] => return (Err(format!("no Azure local network gateway points at {}", t.outside_ip)), None),
-        [one] => *one,
-        many => {
-            let names: Vec<&str> = many.iter().map(|l| l.name.as_str()).collect();
-            return (
-                Err(format!("{} Azure local network gateways point at {}: {names:?}", many.len(), t.outside_ip)),
-                None,
-            );
-        }
+    let lng = match only(
+        of_type(store, "Microsoft.Network/localNetworkGateways")
+            .filter(|l| l.body["properties"]["gatewayIpAddress"].as_str() == Some(t.outside_ip.as_str())),
+        format!("no Azure local network gateway points at {}", t.outside_ip),
+        &format!("Azure local network gateways point at {}", t.outside_ip),
+    ) {
+        Ok(l) => l,
+        Err(why) => return (Err(why), None),
     };
-    let azs: Vec<_> = of_type(store, "Microsoft.Network/connections")
-        .filter(|c| {
+    let az = match only(
+        of_type(store, "Microsoft.Network/connections").filter(|c| {
             c.body["properties"]["localNetworkGateway2"]["id"]
                 .as_str()
                 .is_some_and(|id| id.eq_ignore_ascii_case(&lng.id))
-        })
-        .collect();
-    let az = match azs.as_slice() {
-        [] => return (Err(format!("no Azure connection uses local network gateway {}", lng.name)), None),
-        [one] => *one,
-        many => {
-            let names: Vec<&str> = many.iter().map(|c| c.name.as_str()).collect();
-            return (
-                Err(format!("{} Azure connections use local network gateway {}: {names:?}", many.len(), lng.name)),
-                None,
-            );
-        }
+        }),
+        format!("no Azure connection uses local network gateway {}", lng.name),
+        &format!("Azure connections use local network gateway {}", lng.name),
+    ) {
+        Ok(c) => c,
+        Err(why) => return (Err(why), None),
     };
     let named = Some(az.id.clone());
     let p = &az.body["properties"];

@@ -351,6 +351,11 @@ fn network(cidr: &str) -> Option<ipnet::Ipv4Net> {
     cidr.parse::<ipnet::Ipv4Net>().ok().map(|n| n.trunc())
 }
 
+/// Host `n` of the network `cidr` is in: in a tunnel's /30, 1 is AWS's end and 2 the customer's.
+pub(crate) fn host(cidr: &str, n: u32) -> Option<String> {
+    network(cidr).map(|net| std::net::Ipv4Addr::from(u32::from(net.network()) + n).to_string())
+}
+
 /// AWS tunnel inside CIDRs: a /30 in 169.254.0.0/16, none of the reserved ones
 /// (https://docs.aws.amazon.com/vpn/latest/s2svpn/VPNTunnels.html).
 fn check_inside_cidr(cidr: &str) -> Result<(), Ec2Error> {
@@ -861,12 +866,10 @@ impl VpnStore {
     fn config_document(&self, c: &Conn) -> String {
         let cgw = self.cgws.get(&c.cgw);
         let vgw_asn = self.vgws.get(&c.vgw).map(|g| g.asn).unwrap_or_default();
-        let inside = |cidr: &str, n: u32| -> (String, u8) {
-            let net: ipnet::Ipv4Net = cidr.parse().unwrap_or_else(|_| "169.254.0.0/30".parse().expect("a network"));
-            (std::net::Ipv4Addr::from(u32::from(net.network()) + n).to_string(), net.prefix_len())
-        };
-        let end = |outside: &str, (address, prefix): (String, u8), asn: i64| {
-            let mask = std::net::Ipv4Addr::from(u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0));
+        let end = |outside: &str, cidr: &str, n: u32, asn: i64| {
+            let net = network(cidr).unwrap_or_else(|| "169.254.0.0/30".parse().expect("a network"));
+            let address = host(&net.to_string(), n).unwrap_or_default();
+            let (mask, prefix) = (net.netmask(), net.prefix_len());
             let bgp = if c.static_only {
                 String::new()
             } else {
@@ -883,8 +886,8 @@ impl VpnStore {
         for t in c.tunnels.iter().map(Tunnel::effective) {
             doc.push_str(&format!(
                 "<ipsec_tunnel><customer_gateway>{}</customer_gateway><vpn_gateway>{}</vpn_gateway><ike><lifetime>{}</lifetime><pre_shared_key>{}</pre_shared_key></ike><ipsec><protocol>esp</protocol><lifetime>{}</lifetime><mode>tunnel</mode></ipsec></ipsec_tunnel>",
-                end(cgw.map(|g| g.ip.as_str()).unwrap_or_default(), inside(&t.inside_cidr, 2), cgw.map(|g| g.asn).unwrap_or_default()),
-                end(&t.outside_ip, inside(&t.inside_cidr, 1), vgw_asn),
+                end(cgw.map(|g| g.ip.as_str()).unwrap_or_default(), &t.inside_cidr, 2, cgw.map(|g| g.asn).unwrap_or_default()),
+                end(&t.outside_ip, &t.inside_cidr, 1, vgw_asn),
                 t.p1_lifetime.unwrap_or_default(),
                 t.psk,
                 t.p2_lifetime.unwrap_or_default(),

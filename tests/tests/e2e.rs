@@ -358,13 +358,8 @@ fn apply_killed_at_five_points_converges_without_twins() {
         let _ = child.wait();
         // The lock of the killed run stays; the next run is told who holds it. Clear it as an
         // operator would, with the id from the lock file.
-        let lock = state.join("state.lock");
-        if lock.exists() {
-            let id = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&lock).unwrap()).unwrap()["id"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            ok(&clouds.xcsp(state).args(["force-unlock", &id]).arg(il5()).output().unwrap());
+        if state.join("state.lock").exists() {
+            clouds.force_unlock(state);
         }
     }
     let last = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
@@ -390,12 +385,7 @@ fn apply_converges_through_throttling_and_server_errors_on_both_clouds() {
     let clouds = Clouds::start();
     let faults = r#"{"faults": {"aws_throttle_rate": 0.3, "aws_error_rate": 0.05, "error_rate": 0.05, "error_status": 500},
         "throttle": {"enabled": true, "writes": {"capacity": 4, "refill_per_sec": 4.0}, "reads": {"capacity": 10, "refill_per_sec": 10.0}}}"#;
-    let patched = Command::new("curl")
-        .args(["-sf", "-o", "/dev/null", "-X", "PATCH", "-H", "Content-Type: application/json", "--data", faults])
-        .arg(format!("{}/_sim/config", clouds.url))
-        .status()
-        .unwrap();
-    assert!(patched.success());
+    clouds.configure(&serde_json::from_str(faults).unwrap());
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
     let applied = clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap();
@@ -405,11 +395,7 @@ fn apply_converges_through_throttling_and_server_errors_on_both_clouds() {
     // The providers' retries absorb every fault: one run is enough.
     assert!(applied.status.success() && text.contains("Apply complete!"), "{text}");
     let quiet = r#"{"faults": {"aws_throttle_rate": 0.0, "aws_error_rate": 0.0, "error_rate": 0.0}, "throttle": {"enabled": false}}"#;
-    Command::new("curl")
-        .args(["-sf", "-o", "/dev/null", "-X", "PATCH", "-H", "Content-Type: application/json", "--data", quiet])
-        .arg(format!("{}/_sim/config", clouds.url))
-        .status()
-        .unwrap();
+    clouds.configure(&serde_json::from_str(quiet).unwrap());
     let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
     assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
     assert_eq!(clouds.aws_live(), (1, 2, 2));
@@ -525,12 +511,7 @@ fn apply_killed_right_after_create_vpn_connection_adopts_it() {
         "state holds only the intent: {}",
         recorded["resources"]["aws_vpn_connection.link[0]"]
     );
-    let lock = state.join("state.lock");
-    let id = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&lock).unwrap()).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    ok(&clouds.xcsp(state).args(["force-unlock", &id]).arg(il5()).output().unwrap());
+    clouds.force_unlock(state);
     let resumed = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     assert!(resumed.contains("aws_vpn_connection.link[0]: found in the cloud"), "adopted, not re-created: {resumed}");
     assert_eq!(clouds.aws_live(), (1, 2, 2), "no twin");
@@ -772,23 +753,11 @@ fn a_revoked_rule_a_table_without_propagation_and_a_failed_gateway_are_drift_tha
     let table = r["aws_vpn_gateway_route_propagation.link"]["attributes"]["route_table_ids"][0].as_str().unwrap();
     let vgw = r["aws_vpn_gateway.link"]["id"].as_str().unwrap();
     let gateway = r["azure_virtual_network_gateway.link"]["id"].as_str().unwrap();
-    let marked = |clouds: &Clouds| {
-        clouds.ec2("DescribeSecurityGroups").matches("[xcsp il5-gpu aws_security_group_ingress.link]").count()
-    };
+    let marked = |clouds: &Clouds| clouds.marked_rules("il5-gpu", "aws_security_group_ingress.link");
     let complete = marked(&clouds);
     assert!(complete >= 16, "8 rules in each cluster group: {complete}");
 
-    let revoked = clouds.ec2_with(
-        "RevokeSecurityGroupIngress",
-        &[
-            ("GroupId", group),
-            ("IpPermissions.1.IpProtocol", "tcp"),
-            ("IpPermissions.1.FromPort", "22623"),
-            ("IpPermissions.1.ToPort", "22623"),
-            ("IpPermissions.1.IpRanges.1.CidrIp", "10.200.0.0/16"),
-        ],
-    );
-    assert!(revoked.contains("true"), "{revoked}");
+    clouds.revoke_machine_config_rule(group);
     assert_eq!(marked(&clouds), complete - 1);
     let disabled = clouds.ec2_with("DisableVgwRoutePropagation", &[("GatewayId", vgw), ("RouteTableId", table)]);
     assert!(disabled.contains("true"), "{disabled}");
@@ -883,6 +852,28 @@ impl Clouds {
         assert!(out.success(), "configure {patch}");
     }
 
+    /// Clears the lock a killed run left, as an operator would: `force-unlock` with its id.
+    fn force_unlock(&self, state: &Path) {
+        let lock = std::fs::read_to_string(state.join("state.lock")).unwrap();
+        let id = serde_json::from_str::<serde_json::Value>(&lock).unwrap()["id"].as_str().unwrap().to_string();
+        ok(&self.xcsp(state).args(["force-unlock", &id]).arg(il5()).output().unwrap());
+    }
+
+    /// Revokes, out of band, the rule that lets the Azure network reach the machine-config server.
+    fn revoke_machine_config_rule(&self, group: &str) {
+        let revoked = self.ec2_with(
+            "RevokeSecurityGroupIngress",
+            &[
+                ("GroupId", group),
+                ("IpPermissions.1.IpProtocol", "tcp"),
+                ("IpPermissions.1.FromPort", "22623"),
+                ("IpPermissions.1.ToPort", "22623"),
+                ("IpPermissions.1.IpRanges.1.CidrIp", "10.200.0.0/16"),
+            ],
+        );
+        assert!(revoked.contains("true"), "{revoked}");
+    }
+
     /// Requests the EC2 layer has seen for `action`.
     fn ec2_calls(&self, action: &str) -> u64 {
         self.get("/_sim/aws/counters")["requests"][action].as_u64().unwrap_or(0)
@@ -905,8 +896,20 @@ impl Clouds {
 
 /// A refresh of the il5 state then `plan --detailed-exitcode`: (exit code, what it said).
 fn plan(clouds: &Clouds, state: &Path) -> (Option<i32>, String) {
-    let out = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    plan_of(clouds, state, &il5())
+}
+
+/// `plan --detailed-exitcode` of `spec`: (exit code, what it said).
+fn plan_of(clouds: &Clouds, state: &Path, spec: &Path) -> (Option<i32>, String) {
+    let out = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(spec).output().unwrap();
     (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Security-group rules state wants: every rule in every cluster group.
+fn rules_wanted(state: &Path) -> usize {
+    let r = recorded(state);
+    let ingress = &r["resources"]["aws_security_group_ingress.link"]["attributes"];
+    ingress["security_group_ids"].as_array().unwrap().len() * ingress["rules"].as_array().unwrap().len()
 }
 
 /// The stack is whole: plan clean, every member once in the cloud (counted by listing, so a twin
@@ -916,9 +919,7 @@ fn assert_whole(clouds: &Clouds, state: &Path) {
     assert_eq!(code, Some(0), "{said}");
     let r = recorded(state);
     let r = &r["resources"];
-    let groups = r["aws_security_group_ingress.link"]["attributes"]["security_group_ids"].as_array().unwrap().len();
-    let rules = r["aws_security_group_ingress.link"]["attributes"]["rules"].as_array().unwrap().len();
-    assert_eq!(clouds.marked_rules("il5-gpu", "aws_security_group_ingress.link"), groups * rules);
+    assert_eq!(clouds.marked_rules("il5-gpu", "aws_security_group_ingress.link"), rules_wanted(state));
     let vgw = r["aws_vpn_gateway.link"]["id"].as_str().unwrap();
     let tables = r["aws_vpn_gateway_route_propagation.link"]["attributes"]["route_table_ids"].as_array().unwrap().len();
     assert_eq!(clouds.propagating(vgw), tables);
@@ -1004,12 +1005,7 @@ fn apply_killed_part_way_through_the_rules_is_completed_by_the_next_apply() {
     assert!(clouds.ec2_calls("AuthorizeSecurityGroupIngress") >= 6, "the 6th rule was tried before the kill");
     assert_eq!(clouds.marked_rules("il5-gpu", "aws_security_group_ingress.link"), 5);
     clouds.configure(&serde_json::json!({ "faults": { "aws_fail_actions": [] } }));
-    let lock = state.join("state.lock");
-    let id = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&lock).unwrap()).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    ok(&clouds.xcsp(state).args(["force-unlock", &id]).arg(il5()).output().unwrap());
+    clouds.force_unlock(state);
 
     let (code, said) = plan(&clouds, state);
     assert_eq!(code, Some(2), "{said}");
@@ -1017,12 +1013,8 @@ fn apply_killed_part_way_through_the_rules_is_completed_by_the_next_apply() {
     let before = clouds.ec2_calls("AuthorizeSecurityGroupIngress");
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_whole(&clouds, state);
-    let r = recorded(state);
-    let groups =
-        r["resources"]["aws_security_group_ingress.link"]["attributes"]["security_group_ids"].as_array().unwrap().len();
-    let rules = r["resources"]["aws_security_group_ingress.link"]["attributes"]["rules"].as_array().unwrap().len();
     assert!(
-        clouds.ec2_calls("AuthorizeSecurityGroupIngress") - before <= (groups * rules - 5) as u64,
+        clouds.ec2_calls("AuthorizeSecurityGroupIngress") - before <= (rules_wanted(state) - 5) as u64,
         "only the missing rules are sent"
     );
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
@@ -1154,27 +1146,14 @@ fn applying_a_saved_plan_does_not_do_what_it_did_not_show() {
         .as_str()
         .unwrap()
         .to_string();
-    let revoked = clouds.ec2_with(
-        "RevokeSecurityGroupIngress",
-        &[
-            ("GroupId", &group),
-            ("IpPermissions.1.IpProtocol", "tcp"),
-            ("IpPermissions.1.FromPort", "22623"),
-            ("IpPermissions.1.ToPort", "22623"),
-            ("IpPermissions.1.IpRanges.1.CidrIp", "10.200.0.0/16"),
-        ],
-    );
-    assert!(revoked.contains("true"), "{revoked}");
+    clouds.revoke_machine_config_rule(&group);
     let before = clouds.ec2_calls("AuthorizeSecurityGroupIngress");
     let out = clouds.xcsp(state).args(["apply", "--auto-approve", "--plan"]).arg(&saved).arg(&spec).output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("aws_security_group_ingress.link") && said.contains("BeyondPlan"), "{said}");
     assert_eq!(clouds.ec2_calls("AuthorizeSecurityGroupIngress"), before, "nothing the saved plan did not show");
-    let (code, said) = {
-        let o = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(&spec).output().unwrap();
-        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
-    };
+    let (code, said) = plan_of(&clouds, state, &spec);
     assert_eq!(code, Some(2), "{said}");
     assert!(said.contains("~ aws_security_group_ingress.link will be updated in place"), "{said}");
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());

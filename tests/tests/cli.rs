@@ -165,18 +165,23 @@ fn state_and_plan_files_are_readable_by_their_owner_only() {
     std::fs::write(&file, r#"{"version":1,"serial":3,"lineage":"abc","stack":"il5-gpu","resources":{}}"#).unwrap();
     // The second push makes state.json.backup.
     for force in [&[][..], &["--force"][..]] {
-        let out = xcsp()
-            .args(["state", "push"])
-            .args(force)
-            .arg(&file)
-            .arg(root().join("examples/il5-govcloud"))
-            .arg("--state-dir")
-            .arg(&state)
-            .output()
-            .unwrap();
+        let out = push(&file, &state, force);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
     assert_eq!((mode(&state.join("state.json")), mode(&state.join("state.json.backup"))), (0o600, 0o600));
+}
+
+/// `xcsp state push [FLAGS] FILE` into the IL5 example's stack, state kept in `state`.
+fn push(file: &Path, state: &Path, flags: &[&str]) -> std::process::Output {
+    xcsp()
+        .args(["state", "push"])
+        .args(flags)
+        .arg(file)
+        .arg(root().join("examples/il5-govcloud"))
+        .arg("--state-dir")
+        .arg(state)
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -186,15 +191,7 @@ fn state_push_refuses_another_stacks_state_even_with_force() {
     let file = dir.path().join("other.json");
     std::fs::write(&file, r#"{"version":1,"serial":3,"lineage":"abc","stack":"web-prod","resources":{}}"#).unwrap();
     for force in [&[][..], &["--force"][..]] {
-        let out = xcsp()
-            .args(["state", "push"])
-            .args(force)
-            .arg(&file)
-            .arg(root().join("examples/il5-govcloud"))
-            .arg("--state-dir")
-            .arg(&state)
-            .output()
-            .unwrap();
+        let out = push(&file, &state, force);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{force:?}: {stderr}");
         assert!(stderr.contains("`web-prod`") && stderr.contains("`il5-gpu`"), "{stderr}");

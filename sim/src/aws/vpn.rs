@@ -783,16 +783,17 @@ impl VpnStore {
     fn conn_xml(&self, x: &mut Xml, id: &str, now: Instant, telemetry: &Telemetry) {
         let c = &self.conns[id];
         let state = c.state(now);
+        // As AWS runs them (defaults filled): the options and the configuration document both show these.
+        let tunnels: Vec<Tunnel> = c.tunnels.iter().map(Tunnel::effective).collect();
         x.leaf("vpnConnectionId", &c.id)
             .leaf("state", state)
             .leaf("type", "ipsec.1")
             .leaf("category", "VPN")
             .leaf("customerGatewayId", &c.cgw)
             .leaf("vpnGatewayId", &c.vgw)
-            .leaf("customerGatewayConfiguration", self.config_document(c));
+            .leaf("customerGatewayConfiguration", self.config_document(c, &tunnels));
         x.open("options").leaf("staticRoutesOnly", c.static_only).open("tunnelOptionSet");
-        for t in c.tunnels.iter().map(Tunnel::effective) {
-            let t = &t;
+        for t in &tunnels {
             x.open("item")
                 .leaf("outsideIpAddress", &t.outside_ip)
                 .leaf("tunnelInsideCidr", &t.inside_cidr)
@@ -863,7 +864,7 @@ impl VpnStore {
     /// the /30's first two hosts (AWS's end first), `network_cidr` is the prefix length and
     /// `network_mask` the dotted mask, and BGP (hold time 30 s) appears only on dynamic
     /// connections. The generic document's algorithm names and device hints are not emulated.
-    fn config_document(&self, c: &Conn) -> String {
+    fn config_document(&self, c: &Conn, tunnels: &[Tunnel]) -> String {
         let cgw = self.cgws.get(&c.cgw);
         let vgw_asn = self.vgws.get(&c.vgw).map(|g| g.asn).unwrap_or_default();
         let end = |outside: &str, cidr: &str, n: u32, asn: i64| {
@@ -883,7 +884,7 @@ impl VpnStore {
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<vpn_connection id=\"{}\"><customer_gateway_id>{}</customer_gateway_id><vpn_gateway_id>{}</vpn_gateway_id><vpn_connection_type>ipsec.1</vpn_connection_type>",
             c.id, c.cgw, c.vgw
         );
-        for t in c.tunnels.iter().map(Tunnel::effective) {
+        for t in tunnels {
             doc.push_str(&format!(
                 "<ipsec_tunnel><customer_gateway>{}</customer_gateway><vpn_gateway>{}</vpn_gateway><ike><lifetime>{}</lifetime><pre_shared_key>{}</pre_shared_key></ike><ipsec><protocol>esp</protocol><lifetime>{}</lifetime><mode>tunnel</mode></ipsec></ipsec_tunnel>",
                 end(cgw.map(|g| g.ip.as_str()).unwrap_or_default(), &t.inside_cidr, 2, cgw.map(|g| g.asn).unwrap_or_default()),

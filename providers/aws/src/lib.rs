@@ -771,10 +771,12 @@ impl AwsProvider {
         // Every option the spec sets and the tunnel does not carry is sent, one tunnel at a time,
         // each modification waited out (the connection is `modifying` until it is applied) so
         // that the other tunnel carries traffic meanwhile and EC2 takes the next one.
-        let mut current = self.read_connection(a, &id, cidrs).await?.1;
+        // Tags do not change with a tunnel modification: read once. The tunnels are read again
+        // only after a modification (which may change which one matches tunnel 1's range).
+        let current = tags_in(&self.read_connection(a, &id, cidrs).await?.1);
+        let (mut tunnels, _) = self.tunnels(a, &id, cidrs).await?;
         for n in 1..=2u8 {
-            let (tunnels, _) = self.tunnels(a, &id, cidrs).await?;
-            let Some(have) = tunnels.get(usize::from(n) - 1) else { continue };
+            let Some(have) = tunnels.get(usize::from(n) - 1).cloned() else { continue };
             let want = tunnel::Tunnel::wanted(attrs, n);
             let changed = want.changed(&have.0);
             if changed.is_empty() {
@@ -798,9 +800,9 @@ impl AwsProvider {
                 Ok(self.read_connection(a, &id, cidrs).await?.0.as_deref() == Some("available"))
             })
             .await?;
-            current = self.read_connection(a, &id, cidrs).await?.1;
+            tunnels = self.tunnels(a, &id, cidrs).await?.0;
         }
-        self.retag(a, &id, &tags_in(&current), &desired_tags(req.stack, a, attrs)).await?;
+        self.retag(a, &id, &current, &desired_tags(req.stack, a, attrs)).await?;
         let (_, out) = self.read_connection(a, &id, cidrs).await?;
         Ok(Observed { address: a.clone(), id, attributes: out })
     }

@@ -3,7 +3,6 @@
 //! Terraform's `-backend-config` does; and the lock a command holds while it runs.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use xcsp_plans::Loaded;
@@ -14,7 +13,7 @@ use xcsp_state::s3::{S3Backend, S3Config};
 use xcsp_state::{State, StateWarning, Warnings};
 
 use crate::StateArgs;
-use crate::run::fail;
+use crate::report::{self, CliError};
 
 /// The settings `--backend-config KEY=VALUE` accepts, and the variable each can also come from.
 const SETTINGS: &[(&str, &str)] = &[
@@ -34,16 +33,12 @@ struct Settings<'a> {
 }
 
 impl<'a> Settings<'a> {
-    fn new(l: &'a Loaded, args: &StateArgs) -> Result<Settings<'a>, ExitCode> {
+    fn new(l: &'a Loaded, args: &StateArgs) -> miette::Result<Settings<'a>> {
         let mut flags = Vec::new();
         for pair in &args.backend_config {
             let Some((k, v)) = pair.split_once('=').filter(|(k, _)| SETTINGS.iter().any(|(s, _)| s == k)) else {
                 let known: Vec<&str> = SETTINGS.iter().map(|(s, _)| *s).collect();
-                eprintln!(
-                    "Error: --backend-config takes KEY=VALUE with KEY one of {}; got `{pair}`.",
-                    known.join(", ")
-                );
-                return Err(ExitCode::from(1));
+                return Err(CliError::BackendConfig { pair: pair.clone(), known: known.join(", ") }.into());
             };
             flags.push((k.to_string(), v.to_string()));
         }
@@ -68,7 +63,7 @@ impl<'a> Settings<'a> {
 
     /// Enforced if any source says so: a spec that enforces encryption is not relaxed by a
     /// variable someone forgot in their shell.
-    fn enforced(&self) -> Result<bool, ExitCode> {
+    fn enforced(&self) -> miette::Result<bool> {
         let env = std::env::var("XCSP_STATE_ENCRYPTION").ok();
         let flag = self.flags.iter().rev().find(|(k, _)| k == "encryption").map(|(_, v)| v.clone());
         let block = self.block.and_then(|b| b.encryption.clone());
@@ -77,10 +72,7 @@ impl<'a> Settings<'a> {
             match mode.as_str() {
                 "enforced" => enforced = true,
                 "optional" => {}
-                other => {
-                    eprintln!("Error: unknown encryption mode `{other}`: `enforced` or `optional`.");
-                    return Err(ExitCode::from(1));
-                }
+                other => return Err(CliError::EncryptionMode(other.into()).into()),
             }
         }
         Ok(enforced)
@@ -111,21 +103,22 @@ impl std::error::Error for KeySources {}
 /// A key from `XCSP_STATE_KEY{suffix}` (base64), `XCSP_STATE_KEY_FILE{suffix}` (a file of 32 raw
 /// bytes or their base64) or `XCSP_STATE_PASSPHRASE{suffix}`; more than one of them set is an
 /// error ([`KeySources`]), never a silent choice.
-fn key_from_env(suffix: &str) -> Result<Option<KeySource>, ExitCode> {
+fn key_from_env(suffix: &str) -> miette::Result<Option<KeySource>> {
     let names = ["XCSP_STATE_KEY", "XCSP_STATE_KEY_FILE", "XCSP_STATE_PASSPHRASE"].map(|n| format!("{n}{suffix}"));
     let values = names.clone().map(|n| std::env::var(n).ok());
     let set: Vec<String> = names.iter().zip(&values).filter(|(_, v)| v.is_some()).map(|(n, _)| n.clone()).collect();
     if set.len() > 1 {
-        return Err(fail(&KeySources { set }));
+        return Err(KeySources { set }.into());
     }
     match values {
-        [Some(k), _, _] => KeySource::from_base64(&k).map(Some).map_err(|e| fail(&e)),
+        [Some(k), _, _] => Ok(Some(KeySource::from_base64(&k)?)),
         [_, Some(path), _] => {
-            let content = std::fs::read(&path).map_err(|e| {
-                eprintln!("Error: cannot read the state key file {path}: {e}");
-                ExitCode::from(1)
+            let content = std::fs::read(&path).map_err(|source| CliError::Read {
+                what: "the state key file",
+                path: path.into(),
+                source,
             })?;
-            KeySource::from_key_file(&content).map(Some).map_err(|e| fail(&e))
+            Ok(Some(KeySource::from_key_file(&content)?))
         }
         [_, _, passphrase] => Ok(passphrase.map(KeySource::Passphrase)),
     }
@@ -134,7 +127,7 @@ fn key_from_env(suffix: &str) -> Result<Option<KeySource>, ExitCode> {
 /// How state and plan files are sealed: the key (and, during a rotation, the old key, suffix
 /// `_OLD`) from the environment, enforced when the spec, `XCSP_STATE_ENCRYPTION` or
 /// `--backend-config encryption=enforced` says so.
-pub fn codec(l: &Loaded, args: &StateArgs) -> Result<Codec, ExitCode> {
+pub fn codec(l: &Loaded, args: &StateArgs) -> miette::Result<Codec> {
     let enforced = Settings::new(l, args)?.enforced()?;
     Ok(Codec::new(key_from_env("")?).with_old_key(key_from_env("_OLD")?).enforced(enforced))
 }
@@ -142,7 +135,7 @@ pub fn codec(l: &Loaded, args: &StateArgs) -> Result<Codec, ExitCode> {
 /// The stack's state store: `local` (the default: `--state-dir`, `path`, or `.xcsp/<stack>`) or
 /// `s3` (`bucket`; `key` defaults to `<stack>/state.json`, `region` to the spec's AWS region),
 /// sealing state with [`codec`].
-pub async fn backend(l: &Loaded, args: &StateArgs) -> Result<Arc<dyn Backend>, ExitCode> {
+pub async fn backend(l: &Loaded, args: &StateArgs) -> miette::Result<Arc<dyn Backend>> {
     let settings = Settings::new(l, args)?;
     let codec = codec(l, args)?;
     let kind =
@@ -150,10 +143,7 @@ pub async fn backend(l: &Loaded, args: &StateArgs) -> Result<Arc<dyn Backend>, E
     match kind.as_str() {
         "s3" => {
             let Some(bucket) = settings.get("bucket") else {
-                eprintln!(
-                    "Error: the s3 backend needs a bucket: `bucket` in the backend block, XCSP_BACKEND_BUCKET or --backend-config bucket=NAME."
-                );
-                return Err(ExitCode::from(1));
+                return Err(CliError::NoBucket.into());
             };
             let config = S3Config {
                 bucket,
@@ -164,7 +154,7 @@ pub async fn backend(l: &Loaded, args: &StateArgs) -> Result<Arc<dyn Backend>, E
                 static_credentials: None,
             };
             // Warnings (older plaintext versions left behind) are shown as they come.
-            let warnings: Warnings = Arc::new(|w: &StateWarning| crate::report(w));
+            let warnings: Warnings = Arc::new(|w: &StateWarning| report::diag(w));
             Ok(Arc::new(S3Backend::new(config, codec).await.with_warnings(warnings)))
         }
         "local" => {
@@ -177,10 +167,7 @@ pub async fn backend(l: &Loaded, args: &StateArgs) -> Result<Arc<dyn Backend>, E
                 .unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
             Ok(Arc::new(LocalBackend::new(dir).with_codec(codec)))
         }
-        other => {
-            eprintln!("Error: unknown backend `{other}`: `local` or `s3`.");
-            Err(ExitCode::from(1))
-        }
+        other => Err(CliError::UnknownBackend(other.into()).into()),
     }
 }
 
@@ -235,17 +222,17 @@ impl Drop for Held {
         let (backend, id) = (self.backend.clone(), self.id.clone());
         let release = async move { backend.unlock(&id).await };
         if let Err(e) = tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(release)) {
-            eprintln!("Warning: the state lock {} was not released: {e}", self.id);
+            report::warn(format_args!("the state lock {} was not released: {e}", self.id));
         }
     }
 }
 
 /// The stack's backend, locked for `operation`, and its state (new if there is none yet).
-pub async fn open(l: &Loaded, args: &StateArgs, operation: &str) -> Result<(Arc<dyn Backend>, Held, State), ExitCode> {
+pub async fn open(l: &Loaded, args: &StateArgs, operation: &str) -> miette::Result<(Arc<dyn Backend>, Held, State)> {
     let backend = backend(l, args).await?;
-    let lock = backend.lock(&holder(), operation).await.map_err(|e| fail(&e))?;
+    let lock = backend.lock(&holder(), operation).await?;
     let held = Held { backend: backend.clone(), id: lock.id };
-    let state = backend.read().await.map_err(|e| fail(&e))?.unwrap_or_else(|| State::new(&l.model.stack));
+    let state = backend.read().await?.unwrap_or_else(|| State::new(&l.model.stack));
     Ok((backend, held, state))
 }
 

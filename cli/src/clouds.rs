@@ -2,7 +2,6 @@
 //! tunnels' state out of refreshed resources for `xcsp status`.
 
 use std::collections::BTreeSet;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -10,13 +9,14 @@ use xcsp_aws::{AwsConfig, AwsProvider};
 use xcsp_azure::{AzureConfig, AzureProvider, Cloud};
 use xcsp_core::{Address, ProviderKind, ResourceType, Value};
 use xcsp_engine::Providers;
-use xcsp_engine::local::LocalProvider;
 use xcsp_kube::{KubeConfig, KubeProvider};
+use xcsp_local::LocalProvider;
 use xcsp_plans::spec::AzureCloud;
 use xcsp_plans::validate::Model;
 use xcsp_state::State;
 
 use crate::cluster::Kubeconfig;
+use crate::report::CliError;
 
 /// The providers for `kinds`, configured from the spec, with the usual environment overrides:
 /// AWS reads its default credential chain and `AWS_ENDPOINT_URL`; Azure its credential chain
@@ -28,7 +28,7 @@ pub async fn providers(
     model: &Model,
     kinds: &BTreeSet<ProviderKind>,
     cluster: Option<&Kubeconfig>,
-) -> Result<Providers, ExitCode> {
+) -> miette::Result<Providers> {
     let mut providers = Providers::new().with(Arc::new(LocalProvider));
     if kinds.contains(&ProviderKind::Aws) {
         let mut config = AwsConfig::new(&model.aws.region.value);
@@ -56,26 +56,17 @@ pub async fn providers(
             Err(_) => spec_cloud,
         };
         let config = AzureConfig::new(&az.subscription_id.value, &az.tenant_id.value, &az.resource_group.value, cloud);
-        match AzureProvider::new(config) {
-            Ok(p) => providers = providers.with(Arc::new(p)),
-            Err(e) => {
-                crate::report(&e);
-                return Err(ExitCode::from(1));
-            }
-        }
+        providers = providers.with(Arc::new(AzureProvider::new(config)?));
     }
     if kinds.contains(&ProviderKind::Kubernetes)
         && let Some(found) = cluster
     {
         let mut config = KubeConfig::new(&found.path);
         config.context = found.context.clone();
-        match KubeProvider::new(config).await {
-            Ok(p) => providers = providers.with(Arc::new(p)),
-            Err(e) => {
-                eprintln!("Error: {e} (the kubeconfig from {})", found.from);
-                return Err(ExitCode::from(1));
-            }
-        }
+        let p = KubeProvider::new(config)
+            .await
+            .map_err(|e| CliError::Kubeconfig { detail: e.to_string(), from: found.from.to_string() })?;
+        providers = providers.with(Arc::new(p));
     }
     Ok(providers)
 }

@@ -1,11 +1,13 @@
 //! The `xcsp` binary: parses flags, reads the environment, renders diagnostics, plans and
-//! progress. Only this crate knows about terminals, exit codes and environment variables.
+//! progress. Only this crate knows about terminals and exit codes; what it says on stderr goes
+//! through [`report`].
 
 mod backend;
 mod clouds;
 mod cluster;
 mod discovery;
 mod progress;
+mod report;
 mod run;
 mod state_cmd;
 
@@ -13,8 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use miette::{GraphicalReportHandler, GraphicalTheme};
-use xcsp_plans::{LoadFailure, Loaded, VarInputs};
+use xcsp_plans::{Loaded, VarInputs};
 
 /// The version and the commit it was built from (`build.rs`; `unknown` outside a git checkout).
 const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("XCSP_COMMIT"), ")");
@@ -238,39 +239,13 @@ pub fn outputs(args: &SpecArgs, l: &Loaded, state: &xcsp_state::State) -> Vec<xc
     }
 }
 
-pub fn report(diag: &dyn miette::Diagnostic) {
-    let handler = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        GraphicalReportHandler::new()
-    } else {
-        GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor())
-    };
-    // Pre-shared keys and sensitive variables found in the spec are masked in the shown source.
-    let handler = handler.with_context_lines(1);
-    let mut out = String::new();
-    let _ = handler.render_report(&mut out, diag);
-    eprintln!("{out}");
-}
-
-fn load(args: &SpecArgs) -> Result<Loaded, ExitCode> {
-    match xcsp_plans::load(&args.path, &inputs(args)) {
-        Ok(l) => {
-            for w in l.warnings.iter() {
-                report(w);
-            }
-            Ok(l)
-        }
-        Err(LoadFailure::Problems(problems)) => {
-            for p in problems.iter() {
-                report(p);
-            }
-            eprintln!("Error: {problems}");
-            Err(ExitCode::from(1))
-        }
-        Err(e) => {
-            report(&e);
-            Err(ExitCode::from(1))
-        }
+/// Reads and checks the spec; its warnings are shown, its errors end the command.
+fn load(args: &SpecArgs) -> miette::Result<Loaded> {
+    let l = xcsp_plans::load(&args.path, &inputs(args))?;
+    for w in l.warnings.iter() {
+        report::diag(w);
     }
+    Ok(l)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -278,8 +253,14 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(error) => report::fail(&error),
+    }
+}
+
+fn run(cli: Cli) -> miette::Result<ExitCode> {
+    match cli.command {
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,
@@ -289,37 +270,44 @@ fn main() -> ExitCode {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Validate(args) => load(&args).map(|l| {
+        Command::Validate(args) => {
+            let l = load(&args)?;
             println!("The spec is valid: {} resources in stack `{}`.", l.graph.len(), l.model.stack);
-            ExitCode::SUCCESS
-        }),
-        Command::Graph(args) => load(&args).map(|l| {
-            print!("{}", l.graph.to_dot());
-            ExitCode::SUCCESS
-        }),
-        Command::Plan { spec, state, json, detailed_exitcode, out, refresh, offline } => load(&spec).and_then(|l| {
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Graph(args) => {
+            print!("{}", load(&args)?.graph.to_dot());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plan { spec, state, json, detailed_exitcode, out, refresh, offline } => {
+            let l = load(&spec)?;
             let opts = run::PlanOptions { json, detailed_exitcode, out, refresh, offline };
             runtime().block_on(run::plan(&l, &state, opts))
-        }),
+        }
         Command::Apply { spec, state, run: args, plan } => {
-            load(&spec).and_then(|l| runtime().block_on(run::apply(&spec, &l, &state, &args, plan)))
+            let l = load(&spec)?;
+            runtime().block_on(run::apply(&spec, &l, &state, &args, plan))
         }
         Command::Destroy { spec, state, run: args, sweep } => {
-            load(&spec).and_then(|l| runtime().block_on(run::destroy(&l, &state, &args, sweep)))
+            let l = load(&spec)?;
+            runtime().block_on(run::destroy(&l, &state, &args, sweep))
         }
         Command::Status { spec, state, json } => {
-            load(&spec).and_then(|l| runtime().block_on(run::status(&spec, &l, &state, json)))
+            let l = load(&spec)?;
+            runtime().block_on(run::status(&spec, &l, &state, json))
         }
         Command::Render { dir, spec, state } => {
-            load(&spec).and_then(|l| runtime().block_on(run::render(&l, &state, &dir)))
+            let l = load(&spec)?;
+            runtime().block_on(run::render(&l, &state, &dir))
         }
         Command::State { command } => {
             let (spec, state) = command.args();
-            load(spec).and_then(|l| runtime().block_on(state_cmd::run(&l, state, &command)))
+            let l = load(spec)?;
+            runtime().block_on(state_cmd::run(&l, state, &command))
         }
         Command::ForceUnlock { lock_id, spec, state } => {
-            load(&spec).and_then(|l| runtime().block_on(run::force_unlock(&l, &state, &lock_id)))
+            let l = load(&spec)?;
+            runtime().block_on(run::force_unlock(&l, &state, &lock_id))
         }
-    };
-    result.unwrap_or_else(|code| code)
+    }
 }

@@ -10,7 +10,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 use xcsp_core::Address;
-use xcsp_engine::{Event, Op};
+use xcsp_engine::{Action, Event};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -52,7 +52,7 @@ pub fn elapsed(d: Duration) -> String {
 
 /// One running operation as the view tracks it.
 struct Running {
-    op: Op,
+    op: Action,
     since: Instant,
     waiting: Option<String>,
     bar: Option<ProgressBar>,

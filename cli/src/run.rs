@@ -17,7 +17,8 @@ use xcsp_state::State;
 use crate::backend::{Saver, backend, codec, open};
 use crate::cluster::{self, Kubeconfig};
 use crate::progress::{self, Mode};
-use crate::{RunArgs, SpecArgs, StateArgs, clouds, report};
+use crate::report::{self, CliError};
+use crate::{RunArgs, SpecArgs, StateArgs, clouds};
 
 pub struct PlanOptions {
     pub json: bool,
@@ -28,20 +29,16 @@ pub struct PlanOptions {
 }
 
 /// The OIDC issuer check (unless offline): warnings are shown, a mismatch stops the command.
-async fn check_issuers(l: &Loaded, offline: bool) -> Result<(), ExitCode> {
+async fn check_issuers(l: &Loaded, offline: bool) -> miette::Result<()> {
     if offline {
         return Ok(());
     }
-    let problems = crate::discovery::check(&l.model).await;
-    for p in &problems {
-        report(p);
+    let (errors, warnings): (Vec<_>, Vec<_>) =
+        crate::discovery::check(&l.model).await.into_iter().partition(|p| p.is_error());
+    for w in &warnings {
+        report::diag(w);
     }
-    if problems.iter().any(|p| p.is_error()) { Err(ExitCode::from(1)) } else { Ok(()) }
-}
-
-pub fn fail(diag: &dyn miette::Diagnostic) -> ExitCode {
-    report(diag);
-    ExitCode::from(1)
+    if errors.is_empty() { Ok(()) } else { Err(CliError::Issuer { problems: errors }.into()) }
 }
 
 /// The part of the graph this run applies: everything, unless the spec says
@@ -54,18 +51,18 @@ fn in_reach(l: &Loaded, state: &State) -> ResourceGraph {
         return l.graph.clone();
     }
     if recorded > 0 {
-        eprintln!(
-            "Note: kubernetes_objects = \"render\", but state records {recorded} CAPZ/CAPI objects an earlier run applied: they stay in this run (applied, refreshed and destroyed by xcsp) until `xcsp state rm ADDR` hands them over."
-        );
+        report::note(format_args!(
+            "kubernetes_objects = \"render\", but state records {recorded} CAPZ/CAPI objects an earlier run applied: they stay in this run (applied, refreshed and destroyed by xcsp) until `xcsp state rm ADDR` hands them over."
+        ));
         return l.graph.clone();
     }
     let kept: Vec<_> =
         l.graph.nodes().filter(|n| n.address.rtype.provider() != ProviderKind::Kubernetes).cloned().collect();
     let left_out = l.graph.len() - kept.len();
     if left_out > 0 {
-        eprintln!(
-            "Note: kubernetes_objects = \"render\", so the {left_out} CAPZ/CAPI objects of the spec are left out of this run: write them with `xcsp render DIR` for oc apply or GitOps."
-        );
+        report::note(format_args!(
+            "kubernetes_objects = \"render\", so the {left_out} CAPZ/CAPI objects of the spec are left out of this run: write them with `xcsp render DIR` for oc apply or GitOps."
+        ));
     }
     ResourceGraph::new(kept).expect("no resource depends on a Kubernetes object")
 }
@@ -73,15 +70,15 @@ fn in_reach(l: &Loaded, state: &State) -> ResourceGraph {
 /// The kubeconfig of the cluster, when Kubernetes objects are among `kinds`. Without one, `strict`
 /// commands (apply, destroy) stop before changing anything; plan and status warn and go on,
 /// taking the objects state records as recorded.
-fn kubeconfig(l: &Loaded, kinds: &BTreeSet<ProviderKind>, strict: bool) -> Result<Option<Kubeconfig>, ExitCode> {
+fn kubeconfig(l: &Loaded, kinds: &BTreeSet<ProviderKind>, strict: bool) -> miette::Result<Option<Kubeconfig>> {
     if !kinds.contains(&ProviderKind::Kubernetes) {
         return Ok(None);
     }
     match cluster::find(&l.model) {
         Ok(found) => Ok(Some(found)),
-        Err(p) if strict => Err(fail(&p)),
+        Err(p) if strict => Err(p.into()),
         Err(p) => {
-            report(&cluster::warning(p));
+            report::diag(&cluster::warning(p));
             Ok(None)
         }
     }
@@ -102,15 +99,18 @@ async fn refresh(
     state: &mut State,
     adopt: Adopt,
     events: &Events,
-) -> Result<(), ExitCode> {
-    let found = xcsp_engine::refresh(providers, stack, state, adopt, events).await.map_err(|e| fail(&e))?;
+) -> miette::Result<()> {
+    let found = xcsp_engine::refresh(providers, stack, state, adopt, events).await?;
     for kind in found.not_refreshed {
-        eprintln!("Warning: no {} access configured; its resources are taken as state records them.", kind.title());
+        report::warn(format_args!(
+            "no {} access configured; its resources are taken as state records them.",
+            kind.title()
+        ));
     }
     Ok(())
 }
 
-pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> Result<ExitCode, ExitCode> {
+pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> miette::Result<ExitCode> {
     check_issuers(l, opts.offline).await?;
     let (_, guard, mut state) = open(l, args, "plan").await?;
     let graph = in_reach(l, &state);
@@ -126,13 +126,13 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> Result<Exi
         let lineage = (state.serial > 0).then(|| state.lineage.clone());
         let saved = SavedPlan::new(p.redacted(), lineage, state.serial);
         // Sealed like state when a state key is configured.
-        let text =
-            codec(l, args)?.seal(&serde_json::to_vec_pretty(&saved).expect("plans serialize")).map_err(|e| fail(&e))?;
+        let text = codec(l, args)?.seal(&serde_json::to_vec_pretty(&saved).expect("plans serialize"))?;
         // Owner-only (0600), as state is.
-        if let Err(e) = xcsp_state::local::write_private(&out, &text) {
-            eprintln!("Error: cannot write {}: {e}", out.display());
-            return Err(ExitCode::from(1));
-        }
+        xcsp_state::local::write_private(&out, &text).map_err(|source| CliError::Write {
+            what: "write",
+            path: out.clone(),
+            source,
+        })?;
     }
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&p.redacted()).expect("plans serialize"));
@@ -143,24 +143,18 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> Result<Exi
 }
 
 /// Asks for "yes" on a terminal; refuses to go on without `--auto-approve` elsewhere.
-fn confirm(args: &RunArgs, question: &str) -> Result<(), ExitCode> {
+fn confirm(args: &RunArgs, question: &str) -> miette::Result<()> {
     if args.auto_approve {
         return Ok(());
     }
     if !std::io::stdin().is_terminal() {
-        eprintln!("Error: not on a terminal, so nobody can confirm: pass --auto-approve to go ahead.");
-        return Err(ExitCode::from(1));
+        return Err(CliError::NoTerminal.into());
     }
     print!("\n{question}\n  Only 'yes' will be accepted: ");
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
-    if answer.trim() == "yes" {
-        Ok(())
-    } else {
-        eprintln!("Cancelled: nothing was changed.");
-        Err(ExitCode::from(1))
-    }
+    if answer.trim() == "yes" { Ok(()) } else { Err(CliError::Cancelled.into()) }
 }
 
 /// Ctrl-C once: start nothing new; twice: abandon what runs.
@@ -186,7 +180,7 @@ fn new_run(l: &Loaded, providers: Providers, args: &RunArgs, events: Events) -> 
 
 fn print_failures(summary: &Summary) {
     for (_, _, error) in &summary.failed {
-        report(error);
+        report::diag(error);
     }
 }
 
@@ -196,21 +190,17 @@ pub async fn apply(
     args: &StateArgs,
     run_args: &RunArgs,
     saved: Option<PathBuf>,
-) -> Result<ExitCode, ExitCode> {
+) -> miette::Result<ExitCode> {
     let (backend, _held, mut state) = open(l, args, "apply").await?;
     let mut from_file: Option<SavedPlan> = None;
     if let Some(path) = saved {
-        let bytes = std::fs::read(&path).map_err(|e| {
-            eprintln!("Error: cannot read the plan {}: {e}", path.display());
-            ExitCode::from(1)
-        })?;
-        let text = codec(l, args)?.open(&bytes).map_err(|e| fail(&e))?;
-        let saved: SavedPlan = serde_json::from_slice(&text).map_err(|e| {
-            eprintln!("Error: {} is not a saved plan: {e}", path.display());
-            ExitCode::from(1)
-        })?;
+        let bytes =
+            std::fs::read(&path).map_err(|source| CliError::Read { what: "the plan", path: path.clone(), source })?;
+        let text = codec(l, args)?.open(&bytes)?;
+        let saved: SavedPlan = serde_json::from_slice(&text)
+            .map_err(|e| CliError::NotAPlan { path: path.clone(), detail: e.to_string() })?;
         let lineage = (state.serial > 0).then_some(state.lineage.as_str());
-        saved.check_fresh(&l.model.digest, lineage, state.serial).map_err(|e| fail(&e))?;
+        saved.check_fresh(&l.model.digest, lineage, state.serial)?;
         from_file = Some(saved);
     }
     check_issuers(l, run_args.offline).await?;
@@ -223,7 +213,7 @@ pub async fn apply(
     let events = Events::new(tx);
     if !state.resources.is_empty() {
         refresh(&providers, &l.model.stack, &mut state, Adopt::All, &events).await?;
-        backend.write(&mut state).await.map_err(|e| fail(&e))?;
+        backend.write(&mut state).await?;
     }
     let p = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes());
     let changes = p.changes.iter().filter(|c| c.action != Action::NoOp).count();
@@ -242,7 +232,7 @@ pub async fn apply(
     let approved = from_file.as_ref().map_or(&p, |f| &f.plan);
     run.approved = Some(approved.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
     let mut store = Saver(backend.clone());
-    let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut store).await.map_err(|e| fail(&e))?;
+    let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut store).await?;
     drop(run);
     let _ = view.await;
     let code = finish("Apply", &summary);
@@ -252,15 +242,14 @@ pub async fn apply(
     code
 }
 
-fn finish(what: &str, summary: &Summary) -> Result<ExitCode, ExitCode> {
+fn finish(what: &str, summary: &Summary) -> miette::Result<ExitCode> {
     let count = |op| summary.done.iter().filter(|(_, o)| *o == op).count();
-    use xcsp_engine::Op;
     let counts = format!(
         "{} added, {} changed, {} replaced, {} destroyed",
-        count(Op::Create),
-        count(Op::Update),
-        count(Op::Replace),
-        count(Op::Delete)
+        count(Action::Create),
+        count(Action::Update),
+        count(Action::Replace),
+        count(Action::Delete)
     );
     print_failures(summary);
     if summary.succeeded() {
@@ -282,7 +271,7 @@ fn finish(what: &str, summary: &Summary) -> Result<ExitCode, ExitCode> {
     Ok(ExitCode::from(1))
 }
 
-pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bool) -> Result<ExitCode, ExitCode> {
+pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bool) -> miette::Result<ExitCode> {
     let (backend, _held, mut state) = open(l, args, "destroy").await?;
     let kinds = if sweep {
         needed(&in_reach(l, &state), &state)
@@ -297,7 +286,7 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
     if sweep || !state.resources.is_empty() {
         let adopt = if sweep { Adopt::All } else { Adopt::Known };
         refresh(&providers, &l.model.stack, &mut state, adopt, &events).await?;
-        backend.write(&mut state).await.map_err(|e| fail(&e))?;
+        backend.write(&mut state).await?;
     }
     let doomed: Vec<&Address> = state.resources.iter().filter(|(_, r)| r.id.is_some()).map(|(a, _)| a).collect();
     if mode != Mode::Json {
@@ -316,13 +305,13 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
         let view = progress::spawn(mode, rx, total);
         let run = new_run(l, providers.clone(), run_args, events);
         let mut store = Saver(backend.clone());
-        let summary = xcsp_engine::destroy(&run, &mut state, &mut store).await.map_err(|e| fail(&e))?;
+        let summary = xcsp_engine::destroy(&run, &mut state, &mut store).await?;
         drop(run);
         let _ = view.await;
         Some(summary)
     } else {
         state.resources.clear();
-        backend.write(&mut state).await.map_err(|e| fail(&e))?;
+        backend.write(&mut state).await?;
         None
     };
     if sweep {
@@ -330,14 +319,12 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
         let mut fresh = State::new(&l.model.stack);
         refresh(&providers, &l.model.stack, &mut fresh, Adopt::All, &Events::none()).await?;
         if !fresh.resources.is_empty() {
-            eprintln!("Error: {} resources tagged with the stack remain:", fresh.resources.len());
-            for (a, r) in &fresh.resources {
-                eprintln!("  - {a} ({})", r.id.as_deref().unwrap_or("?"));
-            }
             if let Some(s) = &summary {
                 print_failures(s);
             }
-            return Err(ExitCode::from(1));
+            let remaining =
+                fresh.resources.iter().map(|(a, r)| format!("{a} ({})", r.id.as_deref().unwrap_or("?"))).collect();
+            return Err(CliError::Remaining { remaining }.into());
         }
     }
     match summary {
@@ -346,7 +333,7 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
     }
 }
 
-pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -> Result<ExitCode, ExitCode> {
+pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -> miette::Result<ExitCode> {
     let (_, guard, mut state) = open(l, args, "status").await?;
     if !state.resources.is_empty() {
         let kinds = needed(&in_reach(l, &state), &state);
@@ -384,7 +371,7 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> Result<ExitCode, ExitCode> {
+pub async fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> miette::Result<ExitCode> {
     let (_, guard, state) = open(l, args, "render").await?;
     drop(guard);
     let output_of = |from: &xcsp_core::Address, output: &str| {
@@ -396,31 +383,25 @@ pub async fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> Resu
     };
     let mut objects = Vec::new();
     for node in l.graph.in_order().into_iter().filter(|n| n.address.rtype.provider() == ProviderKind::Kubernetes) {
-        match xcsp_kube::object(&l.model.stack, &node.address, &node.filled(output_of)) {
-            Ok(o) => objects.push(o),
-            Err(e) => {
-                eprintln!("Error: {e}");
-                return Err(ExitCode::from(1));
-            }
-        }
+        let object = xcsp_kube::object(&l.model.stack, &node.address, &node.filled(output_of))
+            .map_err(|e| CliError::Render(e.to_string()))?;
+        objects.push(object);
     }
-    if let Err(e) = std::fs::create_dir_all(dir) {
-        eprintln!("Error: cannot create {}: {e}", dir.display());
-        return Err(ExitCode::from(1));
-    }
+    std::fs::create_dir_all(dir).map_err(|source| CliError::Write {
+        what: "create",
+        path: dir.to_path_buf(),
+        source,
+    })?;
     for (name, text) in xcsp_kube::render(&objects) {
         let path = dir.join(&name);
-        if let Err(e) = std::fs::write(&path, text) {
-            eprintln!("Error: cannot write {}: {e}", path.display());
-            return Err(ExitCode::from(1));
-        }
+        std::fs::write(&path, text).map_err(|source| CliError::Write { what: "write", path: path.clone(), source })?;
         println!("wrote {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn force_unlock(l: &Loaded, args: &StateArgs, id: &str) -> Result<ExitCode, ExitCode> {
-    let held = backend(l, args).await?.force_unlock(id).await.map_err(|e| fail(&e))?;
+pub async fn force_unlock(l: &Loaded, args: &StateArgs, id: &str) -> miette::Result<ExitCode> {
+    let held = backend(l, args).await?.force_unlock(id).await?;
     println!("Removed the lock held by {} (pid {} on {}) for `{}`.", held.holder, held.pid, held.host, held.operation);
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,7 @@ use xcsp_core::{Address, Value};
 use xcsp_plans::Loaded;
 
 use crate::backend::{codec, open};
-use crate::run::fail;
+use crate::report::CliError;
 use crate::{StateArgs, StateCommand};
 
 /// Secrets as a marker: what `show` prints.
@@ -22,14 +22,11 @@ fn redact(v: &Value) -> serde_json::Value {
     }
 }
 
-fn address(text: &str) -> Result<Address, ExitCode> {
-    text.parse().map_err(|e| {
-        eprintln!("Error: `{text}` is not a resource address: {e}");
-        ExitCode::from(1)
-    })
+fn address(text: &str) -> Result<Address, CliError> {
+    text.parse().map_err(|e| CliError::NotAnAddress { text: text.into(), detail: format!("{e}") })
 }
 
-pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> Result<ExitCode, ExitCode> {
+pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> miette::Result<ExitCode> {
     let (backend, _held, mut state) = open(l, args, "state").await?;
     match command {
         StateCommand::List { .. } => {
@@ -43,8 +40,7 @@ pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> Result
         StateCommand::Show { address: text, show_sensitive, .. } => {
             let a = address(text)?;
             let Some(r) = state.resources.get(&a) else {
-                eprintln!("Error: state has no {a}.");
-                return Err(ExitCode::from(1));
+                return Err(CliError::NotInState(a).into());
             };
             let attrs: serde_json::Map<String, serde_json::Value> = r
                 .attributes
@@ -57,10 +53,9 @@ pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> Result
         StateCommand::Rm { address: text, .. } => {
             let a = address(text)?;
             if state.resources.remove(&a).is_none() {
-                eprintln!("Error: state has no {a}.");
-                return Err(ExitCode::from(1));
+                return Err(CliError::NotInState(a).into());
             }
-            backend.write(&mut state).await.map_err(|e| fail(&e))?;
+            backend.write(&mut state).await?;
             println!(
                 "Removed {a} from state (the cloud resource itself is untouched; apply will adopt it again by its tags)."
             );
@@ -68,43 +63,36 @@ pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> Result
         StateCommand::Pull { .. } => {
             // Sealed with the configured key, so the copy is as safe as the stored one.
             let codec = codec(l, args)?;
-            let bytes =
-                codec.seal(&serde_json::to_vec_pretty(&state).expect("state serializes")).map_err(|e| fail(&e))?;
+            let bytes = codec.seal(&serde_json::to_vec_pretty(&state).expect("state serializes"))?;
             use std::io::Write;
             let _ = std::io::stdout().write_all(&bytes);
         }
         StateCommand::Push { file, force, .. } => {
             let codec = codec(l, args)?;
-            let bytes = std::fs::read(file).map_err(|e| {
-                eprintln!("Error: cannot read {}: {e}", file.display());
-                ExitCode::from(1)
+            let bytes = std::fs::read(file).map_err(|source| CliError::Read {
+                what: "the file",
+                path: file.clone(),
+                source,
             })?;
-            let plain = codec.open(&bytes).map_err(|e| fail(&e))?;
-            let mut pushed = xcsp_state::decode(&file.display().to_string(), &String::from_utf8_lossy(&plain))
-                .map_err(|e| fail(&e))?;
+            let plain = codec.open(&bytes)?;
+            let mut pushed = xcsp_state::decode(&file.display().to_string(), &String::from_utf8_lossy(&plain))?;
             // Another stack's state is never this one's, whatever its lineage: not even with --force.
             if pushed.stack != l.model.stack {
-                eprintln!(
-                    "Error: {} is the state of stack `{}`, the spec's stack is `{}`: refusing to push another stack's state (--force does not override this).",
-                    file.display(),
-                    pushed.stack,
-                    l.model.stack
-                );
-                return Err(ExitCode::from(1));
+                let (pushed, spec) = (pushed.stack, l.model.stack.clone());
+                return Err(CliError::OtherStack { file: file.clone(), pushed, spec }.into());
             }
             if !force && state.serial > 0 && (pushed.lineage != state.lineage || pushed.serial < state.serial) {
-                eprintln!(
-                    "Error: {} is lineage {} serial {}, the stack has lineage {} serial {}: refusing to go back or across (--force overrides).",
-                    file.display(),
-                    pushed.lineage,
-                    pushed.serial,
-                    state.lineage,
-                    state.serial
-                );
-                return Err(ExitCode::from(1));
+                return Err(CliError::Backwards {
+                    file: file.clone(),
+                    lineage: pushed.lineage,
+                    serial: pushed.serial,
+                    current_lineage: state.lineage,
+                    current_serial: state.serial,
+                }
+                .into());
             }
             pushed.serial = pushed.serial.max(state.serial);
-            backend.write(&mut pushed).await.map_err(|e| fail(&e))?;
+            backend.write(&mut pushed).await?;
             println!("Pushed {} resources (serial {}).", pushed.resources.len(), pushed.serial);
         }
     }

@@ -7,38 +7,7 @@ use serde::Serialize;
 use tokio::sync::mpsc::UnboundedSender;
 use xcsp_core::Address;
 use xcsp_core::provider::Progress;
-
-/// The operation the engine runs on one resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Op {
-    Create,
-    Update,
-    Replace,
-    Delete,
-}
-
-impl Op {
-    /// "Creating", "Updating", ... for progress lines.
-    pub fn doing(self) -> &'static str {
-        match self {
-            Op::Create => "Creating",
-            Op::Update => "Updating",
-            Op::Replace => "Replacing",
-            Op::Delete => "Destroying",
-        }
-    }
-
-    /// "created", "updated", ... for summaries.
-    pub fn done(self) -> &'static str {
-        match self {
-            Op::Create => "created",
-            Op::Update => "updated",
-            Op::Replace => "replaced",
-            Op::Delete => "destroyed",
-        }
-    }
-}
+use xcsp_plans::plan::Action;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -58,7 +27,7 @@ pub enum Event {
     },
     Started {
         address: Address,
-        op: Op,
+        op: Action,
     },
     /// A long wait, and what it waits for.
     Waiting {
@@ -72,13 +41,13 @@ pub enum Event {
     },
     Finished {
         address: Address,
-        op: Op,
+        op: Action,
         #[serde(with = "millis")]
         elapsed: Duration,
     },
     Failed {
         address: Address,
-        op: Op,
+        op: Action,
         error: String,
     },
     /// Not run because something it depends on failed (or the run was interrupted).

@@ -5,14 +5,17 @@
 //!   interrupted apply left behind.
 //! - [`walk`] runs creates, updates, replaces and deletes in dependency order, in parallel, critical
 //!   path first, with per-provider concurrency that backs off under throttling.
-//! - [`events`] is what a run reports; [`local`] is the provider of xcsp's own resources.
+//! - [`events`] is what a run reports.
+//!
+//! The engine owns no provider: the caller hands it every one, xcsp's own pre-shared keys
+//! (`xcsp-local`) included.
 
 pub mod events;
-pub mod local;
 pub mod refresh;
 pub mod schedule;
 pub mod walk;
 
-pub use events::{Event, Events, Op};
+pub use events::{Event, Events};
 pub use refresh::{Adopt, Refreshed, refresh};
-pub use walk::{Limits, Order, Providers, Retries, Run, Store, Summary, apply, destroy};
+pub use walk::{Limits, Order, Providers, Retries, Run, StepError, Store, Summary, apply, destroy};
+pub use xcsp_plans::plan::Action;

@@ -19,7 +19,7 @@ use xcsp_plans::graph::{Node, ResourceGraph};
 use xcsp_plans::plan::{Action, compare};
 use xcsp_state::{ResourceState, State, StateError};
 
-use crate::events::{Event, Events, Op};
+use crate::events::{Event, Events};
 use crate::schedule::{remaining_paths, typical_duration};
 
 /// The providers a run may call, by kind.
@@ -164,12 +164,42 @@ impl<F: FnMut(&mut State) -> Result<(), StateError> + Send> Store for F {
 /// What a run did.
 #[derive(Debug, Default)]
 pub struct Summary {
-    pub done: Vec<(Address, Op)>,
+    pub done: Vec<(Address, Action)>,
     /// Resources whose desired attributes already hold: nothing was called.
     pub unchanged: usize,
-    pub failed: Vec<(Address, Op, ProviderError)>,
+    pub failed: Vec<(Address, Action, StepError)>,
     pub skipped: Vec<(Address, String)>,
     pub interrupted: bool,
+}
+
+/// Why one step of a run did not succeed: the cloud said no, or the engine would not ask it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, miette::Diagnostic)]
+pub enum StepError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Provider(#[from] ProviderError),
+
+    /// A `--plan` apply reached a step the approved plan did not show.
+    #[error(
+        "{address}: BeyondPlan: the approved plan showed {planned}, but it now needs {needed} (something it depends on changed during this apply); nothing was done to it: run `xcsp plan` to see the change"
+    )]
+    #[diagnostic(code(xcsp::engine::beyond_plan))]
+    BeyondPlan { address: Address, planned: &'static str, needed: &'static str },
+
+    #[error("{address}: NoProvider: no {provider} provider is configured for this run")]
+    #[diagnostic(code(xcsp::engine::no_provider))]
+    NoProvider { address: Address, provider: &'static str },
+
+    /// `prevent_destroy`: the step would destroy the resource (a delete, or the first half of a
+    /// replacement).
+    #[error("{address}: Protected: {}", if *.replacement { "the change needs a replacement, and the spec protects it from destruction (prevent_destroy)" } else { "the spec protects it from destruction (prevent_destroy)" })]
+    #[diagnostic(code(xcsp::engine::protected))]
+    Protected { address: Address, replacement: bool },
+
+    /// The task running the operation ended without an answer (it panicked).
+    #[error("{address}: Panic: the operation stopped unexpectedly: {detail}")]
+    #[diagnostic(code(xcsp::engine::panic))]
+    Panicked { address: Address, detail: String },
 }
 
 impl Summary {
@@ -197,7 +227,7 @@ enum Outcome {
     Removed,
 }
 
-type TaskResult = (Address, Op, Attributes, Result<Outcome, ProviderError>);
+type TaskResult = (Address, Action, Attributes, Result<Outcome, StepError>);
 
 /// Brings the clouds to the graph: creates, updates and replaces its resources, and removes the
 /// recorded ones it no longer has (after whatever depended on them).
@@ -490,12 +520,8 @@ async fn walk(
                     }
                     Err(e) => {
                         let (address, _) = task_kind.remove(&e.id()).expect("every task is registered");
-                        let op = if matches!(w.items[&address].work, Work::Remove) { Op::Delete } else { Op::Create };
-                        let err = ProviderError::Failed {
-                            address: address.to_string(),
-                            code: "Panic".into(),
-                            message: format!("the operation stopped unexpectedly: {e}"),
-                        };
+                        let op = if matches!(w.items[&address].work, Work::Remove) { Action::Delete } else { Action::Create };
+                        let err = StepError::Panicked { address: address.clone(), detail: e.to_string() };
                         (address, op, Attributes::new(), Err(err))
                     }
                 };
@@ -514,7 +540,7 @@ async fn walk(
                         *cap = (*cap + 1).min(max);
                         w.complete(&address);
                     }
-                    Err(ProviderError::Throttled { .. })
+                    Err(StepError::Provider(ProviderError::Throttled { .. }))
                         if w.throttled.get(&address).copied().unwrap_or(0) < run.retries.throttled =>
                     {
                         *w.throttled.entry(address.clone()).or_default() += 1;
@@ -560,96 +586,56 @@ enum Prepared {
     /// Already as desired.
     Nothing,
     Run {
-        op: Op,
+        op: Action,
         desired: Attributes,
         id: Option<String>,
         provider: Arc<dyn Provider>,
         intent: Option<ResourceState>,
     },
-    Refuse(Op, ProviderError),
-}
-
-fn action_words(a: Action) -> &'static str {
-    match a {
-        Action::Create => "a create",
-        Action::Update => "an in-place update",
-        Action::Replace => "a replacement",
-        Action::Delete => "a delete",
-        Action::NoOp => "no change",
-    }
-}
-
-fn op_words(op: Op) -> &'static str {
-    match op {
-        Op::Create => "a create",
-        Op::Update => "an in-place update",
-        Op::Replace => "a replacement",
-        Op::Delete => "a delete",
-    }
+    Refuse(Action, StepError),
 }
 
 /// Decides, from the state as it is now (every dependency done), what to do with one item.
 fn prepare(run: &Run, item: &Item, a: &Address, state: &State) -> Result<Prepared, StateError> {
     let recorded = state.resources.get(a).filter(|r| r.id.is_some());
     let op = match (&item.work, recorded) {
-        (Work::Remove, None) => Op::Delete,
-        (Work::Remove, Some(_)) => Op::Delete,
-        (Work::Converge(_), None) => Op::Create,
+        (Work::Remove, None) => Action::Delete,
+        (Work::Remove, Some(_)) => Action::Delete,
+        (Work::Converge(_), None) => Action::Create,
         (Work::Converge(node), Some(r)) => {
             let desired = node.filled(|from, output| output_of(state, from, output));
             match compare(a, &desired, &r.attributes).0 {
                 Action::NoOp => return Ok(Prepared::Nothing),
-                Action::Replace => Op::Replace,
-                _ => Op::Update,
+                Action::Replace => Action::Replace,
+                _ => Action::Update,
             }
         }
     };
     if let (Some(approved), Work::Converge(_)) = (&run.approved, &item.work) {
         let planned = approved.get(a).copied().unwrap_or(Action::NoOp);
         let within = match op {
-            Op::Create => matches!(planned, Action::Create | Action::Replace),
-            Op::Update => matches!(planned, Action::Update | Action::Replace),
-            Op::Replace => planned == Action::Replace,
-            Op::Delete => true,
+            Action::Create => matches!(planned, Action::Create | Action::Replace),
+            Action::Update => matches!(planned, Action::Update | Action::Replace),
+            Action::Replace => planned == Action::Replace,
+            Action::Delete | Action::NoOp => true,
         };
         if !within {
-            let error = ProviderError::Failed {
-                address: a.to_string(),
-                code: "BeyondPlan".into(),
-                message: format!(
-                    "the approved plan showed {}, but it now needs {} (something it depends on changed during this apply); nothing was done to it: run `xcsp plan` to see the change",
-                    action_words(planned),
-                    op_words(op)
-                ),
-            };
+            let error = StepError::BeyondPlan { address: a.clone(), planned: planned.words(), needed: op.words() };
             return Ok(Prepared::Refuse(op, error));
         }
     }
     let Some(provider) = run.providers.get(item.kind).cloned() else {
-        let error = ProviderError::Failed {
-            address: a.to_string(),
-            code: "NoProvider".into(),
-            message: format!("no {} provider is configured for this run", item.kind.title()),
-        };
+        let error = StepError::NoProvider { address: a.clone(), provider: item.kind.title() };
         return Ok(Prepared::Refuse(op, error));
     };
-    if op == Op::Replace && run.protected.contains(a) {
-        let error = ProviderError::Failed {
-            address: a.to_string(),
-            code: "Protected".into(),
-            message: "the change needs a replacement, and the spec protects it from destruction (prevent_destroy)"
-                .into(),
-        };
+    if op == Action::Replace && run.protected.contains(a) {
+        let error = StepError::Protected { address: a.clone(), replacement: true };
         return Ok(Prepared::Refuse(op, error));
     }
     match &item.work {
         Work::Remove => {
             if run.protected.contains(a) {
-                let error = ProviderError::Failed {
-                    address: a.to_string(),
-                    code: "Protected".into(),
-                    message: "the spec protects it from destruction (prevent_destroy)".into(),
-                };
+                let error = StepError::Protected { address: a.clone(), replacement: false };
                 return Ok(Prepared::Refuse(op, error));
             }
             match recorded {
@@ -663,7 +649,7 @@ fn prepare(run: &Run, item: &Item, a: &Address, state: &State) -> Result<Prepare
         Work::Converge(node) => {
             let desired = node.filled(|from, output| output_of(state, from, output));
             let id = recorded.and_then(|r| r.id.clone());
-            let intent = (op == Op::Create).then(|| ResourceState {
+            let intent = (op == Action::Create).then(|| ResourceState {
                 id: None,
                 attributes: desired.clone(),
                 dependencies: node.dependencies(),
@@ -678,22 +664,23 @@ async fn operate(
     run: Run,
     provider: Arc<dyn Provider>,
     address: Address,
-    op: Op,
+    op: Action,
     desired: Attributes,
     id: Option<String>,
 ) -> TaskResult {
     let existing = Request { stack: &run.stack, address: &address, id: id.as_deref(), attributes: &desired };
     let new = Request { id: None, ..existing.clone() };
     let result = match op {
-        Op::Create => provider.create(new, &run.events).await.map(Outcome::Written),
-        Op::Update => provider.update(existing, &run.events).await.map(Outcome::Written),
-        Op::Replace => match remove(&run, provider.as_ref(), existing).await {
+        Action::Create => provider.create(new, &run.events).await.map(Outcome::Written),
+        Action::Update => provider.update(existing, &run.events).await.map(Outcome::Written),
+        Action::Replace => match remove(&run, provider.as_ref(), existing).await {
             Ok(()) => provider.create(new, &run.events).await.map(Outcome::Written),
             Err(e) => Err(e),
         },
-        Op::Delete => remove(&run, provider.as_ref(), existing).await.map(|()| Outcome::Removed),
+        Action::Delete => remove(&run, provider.as_ref(), existing).await.map(|()| Outcome::Removed),
+        Action::NoOp => unreachable!("prepare never runs a step with nothing to do"),
     };
-    (address.clone(), op, desired.clone(), result)
+    (address.clone(), op, desired.clone(), result.map_err(StepError::from))
 }
 
 /// Deletes, waiting and trying again while the cloud says something still uses the resource.

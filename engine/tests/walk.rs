@@ -11,7 +11,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use xcsp_core::provider::{Attributes, BoxFuture, Observed, Progress, Provider, ProviderError, Request};
 use xcsp_core::{Address, ProviderKind, ResourceType, Value};
-use xcsp_engine::{Adopt, Event, Events, Limits, Op, Order, Providers, Retries, Run, Summary, apply, destroy, refresh};
+use xcsp_engine::{
+    Action, Adopt, Event, Events, Limits, Order, Providers, Retries, Run, StepError, Summary, apply, destroy, refresh,
+};
 use xcsp_plans::graph::ResourceGraph;
 use xcsp_state::State;
 
@@ -19,7 +21,7 @@ use xcsp_state::State;
 #[derive(Default)]
 struct Cloud {
     live: BTreeMap<Address, (String, Attributes)>,
-    log: Vec<(Op, Address)>,
+    log: Vec<(Action, Address)>,
     next_id: u64,
     /// Creates of these addresses fail.
     fail: Vec<Address>,
@@ -94,7 +96,7 @@ impl Provider for Fake {
             if serial {
                 cloud.serial_running -= 1;
             }
-            cloud.log.push((Op::Create, req.address.clone()));
+            cloud.log.push((Action::Create, req.address.clone()));
             for (k, v) in req.attributes {
                 // The engine fills every input before it calls (discovery attributes excepted).
                 if v.has_unknown() && !k.ends_with("_ids") && k != "vpc_id" && !v.is_sensitive() {
@@ -131,7 +133,7 @@ impl Provider for Fake {
     fn update<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
         Box::pin(async move {
             let mut cloud = self.cloud.lock().unwrap();
-            cloud.log.push((Op::Update, req.address.clone()));
+            cloud.log.push((Action::Update, req.address.clone()));
             let id = req.id.expect("updates carry the id").to_string();
             let attrs = Fake::outputs(req.address, &id, req.attributes);
             cloud.live.insert(req.address.clone(), (id.clone(), attrs.clone()));
@@ -157,7 +159,7 @@ impl Provider for Fake {
                     detail: format!("used by {user}"),
                 });
             }
-            cloud.log.push((Op::Delete, req.address.clone()));
+            cloud.log.push((Action::Delete, req.address.clone()));
             cloud.live.remove(req.address);
             Ok(())
         })
@@ -225,12 +227,12 @@ impl Harness {
         destroy(&self.run, state, &mut store).await.expect("state saves")
     }
 
-    fn log(&self) -> Vec<(Op, Address)> {
+    fn log(&self) -> Vec<(Action, Address)> {
         self.cloud.lock().unwrap().log.clone()
     }
 }
 
-fn position(log: &[(Op, Address)], op: Op, a: &Address) -> usize {
+fn position(log: &[(Action, Address)], op: Action, a: &Address) -> usize {
     log.iter().position(|(o, x)| *o == op && x == a).unwrap_or_else(|| panic!("{a} was not {op:?}d"))
 }
 
@@ -247,7 +249,7 @@ async fn apply_creates_everything_in_dependency_order_and_records_each_step() {
     assert_eq!(log.len(), graph.len(), "each resource created exactly once");
     for node in graph.nodes() {
         for dep in node.dependencies() {
-            assert!(position(&log, Op::Create, &dep) < position(&log, Op::Create, &node.address));
+            assert!(position(&log, Action::Create, &dep) < position(&log, Action::Create, &node.address));
         }
     }
     // Every resource is in state with its cloud id and its producers' outputs filled in.
@@ -322,7 +324,11 @@ async fn critical_path_first_starts_the_gateway_chain_before_quick_resources() {
         let mut state = State::new("test");
         assert!(h.apply(&graph, &mut state).await.succeeded());
         let log = h.log();
-        assert_eq!(position(&log, Op::Create, &gw) < position(&log, Op::Create, &uai), gateway_first, "{order:?}");
+        assert_eq!(
+            position(&log, Action::Create, &gw) < position(&log, Action::Create, &uai),
+            gateway_first,
+            "{order:?}"
+        );
     }
 }
 
@@ -458,7 +464,7 @@ async fn abandoned_creates_leave_intents_that_refresh_adopts() {
     assert_eq!(state.resources[&gw].id.as_deref(), Some("id-gw"));
     let resumed = h2.apply(&graph, &mut state).await;
     assert!(resumed.succeeded(), "{resumed:?}");
-    assert!(!h2.log().iter().any(|(op, a)| *op == Op::Create && *a == gw), "no twin of the gateway");
+    assert!(!h2.log().iter().any(|(op, a)| *op == Action::Create && *a == gw), "no twin of the gateway");
     assert_eq!(h2.cloud.lock().unwrap().live.len(), graph.len());
 }
 
@@ -475,11 +481,11 @@ async fn destroy_removes_dependents_first_and_leaves_nothing() {
     let log = h.log();
     for node in graph.nodes() {
         for dep in node.dependencies() {
-            assert!(position(&log, Op::Delete, &node.address) < position(&log, Op::Delete, &dep));
+            assert!(position(&log, Action::Delete, &node.address) < position(&log, Action::Delete, &dep));
         }
     }
     // The cluster's objects all go before any cloud resource.
-    let deletes: Vec<&Address> = log.iter().filter(|(o, _)| *o == Op::Delete).map(|(_, a)| a).collect();
+    let deletes: Vec<&Address> = log.iter().filter(|(o, _)| *o == Action::Delete).map(|(_, a)| a).collect();
     let last_k8s = deletes.iter().rposition(|a| a.rtype.provider() == ProviderKind::Kubernetes).unwrap();
     let first_cloud =
         deletes.iter().position(|a| matches!(a.rtype.provider(), ProviderKind::Aws | ProviderKind::Azure)).unwrap();
@@ -518,7 +524,7 @@ async fn refresh_drops_what_vanished_and_apply_recreates_it() {
     let r = refresh(&h.run.providers, "test", &mut state, Adopt::All, &Events::none()).await.unwrap();
     assert_eq!(r.vanished, vec![uai.clone()]);
     let summary = h.apply(&graph, &mut state).await;
-    assert!(summary.done.contains(&(uai, Op::Create)), "{summary:?}");
+    assert!(summary.done.contains(&(uai, Action::Create)), "{summary:?}");
 }
 
 #[tokio::test]
@@ -534,18 +540,13 @@ async fn apply_does_no_more_than_the_approved_plan_showed() {
     h.run.approved = Some(Default::default());
     let summary = h.apply(&graph, &mut state).await;
     assert_eq!(h.log().len(), calls, "nothing was called: {:?}", &h.log()[calls..]);
-    let refused: Vec<String> = summary
-        .failed
-        .iter()
-        .map(|(a, _, e)| match e {
-            ProviderError::Failed { code, message, .. } => format!("{a} {code} {message}"),
-            other => format!("{a} {other}"),
-        })
-        .collect();
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert!(refused[0].starts_with("azure_user_assigned_identity.capz BeyondPlan the approved plan showed no change, but it now needs an in-place update"), "{refused:?}");
+    assert_eq!(summary.failed.len(), 1, "{:?}", summary.failed);
+    let (a, _, e) = &summary.failed[0];
+    assert_eq!(*a, uai);
+    assert!(matches!(e, StepError::BeyondPlan { planned: "no change", needed: "an in-place update", .. }), "{e:?}");
+    assert!(e.to_string().contains("the approved plan showed no change, but it now needs an in-place update"), "{e}");
     // Approved, the same update goes through.
     h.run.approved = Some([(uai.clone(), xcsp_plans::plan::Action::Update)].into_iter().collect());
     let summary = h.apply(&graph, &mut state).await;
-    assert!(summary.done.contains(&(uai, Op::Update)), "{summary:?}");
+    assert!(summary.done.contains(&(uai, Action::Update)), "{summary:?}");
 }

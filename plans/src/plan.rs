@@ -12,6 +12,8 @@ use xcsp_core::{Address, ProviderKind, Value};
 
 use crate::graph::ResourceGraph;
 
+/// What is done to one resource: what plan shows and what the engine runs (everything but
+/// `NoOp`), one name for both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
@@ -20,6 +22,41 @@ pub enum Action {
     Replace,
     Delete,
     NoOp,
+}
+
+impl Action {
+    /// "Creating", "Updating", ... for progress lines.
+    pub fn doing(self) -> &'static str {
+        match self {
+            Action::Create => "Creating",
+            Action::Update => "Updating",
+            Action::Replace => "Replacing",
+            Action::Delete => "Destroying",
+            Action::NoOp => "Reading",
+        }
+    }
+
+    /// "created", "updated", ... for summaries.
+    pub fn done(self) -> &'static str {
+        match self {
+            Action::Create => "created",
+            Action::Update => "updated",
+            Action::Replace => "replaced",
+            Action::Delete => "destroyed",
+            Action::NoOp => "unchanged",
+        }
+    }
+
+    /// "a create", "an in-place update", ... for sentences.
+    pub fn words(self) -> &'static str {
+        match self {
+            Action::Create => "a create",
+            Action::Update => "an in-place update",
+            Action::Replace => "a replacement",
+            Action::Delete => "a delete",
+            Action::NoOp => "no change",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

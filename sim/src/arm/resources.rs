@@ -1,13 +1,14 @@
 //! Generic ARM resource handling: resource groups and typed resources (GET, PUT, PATCH, DELETE,
 //! lists with tag filters). Their long-running operations are in [`super::lro`].
 
+use super::complete;
 use super::kinds::{self, Kind, Patch};
 use super::lro::{self, OpAction, busy, op_reply, start_op};
 use super::path::{self, Target};
 use super::store::{self, ResKind, Resource, Store};
 use super::{Ctx, Reply, check_api_version, error::ArmError, matches_tag_filter, parse_filter, rules, tags, validate};
 use axum::http::{Method, StatusCode};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// Entry point for resource-group and typed-resource targets.
 pub fn handle(store: &mut Store, ctx: &Ctx, target: &Target) -> Result<Reply, ArmError> {
@@ -262,68 +263,6 @@ fn get(
     Ok(Reply::json(StatusCode::OK, store.render(&a.key)))
 }
 
-/// Builds the stored body of a typed resource from a request body.
-fn compose(
-    kind: &'static Kind,
-    id: &str,
-    name: &str,
-    body: &Value,
-    existing: Option<&Resource>,
-    location: &str,
-) -> Value {
-    let mut props: Map<String, Value> = body["properties"].as_object().cloned().unwrap_or_default();
-    props.remove("provisioningState");
-    props.remove("resourceGuid");
-    for ck in kinds::embedded_children(kind) {
-        props.remove(ck.embed_as.expect("embedded"));
-    }
-    let mut out = Map::new();
-    out.insert("name".into(), json!(name));
-    out.insert("id".into(), json!(id));
-    if kind.etag {
-        out.insert("etag".into(), json!(store::new_etag()));
-    }
-    out.insert("type".into(), json!(kind.arm_type));
-    if kind.tracked {
-        out.insert("location".into(), json!(location));
-        if let Some(t) = body.get("tags").filter(|t| !t.is_null()) {
-            out.insert("tags".into(), t.clone());
-        }
-    }
-    if let Some(o) = body.as_object() {
-        for (k, v) in o {
-            if !["id", "name", "type", "etag", "properties", "location", "tags"].contains(&k.as_str()) && !v.is_null() {
-                out.insert(k.clone(), v.clone());
-            }
-        }
-    }
-    if kind.provisioning_state {
-        props.insert("provisioningState".into(), json!("Succeeded"));
-    }
-    if kind.namespace == "Microsoft.Network" && kind.parent.is_none() {
-        let guid = existing
-            .and_then(|e| e.body["properties"]["resourceGuid"].as_str().map(str::to_string))
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        props.insert("resourceGuid".into(), json!(guid));
-    }
-    out.insert("properties".into(), Value::Object(props));
-    let mut out = Value::Object(out);
-    strip_nulls(&mut out);
-    out
-}
-
-/// ARM treats `null` in a request as absent; it is not stored.
-fn strip_nulls(v: &mut Value) {
-    match v {
-        Value::Object(o) => {
-            o.retain(|_, x| !x.is_null());
-            o.values_mut().for_each(strip_nulls);
-        }
-        Value::Array(a) => a.iter_mut().for_each(strip_nulls),
-        _ => {}
-    }
-}
-
 fn put(
     store: &mut Store,
     ctx: &Ctx,
@@ -381,11 +320,11 @@ fn put(
     for gw in &gateways {
         busy(store, ctx, gw, &a.id)?;
     }
-    let mut stored = compose(kind, &a.id, &name, &body, existing.as_ref(), &location);
-    rules::complete(store, ctx, kind, &a.id, &body, &mut stored, existing.as_ref());
+    let mut stored = complete::compose(kind, &a.id, &name, &body, existing.as_ref(), &location);
+    complete::complete(store, ctx, kind, &a.id, &body, &mut stored, existing.as_ref());
     let created = existing.is_none();
     let seq = existing.as_ref().map(|e| e.seq).unwrap_or_else(|| store.next_seq());
-    let secret = rules::secret_of(kind, &body).or_else(|| existing.as_ref().and_then(|e| e.secret.clone()));
+    let secret = complete::secret_of(kind, &body).or_else(|| existing.as_ref().and_then(|e| e.secret.clone()));
     store.insert(Resource {
         id: a.id.clone(),
         kind: ResKind::Typed(kind),
@@ -417,7 +356,7 @@ fn put(
             let cid = format!("{}/{}/{}", a.id, ck.segment, cname);
             let prev = store.get(&cid).cloned();
             let cid = prev.as_ref().map(|p| p.id.clone()).unwrap_or(cid);
-            let cbody = compose(ck, &cid, &cname, &item, prev.as_ref(), "");
+            let cbody = complete::compose(ck, &cid, &cname, &item, prev.as_ref(), "");
             let cseq = store.next_seq();
             store.insert(Resource {
                 id: cid,

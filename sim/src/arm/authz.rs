@@ -224,7 +224,7 @@ fn put(store: &mut Store, ctx: &Ctx, scope: &str, name: &str) -> Result<Reply, A
         .find(|r| r.body["properties"]["principalId"].as_str().is_some_and(|p| p.eq_ignore_ascii_case(principal)))
         .is_some_and(|r| ctx.now.saturating_duration_since(r.created_at) < lag);
     if young && !bypass {
-        let tenant = super::rules::tenant_guid(&ctx.caller.tenant);
+        let tenant = super::complete::tenant_guid(&ctx.caller.tenant);
         return Err(ArmError::bad_request(
             "PrincipalNotFound",
             format!(

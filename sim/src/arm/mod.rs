@@ -3,8 +3,10 @@
 
 pub mod auth;
 pub mod authz;
+pub mod complete;
 pub mod error;
 pub mod kinds;
+pub mod lro;
 pub mod path;
 pub mod resources;
 pub mod rules;
@@ -21,7 +23,7 @@ use path::Target;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use store::Store;
 use throttle::{Buckets, Class};
 
@@ -168,7 +170,7 @@ impl Arm {
         let mut store = self.store.lock().expect("store lock");
         store.settle(ctx.now);
         match target {
-            Target::Operation { id, location_style, .. } => resources::operation(&store, ctx, id, *location_style),
+            Target::Operation { id, location_style, .. } => lro::operation(&store, ctx, id, *location_style),
             Target::ResourceGroups { .. }
             | Target::ResourceGroup { .. }
             | Target::GenericList { .. }
@@ -220,12 +222,6 @@ pub fn check_api_version(ctx: &Ctx, supported: &[&str], what: &str) -> Result<()
 /// Now as RFC 3339 (UTC).
 pub fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
-}
-
-/// Polling interval to advertise for an operation due in `remaining`.
-pub fn poll_interval(remaining: Duration, realistic: bool) -> Duration {
-    let cap = if realistic { Duration::from_secs(10) } else { Duration::from_secs(1) };
-    remaining.min(cap).max(Duration::from_millis(if realistic { 1000 } else { 20 }))
 }
 
 /// Parses `$filter` clauses `a eq 'b' and c eq 'd'` (and `atScope()`), keys lower-cased.

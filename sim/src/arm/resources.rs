@@ -1,12 +1,14 @@
 //! Generic ARM resource handling: resource groups and typed resources (GET, PUT, PATCH, DELETE,
-//! lists with tag filters), long-running operations and their status endpoints.
+//! lists with tag filters). Their long-running operations are in [`super::lro`].
 
+use super::complete;
 use super::kinds::{self, Kind, Patch};
+use super::lro::{self, OpAction, busy, op_reply, start_op};
 use super::path::{self, Target};
-use super::store::{self, OpAction, OpStatus, Operation, ResKind, Resource, Store};
+use super::store::{self, ResKind, Resource, Store};
 use super::{Ctx, Reply, check_api_version, error::ArmError, matches_tag_filter, parse_filter, rules, tags, validate};
 use axum::http::{Method, StatusCode};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// Entry point for resource-group and typed-resource targets.
 pub fn handle(store: &mut Store, ctx: &Ctx, target: &Target) -> Result<Reply, ArmError> {
@@ -194,7 +196,7 @@ fn rg_delete(store: &mut Store, ctx: &Ctx, sub: &str, rg: &str) -> Result<Reply,
     let keys: Vec<String> = store.descendants(&key).map(|(k, _)| k.clone()).collect();
     for k in keys {
         if let Some(r) = store.resources.get_mut(&k) {
-            store::set_provisioning_state(r, "Deleting");
+            lro::set_provisioning_state(r, "Deleting");
         }
     }
     let op = start_op(
@@ -210,138 +212,6 @@ fn rg_delete(store: &mut Store, ctx: &Ctx, sub: &str, rg: &str) -> Result<Reply,
         "resourceGroups",
     );
     Ok(op_reply(ctx, &op, StatusCode::ACCEPTED, true))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Long-running operations
-
-/// Creates an operation on `key`, marks the resource, and finishes it at once if its duration is 0.
-#[allow(clippy::too_many_arguments)]
-pub fn start_op(
-    store: &mut Store,
-    ctx: &Ctx,
-    sub: &str,
-    key: &str,
-    action: OpAction,
-    namespace: &str,
-    location: &str,
-    secs: (f64, f64),
-    gateways: Vec<String>,
-    arm_type: &str,
-) -> Operation {
-    let duration = ctx.world.lro_duration(secs.0, secs.1);
-    let fail = ctx.world.with_config(|c| {
-        let idx = c.faults.fail_lros.iter().position(|f| {
-            f.count > 0
-                && (f.resource_type.is_empty()
-                    || arm_type.to_ascii_lowercase().contains(&f.resource_type.to_ascii_lowercase()))
-        })?;
-        let f = &mut c.faults.fail_lros[idx];
-        f.count -= 1;
-        let out = (f.code.clone(), f.message.clone());
-        if f.count == 0 {
-            c.faults.fail_lros.remove(idx);
-        }
-        Some(out)
-    });
-    let id = uuid::Uuid::new_v4().to_string();
-    let (async_path, location_path) = if namespace == "Microsoft.Resources" {
-        let p = format!("/subscriptions/{sub}/operationresults/{id}");
-        (p.clone(), p)
-    } else {
-        let loc = if location.is_empty() { "global" } else { location };
-        (
-            format!("/subscriptions/{sub}/providers/{namespace}/locations/{loc}/operations/{id}"),
-            format!("/subscriptions/{sub}/providers/{namespace}/locations/{loc}/operationResults/{id}"),
-        )
-    };
-    let op = Operation {
-        id: id.clone(),
-        target: key.to_ascii_lowercase(),
-        action,
-        started: time::OffsetDateTime::now_utc(),
-        completes_at: ctx.now + duration,
-        status: OpStatus::InProgress,
-        fail,
-        gateways,
-        async_path,
-        location_path,
-    };
-    store.ops.insert(id.clone(), op.clone());
-    if let Some(r) = store.get_mut(key) {
-        r.op = Some(id.clone());
-        store::set_provisioning_state(r, if action == OpAction::Delete { "Deleting" } else { "Updating" });
-    }
-    if duration.is_zero() {
-        store.settle(ctx.now);
-    }
-    store.ops.get(&id).cloned().unwrap_or(op)
-}
-
-fn op_url(ctx: &Ctx, path: &str) -> String {
-    let v = if ctx.api_version().is_empty() { "2024-03-01" } else { ctx.api_version() };
-    format!("{}{path}?api-version={v}", ctx.base)
-}
-
-fn retry_headers(ctx: &Ctx, op: &Operation, reply: Reply) -> Reply {
-    let remaining = op.completes_at.saturating_duration_since(ctx.now);
-    let realistic = ctx.config.latency.profile == crate::world::Profile::Realistic;
-    let every = super::poll_interval(remaining, realistic);
-    reply
-        .header("Retry-After", every.as_secs_f64().ceil().max(if realistic { 1.0 } else { 0.0 }).to_string())
-        .header("retry-after-ms", every.as_millis().to_string())
-}
-
-/// Headers of an LRO's first response.
-fn op_reply(ctx: &Ctx, op: &Operation, status: StatusCode, with_location: bool) -> Reply {
-    // Microsoft.Resources (resource group deletes) answers 202 with a Location only: its one
-    // operation URL answers 202 until done, never a status document.
-    if op.async_path == op.location_path {
-        return retry_headers(ctx, op, Reply::empty(status).header("Location", op_url(ctx, &op.location_path)));
-    }
-    let mut reply = Reply::empty(status).header("Azure-AsyncOperation", op_url(ctx, &op.async_path));
-    if with_location {
-        reply = reply.header("Location", op_url(ctx, &op.location_path));
-    }
-    retry_headers(ctx, op, reply)
-}
-
-/// `GET` on an operation's status (Azure-AsyncOperation) or result (Location) endpoint.
-pub fn operation(store: &Store, ctx: &Ctx, id: &str, location_style: bool) -> Result<Reply, ArmError> {
-    let Some(op) = store.ops.get(id) else {
-        return Err(ArmError::new(
-            StatusCode::NOT_FOUND,
-            "OperationNotFound",
-            format!("The operation '{id}' was not found."),
-        ));
-    };
-    if !location_style {
-        let mut body = json!({
-            "id": op_url(ctx, &op.async_path), "name": op.id, "status": op.status.as_str(),
-            "startTime": op.started.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
-        });
-        if let OpStatus::Failed { code, message } = &op.status {
-            body["error"] = json!({"code": code, "message": message});
-        }
-        let reply = Reply::json(StatusCode::OK, body);
-        return Ok(if op.status == OpStatus::InProgress { retry_headers(ctx, op, reply) } else { reply });
-    }
-    match &op.status {
-        OpStatus::InProgress => Ok(retry_headers(
-            ctx,
-            op,
-            Reply::empty(StatusCode::ACCEPTED).header("Location", op_url(ctx, &op.location_path)),
-        )),
-        OpStatus::Succeeded if op.action == OpAction::Delete => {
-            Ok(Reply::empty(if op.location_path.contains("/operationresults/") {
-                StatusCode::OK
-            } else {
-                StatusCode::NO_CONTENT
-            }))
-        }
-        OpStatus::Succeeded => Ok(Reply::json(StatusCode::OK, store.render(&op.target))),
-        OpStatus::Failed { code, message } => Err(ArmError::bad_request(code, message.clone())),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -391,68 +261,6 @@ fn get(
         return Err(ArmError::not_found(kind.arm_type, &names.join("/"), &a.rg_name));
     }
     Ok(Reply::json(StatusCode::OK, store.render(&a.key)))
-}
-
-/// Builds the stored body of a typed resource from a request body.
-fn compose(
-    kind: &'static Kind,
-    id: &str,
-    name: &str,
-    body: &Value,
-    existing: Option<&Resource>,
-    location: &str,
-) -> Value {
-    let mut props: Map<String, Value> = body["properties"].as_object().cloned().unwrap_or_default();
-    props.remove("provisioningState");
-    props.remove("resourceGuid");
-    for ck in kinds::embedded_children(kind) {
-        props.remove(ck.embed_as.expect("embedded"));
-    }
-    let mut out = Map::new();
-    out.insert("name".into(), json!(name));
-    out.insert("id".into(), json!(id));
-    if kind.etag {
-        out.insert("etag".into(), json!(store::new_etag()));
-    }
-    out.insert("type".into(), json!(kind.arm_type));
-    if kind.tracked {
-        out.insert("location".into(), json!(location));
-        if let Some(t) = body.get("tags").filter(|t| !t.is_null()) {
-            out.insert("tags".into(), t.clone());
-        }
-    }
-    if let Some(o) = body.as_object() {
-        for (k, v) in o {
-            if !["id", "name", "type", "etag", "properties", "location", "tags"].contains(&k.as_str()) && !v.is_null() {
-                out.insert(k.clone(), v.clone());
-            }
-        }
-    }
-    if kind.provisioning_state {
-        props.insert("provisioningState".into(), json!("Succeeded"));
-    }
-    if kind.namespace == "Microsoft.Network" && kind.parent.is_none() {
-        let guid = existing
-            .and_then(|e| e.body["properties"]["resourceGuid"].as_str().map(str::to_string))
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        props.insert("resourceGuid".into(), json!(guid));
-    }
-    out.insert("properties".into(), Value::Object(props));
-    let mut out = Value::Object(out);
-    strip_nulls(&mut out);
-    out
-}
-
-/// ARM treats `null` in a request as absent; it is not stored.
-fn strip_nulls(v: &mut Value) {
-    match v {
-        Value::Object(o) => {
-            o.retain(|_, x| !x.is_null());
-            o.values_mut().for_each(strip_nulls);
-        }
-        Value::Array(a) => a.iter_mut().for_each(strip_nulls),
-        _ => {}
-    }
 }
 
 fn put(
@@ -512,11 +320,11 @@ fn put(
     for gw in &gateways {
         busy(store, ctx, gw, &a.id)?;
     }
-    let mut stored = compose(kind, &a.id, &name, &body, existing.as_ref(), &location);
-    rules::complete(store, ctx, kind, &a.id, &body, &mut stored, existing.as_ref());
+    let mut stored = complete::compose(kind, &a.id, &name, &body, existing.as_ref(), &location);
+    complete::complete(store, ctx, kind, &a.id, &body, &mut stored, existing.as_ref());
     let created = existing.is_none();
     let seq = existing.as_ref().map(|e| e.seq).unwrap_or_else(|| store.next_seq());
-    let secret = rules::secret_of(kind, &body).or_else(|| existing.as_ref().and_then(|e| e.secret.clone()));
+    let secret = complete::secret_of(kind, &body).or_else(|| existing.as_ref().and_then(|e| e.secret.clone()));
     store.insert(Resource {
         id: a.id.clone(),
         kind: ResKind::Typed(kind),
@@ -548,7 +356,7 @@ fn put(
             let cid = format!("{}/{}/{}", a.id, ck.segment, cname);
             let prev = store.get(&cid).cloned();
             let cid = prev.as_ref().map(|p| p.id.clone()).unwrap_or(cid);
-            let cbody = compose(ck, &cid, &cname, &item, prev.as_ref(), "");
+            let cbody = complete::compose(ck, &cid, &cname, &item, prev.as_ref(), "");
             let cseq = store.next_seq();
             store.insert(Resource {
                 id: cid,
@@ -568,7 +376,7 @@ fn put(
         let keys: Vec<String> = store.descendants(&a.key).map(|(k, _)| k.clone()).collect();
         for k in keys {
             if let Some(r) = store.resources.get_mut(&k) {
-                store::set_provisioning_state(r, "Updating");
+                lro::set_provisioning_state(r, "Updating");
             }
         }
         let op = start_op(
@@ -607,20 +415,6 @@ fn location_of(store: &Store, key: &str) -> String {
             _ => return String::new(),
         }
     }
-}
-
-/// 409 `AnotherOperationInProgress` if the gateway `gw` is held by an operation.
-fn busy(store: &Store, ctx: &Ctx, gw: &str, id: &str) -> Result<(), ArmError> {
-    if let Some(op) = store.gateway_busy(gw) {
-        return Err(ArmError::conflict(
-            "AnotherOperationInProgress",
-            format!(
-                "Operation on resource '{id}' failed: another operation on this or dependent resource is in progress. To retrieve status of the operation use uri: {}.",
-                op_url(ctx, &op.async_path)
-            ),
-        ));
-    }
-    Ok(())
 }
 
 fn patch(

@@ -1,11 +1,11 @@
-//! The in-memory ARM store: resources keyed by lower-cased id, long-running operations, and the
-//! settling of operations whose time has come (done lazily on every request, no background task).
+//! The in-memory ARM store: resources keyed by lower-cased id, and the long-running operations
+//! (their records and their settling are in [`super::lro`]).
 
 use super::kinds::{self, Kind};
+use super::lro::Operation;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
-use time::OffsetDateTime;
 
 /// What a stored entry is.
 #[derive(Debug, Clone, Copy)]
@@ -42,50 +42,6 @@ pub struct Resource {
     pub op: Option<String>,
     /// Write-only secret (a connection's shared key).
     pub secret: Option<String>,
-}
-
-/// What an operation does when it finishes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpAction {
-    Put,
-    Delete,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpStatus {
-    InProgress,
-    Succeeded,
-    Failed { code: String, message: String },
-}
-
-impl OpStatus {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            OpStatus::InProgress => "InProgress",
-            OpStatus::Succeeded => "Succeeded",
-            OpStatus::Failed { .. } => "Failed",
-        }
-    }
-}
-
-/// A long-running operation.
-#[derive(Debug, Clone)]
-pub struct Operation {
-    pub id: String,
-    /// Lower-cased key of the target resource.
-    pub target: String,
-    pub action: OpAction,
-    pub started: OffsetDateTime,
-    pub completes_at: Instant,
-    pub status: OpStatus,
-    /// If set, the operation ends `Failed` with this code and message.
-    pub fail: Option<(String, String)>,
-    /// Lower-cased keys of virtual network gateways this operation holds (one write at a time).
-    pub gateways: Vec<String>,
-    /// Path of the status endpoint (without scheme/host).
-    pub async_path: String,
-    /// Path of the Location endpoint.
-    pub location_path: String,
 }
 
 /// The store.
@@ -157,86 +113,6 @@ impl Store {
 
     pub fn of_kind(&self, kind: &'static Kind) -> impl Iterator<Item = &Resource> {
         self.resources.values().filter(move |r| matches!(r.kind, ResKind::Typed(k) if std::ptr::eq(k, kind)))
-    }
-
-    /// Finishes every operation whose completion time has passed, in completion order.
-    pub fn settle(&mut self, now: Instant) {
-        let mut due: Vec<(Instant, String)> = self
-            .ops
-            .values()
-            .filter(|o| o.status == OpStatus::InProgress && o.completes_at <= now)
-            .map(|o| (o.completes_at, o.id.clone()))
-            .collect();
-        due.sort();
-        for (_, id) in due {
-            self.finish(&id);
-        }
-    }
-
-    fn finish(&mut self, op_id: &str) {
-        let Some(op) = self.ops.get(op_id).cloned() else { return };
-        let status = match &op.fail {
-            Some((code, message)) => OpStatus::Failed { code: code.clone(), message: message.clone() },
-            None => OpStatus::Succeeded,
-        };
-        let owns = self.resources.get(&op.target).is_some_and(|r| r.op.as_deref() == Some(op_id));
-        if owns {
-            match (op.action, &status) {
-                (OpAction::Delete, OpStatus::Succeeded) => {
-                    self.remove_tree(&op.target);
-                }
-                (_, st) => {
-                    let state = if *st == OpStatus::Succeeded { "Succeeded" } else { "Failed" };
-                    let keys: Vec<String> = std::iter::once(op.target.clone())
-                        .chain(self.descendants(&op.target).map(|(k, _)| k.clone()))
-                        .collect();
-                    for k in keys {
-                        if let Some(r) = self.resources.get_mut(&k) {
-                            if k == op.target || r.op.is_none() {
-                                set_provisioning_state(r, state);
-                            }
-                            if k == op.target {
-                                r.op = None;
-                            }
-                        }
-                    }
-                    if op.action == OpAction::Put && *st == OpStatus::Succeeded {
-                        self.on_put_succeeded(&op.target);
-                    }
-                }
-            }
-        }
-        if let Some(o) = self.ops.get_mut(op_id) {
-            o.status = status;
-        }
-    }
-
-    /// Effects of a finished create: a gateway's dynamic public IPs get their address.
-    fn on_put_succeeded(&mut self, key: &str) {
-        let Some(r) = self.resources.get(key) else { return };
-        if !matches!(r.kind, ResKind::Typed(k) if std::ptr::eq(k, &kinds::VNG)) {
-            return;
-        }
-        let pips: Vec<String> = r.body["properties"]["ipConfigurations"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["properties"]["publicIPAddress"]["id"].as_str().map(str::to_ascii_lowercase))
-            .collect();
-        for p in pips {
-            let needs = self.resources.get(&p).is_some_and(|r| r.body["properties"].get("ipAddress").is_none());
-            if needs {
-                let ip = self.next_public_ip();
-                if let Some(r) = self.resources.get_mut(&p) {
-                    r.body["properties"]["ipAddress"] = json!(ip);
-                }
-            }
-        }
-    }
-
-    /// In-flight operations holding the gateway `gw_key`.
-    pub fn gateway_busy(&self, gw_key: &str) -> Option<&Operation> {
-        self.ops.values().find(|o| o.status == OpStatus::InProgress && o.gateways.iter().any(|g| g == gw_key))
     }
 
     /// VNG ip configurations: (ipconfig id, subnet key, public ip key) for every gateway.
@@ -369,17 +245,6 @@ fn default_security_rules(nsg_id: &str) -> Value {
             })
             .collect(),
     )
-}
-
-pub fn set_provisioning_state(r: &mut Resource, state: &str) {
-    if let ResKind::Typed(k) = r.kind
-        && !k.provisioning_state
-    {
-        return;
-    }
-    if let Some(p) = r.body.get_mut("properties").and_then(Value::as_object_mut) {
-        p.insert("provisioningState".into(), json!(state));
-    }
 }
 
 /// A weak etag as the network provider writes them.

@@ -14,9 +14,8 @@ use aws_sdk_ec2::types::{
     Phase2IntegrityAlgorithmsRequestListValue, TunnelOption, VpnTunnelOptionsSpecification,
 };
 use xcsp_core::Value;
+use xcsp_core::attrs::Reader;
 use xcsp_core::provider::Attributes;
-
-use crate::strings;
 
 /// One tunnel's options as xcsp manages them. An empty list or `None` is an option the spec
 /// leaves to AWS.
@@ -60,19 +59,19 @@ fn sorted<T: Ord + Clone>(v: &[T]) -> Vec<T> {
 
 impl Tunnel {
     /// Tunnel `n` (1 or 2) as the plan's attributes want it.
-    pub fn wanted(attrs: &Attributes, n: u8) -> Tunnel {
-        let s = |k: &str| attrs.get(k).map(Value::unmarked).and_then(|v| v.as_str().map(String::from));
-        let int = |k: &str| attrs.get(k).and_then(Value::as_i64).map(|v| v as i32);
-        let groups = |k: &str| strings(attrs, k).iter().filter_map(|g| g.parse().ok()).collect();
+    pub fn wanted(attrs: &Reader, n: u8) -> Tunnel {
+        let s = |k: &str| attrs.opt_str(k);
+        let int = |k: &str| attrs.opt_int(k).map(|v| v as i32);
+        let groups = |k: &str| attrs.strings(k).iter().filter_map(|g| g.parse().ok()).collect();
         Tunnel {
             inside_cidr: s(&format!("tunnel{n}_inside_cidr")),
             psk: s(&format!("tunnel{n}_psk")),
-            ike_versions: strings(attrs, "ike_versions"),
-            phase1_encryption: strings(attrs, "phase1_encryption"),
-            phase1_integrity: strings(attrs, "phase1_integrity"),
+            ike_versions: attrs.strings("ike_versions"),
+            phase1_encryption: attrs.strings("phase1_encryption"),
+            phase1_integrity: attrs.strings("phase1_integrity"),
             phase1_dh_group: groups("phase1_dh_group"),
-            phase2_encryption: strings(attrs, "phase2_encryption"),
-            phase2_integrity: strings(attrs, "phase2_integrity"),
+            phase2_encryption: attrs.strings("phase2_encryption"),
+            phase2_integrity: attrs.strings("phase2_integrity"),
             phase2_dh_group: groups("phase2_dh_group"),
             phase1_lifetime_seconds: int("phase1_lifetime_seconds"),
             phase2_lifetime_seconds: int("phase2_lifetime_seconds"),

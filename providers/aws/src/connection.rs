@@ -6,8 +6,8 @@ use xcsp_core::attrs::Reader;
 use xcsp_core::provider::{Attributes, Observed, Progress, ProviderError, Request};
 use xcsp_core::{Address, Value};
 
-use crate::ec2::{self, desired_tags, live, required, sdk_error, tag_spec};
-use crate::{AwsProvider, Listing, tunnel};
+use crate::ec2::{self, desired_tags, live, required, tag_spec};
+use crate::{AwsProvider, Listing, Result, send, tunnel};
 
 impl AwsProvider {
     async fn read_connection(
@@ -15,21 +15,15 @@ impl AwsProvider {
         a: &Address,
         id: &str,
         cidrs: [Option<&str>; 2],
-    ) -> Result<(Option<String>, Attributes), ProviderError> {
+    ) -> Result<(Option<String>, Attributes)> {
         let c = self.describe_connection(a, id).await?;
         let out = ec2::connection_attributes(&c, id, None, cidrs);
         Ok((c.state().map(|s| s.as_str().to_string()), out))
     }
 
     /// One VPN connection as EC2 describes it.
-    async fn describe_connection(&self, a: &Address, id: &str) -> Result<VpnConnection, ProviderError> {
-        let r = self
-            .ec2
-            .describe_vpn_connections()
-            .vpn_connection_ids(id)
-            .send()
-            .await
-            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+    async fn describe_connection(&self, a: &Address, id: &str) -> Result<VpnConnection> {
+        let r = send!(a, self.ec2.describe_vpn_connections().vpn_connection_ids(id))?;
         r.vpn_connections().first().cloned().ok_or_else(|| ProviderError::NotFound { address: a.to_string() })
     }
 
@@ -40,7 +34,7 @@ impl AwsProvider {
         a: &Address,
         id: &str,
         cidrs: [Option<&str>; 2],
-    ) -> Result<(Vec<(tunnel::Tunnel, String)>, Option<String>), ProviderError> {
+    ) -> Result<(Vec<(tunnel::Tunnel, String)>, Option<String>)> {
         let c = self.describe_connection(a, id).await?;
         let mut tunnels: Vec<&TunnelOption> =
             c.options().map(|o| o.tunnel_options().iter().collect()).unwrap_or_default();
@@ -60,18 +54,14 @@ impl AwsProvider {
         cidrs: [Option<&str>; 2],
         what: &str,
         progress: &dyn Progress,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<()> {
         self.wait(a, what, progress, || async {
             Ok(self.read_connection(a, id, cidrs).await?.0.as_deref() == Some("available"))
         })
         .await
     }
 
-    pub(crate) async fn vpn_connection(
-        &self,
-        req: &Request<'_>,
-        progress: &dyn Progress,
-    ) -> Result<Observed, ProviderError> {
+    pub(crate) async fn vpn_connection(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed> {
         let a = req.address;
         let r = Reader::new(a, req.attributes);
         let wanted = [r.opt_str("tunnel1_inside_cidr"), r.opt_str("tunnel2_inside_cidr")];
@@ -88,16 +78,16 @@ impl AwsProvider {
                     .build();
                 let created = self
                     .patient(a, progress, || async {
-                        self.ec2
-                            .create_vpn_connection()
-                            .r#type("ipsec.1")
-                            .customer_gateway_id(&cgw)
-                            .vpn_gateway_id(&vgw)
-                            .options(options.clone())
-                            .tag_specifications(tag_spec(AwsType::VpnConnection, &desired_tags(req.stack, &r)))
-                            .send()
-                            .await
-                            .map_err(|x| sdk_error(a, x.into_service_error()))
+                        send!(
+                            a,
+                            self.ec2
+                                .create_vpn_connection()
+                                .r#type("ipsec.1")
+                                .customer_gateway_id(&cgw)
+                                .vpn_gateway_id(&vgw)
+                                .options(options.clone())
+                                .tag_specifications(tag_spec(AwsType::VpnConnection, &desired_tags(req.stack, &r)))
+                        )
                     })
                     .await;
                 let id = match created {
@@ -139,14 +129,14 @@ impl AwsProvider {
                 changed.iter().map(|c| if *c == "psk" { "pre-shared key" } else { c }).collect::<Vec<_>>().join(", ");
             progress.waiting(a, &format!("modifying tunnel {n} ({what})"));
             self.patient(a, progress, || async {
-                self.ec2
-                    .modify_vpn_tunnel_options()
-                    .vpn_connection_id(&id)
-                    .vpn_tunnel_outside_ip_address(&have.1)
-                    .tunnel_options(tunnel::modify_spec(&want, &changed))
-                    .send()
-                    .await
-                    .map_err(|x| sdk_error(a, x.into_service_error()))
+                send!(
+                    a,
+                    self.ec2
+                        .modify_vpn_tunnel_options()
+                        .vpn_connection_id(&id)
+                        .vpn_tunnel_outside_ip_address(&have.1)
+                        .tunnel_options(tunnel::modify_spec(&want, &changed))
+                )
             })
             .await?;
             let applying = format!("waiting for AWS to apply the change to tunnel {n}");
@@ -158,52 +148,30 @@ impl AwsProvider {
         Ok(Observed { address: a.clone(), id, attributes: out })
     }
 
-    pub(crate) async fn connection_route(&self, req: &Request<'_>) -> Result<Observed, ProviderError> {
+    pub(crate) async fn connection_route(&self, req: &Request<'_>) -> Result<Observed> {
         let a = req.address;
         let r = Reader::new(a, req.attributes);
         let conn = required(&r, "vpn_connection_id")?;
         let cidr = required(&r, "destination_cidr")?;
-        self.ec2
-            .create_vpn_connection_route()
-            .vpn_connection_id(&conn)
-            .destination_cidr_block(&cidr)
-            .send()
-            .await
-            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+        send!(a, self.ec2.create_vpn_connection_route().vpn_connection_id(&conn).destination_cidr_block(&cidr))?;
         Ok(Observed { address: a.clone(), id: format!("{conn}/{cidr}"), attributes: Attributes::new() })
     }
 
-    pub(crate) async fn delete_vpn_connection(
-        &self,
-        a: &Address,
-        id: &str,
-        progress: &dyn Progress,
-    ) -> Result<(), ProviderError> {
-        self.ec2
-            .delete_vpn_connection()
-            .vpn_connection_id(id)
-            .send()
-            .await
-            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+    pub(crate) async fn delete_vpn_connection(&self, a: &Address, id: &str, progress: &dyn Progress) -> Result<()> {
+        send!(a, self.ec2.delete_vpn_connection().vpn_connection_id(id))?;
         self.wait(a, "waiting for the VPN connection to be deleted", progress, || async {
             Ok(matches!(self.read_connection(a, id, [None, None]).await, Ok((Some(s), _)) if s == "deleted"))
         })
         .await
     }
 
-    pub(crate) async fn delete_connection_route(&self, a: &Address, id: &str) -> Result<(), ProviderError> {
+    pub(crate) async fn delete_connection_route(&self, a: &Address, id: &str) -> Result<()> {
         let (conn, cidr) = id.split_once('/').unwrap_or((id, ""));
-        self.ec2
-            .delete_vpn_connection_route()
-            .vpn_connection_id(conn)
-            .destination_cidr_block(cidr)
-            .send()
-            .await
-            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+        send!(a, self.ec2.delete_vpn_connection_route().vpn_connection_id(conn).destination_cidr_block(cidr))?;
         Ok(())
     }
 
-    pub(crate) async fn list_vpn_connections(&self, l: &Listing<'_>) -> Result<Vec<Observed>, ProviderError> {
+    pub(crate) async fn list_vpn_connections(&self, l: &Listing<'_>) -> Result<Vec<Observed>> {
         let conns = crate::tagged_or_recorded!(
             self,
             l,

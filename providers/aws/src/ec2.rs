@@ -13,7 +13,7 @@ use xcsp_core::attrs::Reader;
 use xcsp_core::provider::{Attributes, ProviderError};
 use xcsp_core::{ADDRESS_TAG, Address, ResourceType as T, STACK_TAG, Value};
 
-use crate::tunnel;
+use crate::{Result, tunnel};
 
 /// A state in which the resource exists and is (or will be) usable: not `deleting`/`deleted`.
 /// A VPN connection is `modifying` while a tunnel change is applied, a state aws-sdk-ec2's
@@ -27,7 +27,7 @@ pub fn failed(address: &Address, code: &str, message: impl Into<String>) -> Prov
 }
 
 /// A string attribute a create cannot do without: `MissingAttribute`, naming it.
-pub fn required(r: &Reader, key: &str) -> Result<String, ProviderError> {
+pub fn required(r: &Reader, key: &str) -> Result<String> {
     r.opt_str(key).ok_or_else(|| failed(r.address, "MissingAttribute", key))
 }
 

@@ -5,11 +5,11 @@
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{GatewayType, ResourceType as AwsType, RouteTable, VpnGateway};
 use xcsp_core::attrs::Reader;
-use xcsp_core::provider::{Attributes, Observed, Progress, ProviderError, Request};
+use xcsp_core::provider::{Attributes, Observed, Progress, Request};
 use xcsp_core::{Address, ResourceType as T, Value};
 
 use crate::ec2::{self, desired_tags, failed, filter, live, required, sdk_error, tag_map, tag_spec};
-use crate::{AwsProvider, Listing};
+use crate::{AwsProvider, Listing, Result, send};
 
 /// Whether `g` is attaching or attached to `vpc`.
 fn attached_to(g: &VpnGateway, vpc: &str) -> bool {
@@ -19,26 +19,14 @@ fn attached_to(g: &VpnGateway, vpc: &str) -> bool {
 }
 
 impl AwsProvider {
-    async fn vgw(&self, address: &Address, id: &str) -> Result<Option<VpnGateway>, ProviderError> {
-        let r = self
-            .ec2
-            .describe_vpn_gateways()
-            .vpn_gateway_ids(id)
-            .send()
-            .await
-            .map_err(|e| sdk_error(address, e.into_service_error()))?;
+    async fn vgw(&self, address: &Address, id: &str) -> Result<Option<VpnGateway>> {
+        let r = send!(address, self.ec2.describe_vpn_gateways().vpn_gateway_ids(id))?;
         Ok(r.vpn_gateways().first().cloned())
     }
 
     /// The cluster's VPC: the one tagged with the cluster tag.
-    async fn cluster_vpc(&self, address: &Address, cluster_tag: &str) -> Result<String, ProviderError> {
-        let r = self
-            .ec2
-            .describe_vpcs()
-            .filters(filter("tag-key", &[cluster_tag]))
-            .send()
-            .await
-            .map_err(|e| sdk_error(address, e.into_service_error()))?;
+    async fn cluster_vpc(&self, address: &Address, cluster_tag: &str) -> Result<String> {
+        let r = send!(address, self.ec2.describe_vpcs().filters(filter("tag-key", &[cluster_tag])))?;
         match r.vpcs() {
             [one] => Ok(one.vpc_id().unwrap_or_default().to_string()),
             [] => Err(failed(
@@ -54,26 +42,21 @@ impl AwsProvider {
         }
     }
 
-    pub(crate) async fn vpn_gateway(
-        &self,
-        req: &Request<'_>,
-        progress: &dyn Progress,
-    ) -> Result<Observed, ProviderError> {
+    pub(crate) async fn vpn_gateway(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed> {
         let a = req.address;
         let r = Reader::new(a, req.attributes);
         let id = match req.id.map(String::from).or(self.existing_id(req.stack, a).await?) {
             Some(id) => id,
             None => {
                 let asn = r.opt_int("amazon_side_asn").unwrap_or(64512);
-                let made = self
-                    .ec2
-                    .create_vpn_gateway()
-                    .r#type(GatewayType::Ipsec1)
-                    .amazon_side_asn(asn)
-                    .tag_specifications(tag_spec(AwsType::VpnGateway, &desired_tags(req.stack, &r)))
-                    .send()
-                    .await
-                    .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                let made = send!(
+                    a,
+                    self.ec2
+                        .create_vpn_gateway()
+                        .r#type(GatewayType::Ipsec1)
+                        .amazon_side_asn(asn)
+                        .tag_specifications(tag_spec(AwsType::VpnGateway, &desired_tags(req.stack, &r)))
+                )?;
                 let id = made.vpn_gateway().and_then(|g| g.vpn_gateway_id()).unwrap_or_default().to_string();
                 self.reap_twins(req.stack, a, &id, progress).await?;
                 id
@@ -93,11 +76,7 @@ impl AwsProvider {
         Ok(Observed { address: a.clone(), id, attributes: out })
     }
 
-    pub(crate) async fn attachment(
-        &self,
-        req: &Request<'_>,
-        progress: &dyn Progress,
-    ) -> Result<Observed, ProviderError> {
+    pub(crate) async fn attachment(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed> {
         let a = req.address;
         let r = Reader::new(a, req.attributes);
         let vgw = required(&r, "vpn_gateway_id")?;
@@ -109,13 +88,7 @@ impl AwsProvider {
         if !current.as_ref().is_some_and(|g| attached_to(g, &vpc)) {
             let sent = self
                 .patient(a, progress, || async {
-                    self.ec2
-                        .attach_vpn_gateway()
-                        .vpn_gateway_id(&vgw)
-                        .vpc_id(&vpc)
-                        .send()
-                        .await
-                        .map_err(|x| sdk_error(a, x.into_service_error()))
+                    send!(a, self.ec2.attach_vpn_gateway().vpn_gateway_id(&vgw).vpc_id(&vpc))
                 })
                 .await;
             // A retried call whose first answer was lost finds the attachment made:
@@ -141,11 +114,7 @@ impl AwsProvider {
         Ok(Observed { address: a.clone(), id: format!("{vgw}/{vpc}"), attributes: out })
     }
 
-    pub(crate) async fn route_propagation(
-        &self,
-        req: &Request<'_>,
-        progress: &dyn Progress,
-    ) -> Result<Observed, ProviderError> {
+    pub(crate) async fn route_propagation(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed> {
         let a = req.address;
         let r = Reader::new(a, req.attributes);
         let vgw = required(&r, "vpn_gateway_id")?;
@@ -155,25 +124,13 @@ impl AwsProvider {
                 let g = self.vgw(a, &vgw).await?;
                 let vpc = g.and_then(|g| g.vpc_attachments().iter().find_map(|x| x.vpc_id().map(String::from)));
                 let vpc = vpc.ok_or_else(|| failed(a, "NotAttached", format!("{vgw} is not attached to a VPC")))?;
-                let found = self
-                    .ec2
-                    .describe_route_tables()
-                    .filters(filter("vpc-id", &[&vpc]))
-                    .send()
-                    .await
-                    .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                let found = send!(a, self.ec2.describe_route_tables().filters(filter("vpc-id", &[&vpc])))?;
                 found.route_tables().iter().filter_map(|t| t.route_table_id().map(String::from)).collect()
             }
         };
         for rt in &tables {
             self.patient(a, progress, || async {
-                self.ec2
-                    .enable_vgw_route_propagation()
-                    .gateway_id(&vgw)
-                    .route_table_id(rt)
-                    .send()
-                    .await
-                    .map_err(|x| sdk_error(a, x.into_service_error()))
+                send!(a, self.ec2.enable_vgw_route_propagation().gateway_id(&vgw).route_table_id(rt))
             })
             .await?;
         }
@@ -186,7 +143,7 @@ impl AwsProvider {
         Ok(Observed { address: a.clone(), id: vgw, attributes: out })
     }
 
-    pub(crate) async fn customer_gateway(&self, req: &Request<'_>) -> Result<Observed, ProviderError> {
+    pub(crate) async fn customer_gateway(&self, req: &Request<'_>) -> Result<Observed> {
         let a = req.address;
         let r = Reader::new(a, req.attributes);
         let id = match req.id.map(String::from).or(self.existing_id(req.stack, a).await?) {
@@ -202,23 +159,17 @@ impl AwsProvider {
                     Ok(small) => create.bgp_asn(small),
                     Err(_) => create.bgp_asn_extended(asn),
                 };
-                let made = create
-                    .r#type(GatewayType::Ipsec1)
-                    .ip_address(ip)
-                    .tag_specifications(tag_spec(AwsType::CustomerGateway, &desired_tags(req.stack, &r)))
-                    .send()
-                    .await
-                    .map_err(|x| sdk_error(a, x.into_service_error()))?;
+                let made = send!(
+                    a,
+                    create
+                        .r#type(GatewayType::Ipsec1)
+                        .ip_address(ip)
+                        .tag_specifications(tag_spec(AwsType::CustomerGateway, &desired_tags(req.stack, &r)))
+                )?;
                 made.customer_gateway().and_then(|g| g.customer_gateway_id()).unwrap_or_default().to_string()
             }
         };
-        let found = self
-            .ec2
-            .describe_customer_gateways()
-            .customer_gateway_ids(&id)
-            .send()
-            .await
-            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+        let found = send!(a, self.ec2.describe_customer_gateways().customer_gateway_ids(&id))?;
         let mut out = match found.customer_gateways().first() {
             Some(g) => {
                 ec2::cgw_attributes(g, &self.retag(a, &id, &tag_map(g.tags()), &desired_tags(req.stack, &r)).await?)
@@ -229,25 +180,15 @@ impl AwsProvider {
         Ok(Observed { address: a.clone(), id, attributes: out })
     }
 
-    pub(crate) async fn delete_vpn_gateway(
-        &self,
-        a: &Address,
-        id: &str,
-        progress: &dyn Progress,
-    ) -> Result<(), ProviderError> {
-        self.ec2
-            .delete_vpn_gateway()
-            .vpn_gateway_id(id)
-            .send()
-            .await
-            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+    pub(crate) async fn delete_vpn_gateway(&self, a: &Address, id: &str, progress: &dyn Progress) -> Result<()> {
+        send!(a, self.ec2.delete_vpn_gateway().vpn_gateway_id(id))?;
         self.wait(a, "waiting for the gateway to be deleted", progress, || async {
             Ok(self.vgw(a, id).await?.is_none_or(|g| g.state().map(|s| s.as_str()) == Some("deleted")))
         })
         .await
     }
 
-    pub(crate) async fn detach(&self, a: &Address, id: &str, progress: &dyn Progress) -> Result<(), ProviderError> {
+    pub(crate) async fn detach(&self, a: &Address, id: &str, progress: &dyn Progress) -> Result<()> {
         let (vgw, vpc) = id.split_once('/').unwrap_or((id, ""));
         match self.ec2.detach_vpn_gateway().vpn_gateway_id(vgw).vpc_id(vpc).send().await {
             Ok(_) => {}
@@ -273,26 +214,21 @@ impl AwsProvider {
         .await
     }
 
-    pub(crate) async fn stop_propagation(&self, req: &Request<'_>, id: &str) -> Result<(), ProviderError> {
+    pub(crate) async fn stop_propagation(&self, req: &Request<'_>, id: &str) -> Result<()> {
         for rt in Reader::new(req.address, req.attributes).strings("route_table_ids") {
             let _ = self.ec2.disable_vgw_route_propagation().gateway_id(id).route_table_id(rt).send().await;
         }
         Ok(())
     }
 
-    pub(crate) async fn delete_customer_gateway(&self, a: &Address, id: &str) -> Result<(), ProviderError> {
-        self.ec2
-            .delete_customer_gateway()
-            .customer_gateway_id(id)
-            .send()
-            .await
-            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+    pub(crate) async fn delete_customer_gateway(&self, a: &Address, id: &str) -> Result<()> {
+        send!(a, self.ec2.delete_customer_gateway().customer_gateway_id(id))?;
         Ok(())
     }
 
     /// The virtual private gateways of the stack, their attachments or their route propagation
     /// (as `l.rtype` asks): all three from one describe of the gateways.
-    pub(crate) async fn list_vpn_gateways(&self, l: &Listing<'_>) -> Result<Vec<Observed>, ProviderError> {
+    pub(crate) async fn list_vpn_gateways(&self, l: &Listing<'_>) -> Result<Vec<Observed>> {
         let gateways =
             crate::tagged_or_recorded!(self, l, describe_vpn_gateways, vpn_gateways, vpn_gateway_id, "vpn-gateway-id");
         let tables = if l.rtype == T::AwsRoutePropagation {
@@ -362,7 +298,7 @@ impl AwsProvider {
         Ok(out)
     }
 
-    pub(crate) async fn list_customer_gateways(&self, l: &Listing<'_>) -> Result<Vec<Observed>, ProviderError> {
+    pub(crate) async fn list_customer_gateways(&self, l: &Listing<'_>) -> Result<Vec<Observed>> {
         let gateways = crate::tagged_or_recorded!(
             self,
             l,

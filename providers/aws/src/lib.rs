@@ -35,6 +35,9 @@ mod ingress;
 mod security_groups;
 mod tunnel;
 
+/// What the provider's operations answer.
+type Result<T> = std::result::Result<T, ProviderError>;
+
 /// Where and how to reach AWS.
 #[derive(Debug, Clone)]
 pub struct AwsConfig {
@@ -112,30 +115,29 @@ impl<'a> Listing<'a> {
     }
 }
 
+/// Sends an EC2 request: its answer, or its error as the engine needs it ([`ec2::sdk_error`] of
+/// the service error, reported against `$address`). The SDK's request builders have `send` but
+/// no trait in common, hence a macro.
+macro_rules! send {
+    ($address:expr, $request:expr) => {
+        $request.send().await.map_err(|x| $crate::ec2::sdk_error($address, x.into_service_error()))
+    };
+}
+pub(crate) use send;
+
 /// The items of a describe call by the stack's tag, then, by id, the recorded ones the tag
 /// filter missed (their tags were changed): [`Listing::missing`] of the ids seen.
 macro_rules! tagged_or_recorded {
     ($self:ident, $listing:expr, $describe:ident, $items:ident, $id:ident, $id_filter:literal) => {{
         let listing: &$crate::Listing = $listing;
-        let r = $self
-            .ec2
-            .$describe()
-            .set_filters(Some(listing.by_stack()))
-            .send()
-            .await
-            .map_err(|x| $crate::ec2::sdk_error(&listing.probe, x.into_service_error()))?;
+        let r = $crate::send!(&listing.probe, $self.ec2.$describe().set_filters(Some(listing.by_stack())))?;
         let mut items = r.$items().to_vec();
         let seen: Vec<String> = items.iter().filter_map(|x| x.$id().map(String::from)).collect();
         let gone: Vec<String> = listing.missing(&seen);
         if !gone.is_empty() {
             let ids: Vec<&str> = gone.iter().map(String::as_str).collect();
-            let r = $self
-                .ec2
-                .$describe()
-                .filters($crate::ec2::filter($id_filter, &ids))
-                .send()
-                .await
-                .map_err(|x| $crate::ec2::sdk_error(&listing.probe, x.into_service_error()))?;
+            let r =
+                $crate::send!(&listing.probe, $self.ec2.$describe().filters($crate::ec2::filter($id_filter, &ids)))?;
             items.extend(r.$items().iter().cloned());
         }
         items
@@ -171,16 +173,10 @@ impl AwsProvider {
     }
 
     /// Polls `check` until it says done, with backoff, reporting `what`.
-    async fn wait<F, Fut>(
-        &self,
-        address: &Address,
-        what: &str,
-        progress: &dyn Progress,
-        check: F,
-    ) -> Result<(), ProviderError>
+    async fn wait<F, Fut>(&self, address: &Address, what: &str, progress: &dyn Progress, check: F) -> Result<()>
     where
         F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<bool, ProviderError>>,
+        Fut: std::future::Future<Output = Result<bool>>,
     {
         let deadline = Instant::now() + self.config.timeout;
         let mut pause = self.config.poll_interval.min(Duration::from_millis(200));
@@ -207,10 +203,10 @@ impl AwsProvider {
 
     /// Runs `call` again while AWS says the state is not right yet (a gateway still pending,
     /// an attachment still attaching), up to the timeout.
-    async fn patient<R, F, Fut>(&self, address: &Address, progress: &dyn Progress, call: F) -> Result<R, ProviderError>
+    async fn patient<R, F, Fut>(&self, address: &Address, progress: &dyn Progress, call: F) -> Result<R>
     where
         F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<R, ProviderError>>,
+        Fut: std::future::Future<Output = Result<R>>,
     {
         let deadline = Instant::now() + self.config.timeout;
         let mut pause = Duration::from_millis(200);
@@ -233,48 +229,30 @@ impl AwsProvider {
     }
 
     /// A live resource of this stack with this address tag, found by `describe`.
-    async fn existing_id(&self, stack: &str, address: &Address) -> Result<Option<String>, ProviderError> {
+    async fn existing_id(&self, stack: &str, address: &Address) -> Result<Option<String>> {
         Ok(self.live_ids(stack, address).await?.into_iter().next())
     }
 
     /// Every live resource of this stack with this address tag.
-    async fn live_ids(&self, stack: &str, address: &Address) -> Result<Vec<String>, ProviderError> {
+    async fn live_ids(&self, stack: &str, address: &Address) -> Result<Vec<String>> {
         let filters = vec![
             filter(&format!("tag:{STACK_TAG}"), &[stack]),
             filter(&format!("tag:{ADDRESS_TAG}"), &[&address.to_string()]),
         ];
         Ok(match address.rtype {
-            T::AwsVpnGateway => self
-                .ec2
-                .describe_vpn_gateways()
-                .set_filters(Some(filters))
-                .send()
-                .await
-                .map_err(|x| sdk_error(address, x.into_service_error()))?
+            T::AwsVpnGateway => send!(address, self.ec2.describe_vpn_gateways().set_filters(Some(filters)))?
                 .vpn_gateways()
                 .iter()
                 .filter(|g| live(g.state().map(|s| s.as_str())))
                 .filter_map(|g| g.vpn_gateway_id().map(String::from))
                 .collect(),
-            T::AwsCustomerGateway => self
-                .ec2
-                .describe_customer_gateways()
-                .set_filters(Some(filters))
-                .send()
-                .await
-                .map_err(|x| sdk_error(address, x.into_service_error()))?
+            T::AwsCustomerGateway => send!(address, self.ec2.describe_customer_gateways().set_filters(Some(filters)))?
                 .customer_gateways()
                 .iter()
                 .filter(|g| live(g.state()))
                 .filter_map(|g| g.customer_gateway_id().map(String::from))
                 .collect(),
-            T::AwsVpnConnection => self
-                .ec2
-                .describe_vpn_connections()
-                .set_filters(Some(filters))
-                .send()
-                .await
-                .map_err(|x| sdk_error(address, x.into_service_error()))?
+            T::AwsVpnConnection => send!(address, self.ec2.describe_vpn_connections().set_filters(Some(filters)))?
                 .vpn_connections()
                 .iter()
                 .filter(|c| live(c.state().map(|s| s.as_str())))
@@ -288,13 +266,7 @@ impl AwsProvider {
     /// besides it. EC2's VPN creates take no idempotency token, and the SDK retries a call whose
     /// answer was lost (a dropped connection), so one create can leave two; the one EC2 answered
     /// with is kept and recorded, the others go, so nothing is left untracked.
-    async fn reap_twins(
-        &self,
-        stack: &str,
-        a: &Address,
-        keep: &str,
-        progress: &dyn Progress,
-    ) -> Result<(), ProviderError> {
+    async fn reap_twins(&self, stack: &str, a: &Address, keep: &str, progress: &dyn Progress) -> Result<()> {
         for twin in self.live_ids(stack, a).await?.into_iter().filter(|id| id != keep) {
             progress.waiting(a, &format!("deleting {twin}, a twin a retried create left"));
             self.patient(a, progress, || async {
@@ -332,7 +304,7 @@ impl AwsProvider {
         id: &str,
         have: &BTreeMap<String, String>,
         want: &BTreeMap<String, String>,
-    ) -> Result<BTreeMap<String, String>, ProviderError> {
+    ) -> Result<BTreeMap<String, String>> {
         let set: Vec<Tag> = want
             .iter()
             .filter(|(k, v)| have.get(*k) != Some(*v))
@@ -341,27 +313,16 @@ impl AwsProvider {
         let gone: Vec<Tag> =
             have.keys().filter(|k| !want.contains_key(*k)).map(|k| Tag::builder().key(k).build()).collect();
         if !set.is_empty() {
-            self.ec2
-                .create_tags()
-                .resources(id)
-                .set_tags(Some(set))
-                .send()
-                .await
-                .map_err(|x| sdk_error(a, x.into_service_error()))?;
+            send!(a, self.ec2.create_tags().resources(id).set_tags(Some(set)))?;
         }
         if !gone.is_empty() {
-            self.ec2
-                .delete_tags()
-                .resources(id)
-                .set_tags(Some(gone))
-                .send()
-                .await
-                .map_err(|x| sdk_error(a, x.into_service_error()))?;
+            send!(a, self.ec2.delete_tags().resources(id).set_tags(Some(gone)))?;
         }
         Ok(want.clone())
     }
 
-    async fn create_or_update(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
+    /// Creates or updates one resource, through the handler of its type in its family's module.
+    async fn create_or_update(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed> {
         let a = req.address;
         match a.rtype {
             T::AwsVpnGateway => self.vpn_gateway(req, progress).await,
@@ -375,7 +336,8 @@ impl AwsProvider {
         }
     }
 
-    async fn remove(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<(), ProviderError> {
+    /// Deletes one resource, likewise.
+    async fn remove(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<()> {
         let a = req.address;
         let id = req.id.unwrap_or_default();
         match a.rtype {
@@ -393,7 +355,7 @@ impl AwsProvider {
     /// Every live resource of `rtype` tagged with `stack`, and those state records (`known`:
     /// address and id) whatever their tags say now: a second describe with the ids as a filter
     /// (filters, unlike id lists, do not fail on an id that is gone).
-    async fn list(&self, stack: &str, rtype: T, known: &[Observed]) -> Result<Vec<Observed>, ProviderError> {
+    async fn list(&self, stack: &str, rtype: T, known: &[Observed]) -> Result<Vec<Observed>> {
         let l = Listing::new(stack, rtype, known);
         match rtype {
             T::AwsVpnGateway | T::AwsVpnGatewayAttachment | T::AwsRoutePropagation => self.list_vpn_gateways(&l).await,
@@ -415,27 +377,19 @@ impl Provider for AwsProvider {
         stack: &'a str,
         rtype: T,
         known: &'a [Observed],
-    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+    ) -> BoxFuture<'a, Result<Vec<Observed>>> {
         Box::pin(self.list(stack, rtype, known))
     }
 
-    fn create<'a>(
-        &'a self,
-        req: Request<'a>,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed, ProviderError>> {
+    fn create<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<Observed>> {
         Box::pin(async move { self.create_or_update(&req, progress).await })
     }
 
-    fn update<'a>(
-        &'a self,
-        req: Request<'a>,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed, ProviderError>> {
+    fn update<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<Observed>> {
         Box::pin(async move { self.create_or_update(&req, progress).await })
     }
 
-    fn delete<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {
+    fn delete<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             match self.remove(&req, progress).await {
                 Err(ProviderError::NotFound { .. }) => Ok(()),

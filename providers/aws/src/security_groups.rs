@@ -5,27 +5,21 @@
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{IpPermission, SecurityGroup};
 use xcsp_core::attrs::Reader;
-use xcsp_core::provider::{Observed, ProviderError, Request};
+use xcsp_core::provider::{Observed, Request};
 use xcsp_core::{Address, Value};
 
 use crate::ec2::{failed, filter, sdk_error};
-use crate::{AwsProvider, Listing, ingress};
+use crate::{AwsProvider, Listing, Result, ingress, send};
 
 impl AwsProvider {
-    async fn cluster_groups(&self, r: &Reader<'_>) -> Result<Vec<String>, ProviderError> {
+    async fn cluster_groups(&self, r: &Reader<'_>) -> Result<Vec<String>> {
         let a = r.address;
         let given = r.strings("security_group_ids");
         if !given.is_empty() {
             return Ok(given);
         }
         let tag = r.str_or_empty("cluster_tag");
-        let found = self
-            .ec2
-            .describe_security_groups()
-            .filters(filter("tag-key", &[&tag]))
-            .send()
-            .await
-            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+        let found = send!(a, self.ec2.describe_security_groups().filters(filter("tag-key", &[&tag])))?;
         let ids: Vec<String> = found.security_groups().iter().filter_map(|g| g.group_id().map(String::from)).collect();
         if ids.is_empty() {
             return Err(failed(a, "ClusterSecurityGroupsNotFound", format!("no security group carries the tag {tag}")));
@@ -33,7 +27,7 @@ impl AwsProvider {
         Ok(ids)
     }
 
-    pub(crate) async fn ingress(&self, req: &Request<'_>) -> Result<Observed, ProviderError> {
+    pub(crate) async fn ingress(&self, req: &Request<'_>) -> Result<Observed> {
         let a = req.address;
         let groups = self.cluster_groups(&Reader::new(a, req.attributes)).await?;
         let wanted = ingress::permissions(req.stack, a, req.attributes);
@@ -76,24 +70,13 @@ impl AwsProvider {
     }
 
     /// The security groups with these ids.
-    async fn groups(&self, a: &Address, ids: &[String]) -> Result<Vec<SecurityGroup>, ProviderError> {
-        let r = self
-            .ec2
-            .describe_security_groups()
-            .set_group_ids(Some(ids.to_vec()))
-            .send()
-            .await
-            .map_err(|x| sdk_error(a, x.into_service_error()))?;
+    async fn groups(&self, a: &Address, ids: &[String]) -> Result<Vec<SecurityGroup>> {
+        let r = send!(a, self.ec2.describe_security_groups().set_group_ids(Some(ids.to_vec())))?;
         Ok(r.security_groups().to_vec())
     }
 
     /// The rules in `groups` that carry the marker of `a`, one IP range each, by group.
-    async fn marked_rules(
-        &self,
-        a: &Address,
-        groups: &[String],
-        stack: &str,
-    ) -> Result<Vec<(String, IpPermission)>, ProviderError> {
+    async fn marked_rules(&self, a: &Address, groups: &[String], stack: &str) -> Result<Vec<(String, IpPermission)>> {
         let marker = ingress::marker(stack, a);
         let mut out = Vec::new();
         for g in self.groups(a, groups).await? {
@@ -113,7 +96,7 @@ impl AwsProvider {
     }
 
     /// Revokes one rule; one already gone is fine.
-    async fn revoke(&self, a: &Address, group: &str, rule: IpPermission) -> Result<(), ProviderError> {
+    async fn revoke(&self, a: &Address, group: &str, rule: IpPermission) -> Result<()> {
         match self.ec2.revoke_security_group_ingress().group_id(group).ip_permissions(rule).send().await {
             Ok(_) => Ok(()),
             Err(x) => {
@@ -128,7 +111,7 @@ impl AwsProvider {
     }
 
     /// Revokes every rule marked as this resource's, whatever state recorded of them.
-    pub(crate) async fn revoke_ingress(&self, req: &Request<'_>, id: &str) -> Result<(), ProviderError> {
+    pub(crate) async fn revoke_ingress(&self, req: &Request<'_>, id: &str) -> Result<()> {
         let groups: Vec<String> = id.split(',').filter(|g| !g.is_empty()).map(String::from).collect();
         if groups.is_empty() {
             return Ok(());
@@ -139,7 +122,7 @@ impl AwsProvider {
         Ok(())
     }
 
-    pub(crate) async fn list_ingress(&self, l: &Listing<'_>) -> Result<Vec<Observed>, ProviderError> {
+    pub(crate) async fn list_ingress(&self, l: &Listing<'_>) -> Result<Vec<Observed>> {
         let mut pages = self.ec2.describe_security_groups().into_paginator().send();
         let mut groups: Vec<SecurityGroup> = Vec::new();
         while let Some(page) = pages.next().await {

@@ -4,6 +4,7 @@
 //! no cloud SDK: providers translate between these types and their SDK's types.
 
 pub mod address;
+pub mod attrs;
 pub mod diag;
 pub mod provider;
 pub mod rtype;

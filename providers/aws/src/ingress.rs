@@ -1,4 +1,5 @@
-//! The security-group rules of a link, read back member by member.
+//! The security-group rules of a link: the permissions xcsp authorizes, and what it reads back,
+//! member by member. No IO here: the calls are in `security_groups.rs`.
 //!
 //! xcsp puts each link's rules (one per port range, from the Azure VNet) into every cluster
 //! security group, marking each rule's description with `[xcsp <stack> <address>]`. One
@@ -11,10 +12,39 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_ec2::types::SecurityGroup;
+use aws_sdk_ec2::types::{IpPermission, IpRange, SecurityGroup};
 use indexmap::IndexMap;
 use xcsp_core::provider::Attributes;
 use xcsp_core::{Address, Value};
+
+/// The marker in a rule's description that says whose it is.
+pub fn marker(stack: &str, address: &Address) -> String {
+    format!("[xcsp {stack} {address}]")
+}
+
+/// The plan's `rules`, each as the permission to authorize: one IP range, the description
+/// ending in the [`marker`] of `address`.
+pub fn permissions(stack: &str, address: &Address, attrs: &Attributes) -> Vec<IpPermission> {
+    let rules = match attrs.get("rules") {
+        Some(Value::List(l)) => l.clone(),
+        _ => vec![],
+    };
+    rules
+        .iter()
+        .filter_map(Value::as_map)
+        .map(|r| {
+            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            let n = |k: &str| r.get(k).and_then(Value::as_i64).unwrap_or_default() as i32;
+            let description = format!("{} {}", s("description"), marker(stack, address));
+            IpPermission::builder()
+                .ip_protocol(s("protocol"))
+                .from_port(n("from_port"))
+                .to_port(n("to_port"))
+                .ip_ranges(IpRange::builder().cidr_ip(s("cidr")).description(description).build())
+                .build()
+        })
+        .collect()
+}
 
 /// One rule as the plan writes it: (from port, to port, protocol, CIDR, description).
 type Rule = (i64, i64, String, String, String);
@@ -91,7 +121,7 @@ pub fn observe(stack: &str, groups: &[SecurityGroup]) -> Vec<(Address, Attribute
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_ec2::types::{IpPermission, IpRange, Tag};
+    use aws_sdk_ec2::types::Tag;
 
     fn group(id: &str, rules: &[(i32, &str)]) -> SecurityGroup {
         let mut g = SecurityGroup::builder()
@@ -133,6 +163,22 @@ mod tests {
         let found = observe("il5", &groups);
         assert_eq!(found[0].1["rules"], Value::List(vec![]));
         assert_eq!(found[0].1["security_group_ids"], Value::strings(["sg-1"]));
+    }
+
+    #[test]
+    fn the_rules_written_read_back_as_the_plan_wrote_them() {
+        let address: Address = "aws_security_group_ingress.link".parse().unwrap();
+        let mut attrs = Attributes::new();
+        attrs.insert(
+            "rules".into(),
+            Value::List(vec![rule_value(&(6443, 6443, "tcp".into(), "10.200.0.0/16".into(), "api".into()))]),
+        );
+        let written = permissions("il5", &address, &attrs);
+        assert_eq!(written[0].ip_ranges()[0].description(), Some("api [xcsp il5 aws_security_group_ingress.link]"));
+        let g = SecurityGroup::builder().group_id("sg-1").set_ip_permissions(Some(written)).build();
+        let found = observe("il5", &[g]);
+        assert_eq!(found[0].0, address);
+        assert_eq!(found[0].1["rules"], attrs["rules"]);
     }
 
     #[test]

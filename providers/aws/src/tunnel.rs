@@ -14,43 +14,32 @@ use aws_sdk_ec2::types::{
     Phase2IntegrityAlgorithmsRequestListValue, TunnelOption, VpnTunnelOptionsSpecification,
 };
 use xcsp_core::Value;
+use xcsp_core::attrs::Reader;
 use xcsp_core::provider::Attributes;
 
-use crate::strings;
-
-/// One tunnel's options as xcsp manages them. An empty list or `None` is an option the spec
-/// leaves to AWS.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Tunnel {
-    pub inside_cidr: Option<String>,
-    pub psk: Option<String>,
-    pub ike_versions: Vec<String>,
-    pub phase1_encryption: Vec<String>,
-    pub phase1_integrity: Vec<String>,
-    pub phase1_dh_group: Vec<i32>,
-    pub phase2_encryption: Vec<String>,
-    pub phase2_integrity: Vec<String>,
-    pub phase2_dh_group: Vec<i32>,
-    pub phase1_lifetime_seconds: Option<i32>,
-    pub phase2_lifetime_seconds: Option<i32>,
-    pub dpd_timeout_seconds: Option<i32>,
-    pub rekey_margin_seconds: Option<i32>,
+/// How an option travels. [`Tunnel::changed`] names the options that differ in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    /// A string per tunnel: attribute `tunnel<n>_<option>`.
+    Text,
+    /// A list of names, the same for both tunnels: attribute `<option>`.
+    Names,
+    /// A list of numbers (Diffie-Hellman groups), likewise.
+    Numbers,
+    /// A number of seconds, likewise.
+    Seconds,
 }
 
-/// The connection-wide policy attributes, in the order the plan shows them.
-pub const POLICY: [&str; 11] = [
-    "ike_versions",
-    "phase1_encryption",
-    "phase1_integrity",
-    "phase1_dh_group",
-    "phase2_encryption",
-    "phase2_integrity",
-    "phase2_dh_group",
-    "phase1_lifetime_seconds",
-    "phase2_lifetime_seconds",
-    "dpd_timeout_seconds",
-    "rekey_margin_seconds",
-];
+/// What a value of each kind is to the comparison and to the plan.
+trait Setting {
+    /// Whether the spec sets it (an empty list or `None` is left to AWS).
+    fn is_set(&self) -> bool;
+    /// Whether `self` (wanted) differs from what the tunnel carries (lists compared as sets:
+    /// EC2 does not promise an order).
+    fn differs(&self, have: &Self) -> bool;
+    /// As a plan value (lists as the spec writes them).
+    fn value(&self) -> Option<Value>;
+}
 
 fn sorted<T: Ord + Clone>(v: &[T]) -> Vec<T> {
     let mut v = v.to_vec();
@@ -58,188 +47,169 @@ fn sorted<T: Ord + Clone>(v: &[T]) -> Vec<T> {
     v
 }
 
-impl Tunnel {
-    /// Tunnel `n` (1 or 2) as the plan's attributes want it.
-    pub fn wanted(attrs: &Attributes, n: u8) -> Tunnel {
-        let s = |k: &str| attrs.get(k).map(Value::unmarked).and_then(|v| v.as_str().map(String::from));
-        let int = |k: &str| attrs.get(k).and_then(Value::as_i64).map(|v| v as i32);
-        let groups = |k: &str| strings(attrs, k).iter().filter_map(|g| g.parse().ok()).collect();
-        Tunnel {
-            inside_cidr: s(&format!("tunnel{n}_inside_cidr")),
-            psk: s(&format!("tunnel{n}_psk")),
-            ike_versions: strings(attrs, "ike_versions"),
-            phase1_encryption: strings(attrs, "phase1_encryption"),
-            phase1_integrity: strings(attrs, "phase1_integrity"),
-            phase1_dh_group: groups("phase1_dh_group"),
-            phase2_encryption: strings(attrs, "phase2_encryption"),
-            phase2_integrity: strings(attrs, "phase2_integrity"),
-            phase2_dh_group: groups("phase2_dh_group"),
-            phase1_lifetime_seconds: int("phase1_lifetime_seconds"),
-            phase2_lifetime_seconds: int("phase2_lifetime_seconds"),
-            dpd_timeout_seconds: int("dpd_timeout_seconds"),
-            rekey_margin_seconds: int("rekey_margin_seconds"),
-        }
-    }
+/// One item of an option: a name or a number.
+trait Item: Ord + Clone {
+    fn to_value(&self) -> Value;
+}
 
-    /// What EC2 reports of a tunnel.
-    pub fn read(t: &TunnelOption) -> Tunnel {
-        let names = |v: Vec<Option<&str>>| v.into_iter().flatten().map(String::from).collect();
-        Tunnel {
-            inside_cidr: t.tunnel_inside_cidr().map(String::from),
-            psk: t.pre_shared_key().map(String::from),
-            ike_versions: names(t.ike_versions().iter().map(|v| v.value()).collect()),
-            phase1_encryption: names(t.phase1_encryption_algorithms().iter().map(|v| v.value()).collect()),
-            phase1_integrity: names(t.phase1_integrity_algorithms().iter().map(|v| v.value()).collect()),
-            phase1_dh_group: t.phase1_dh_group_numbers().iter().filter_map(|v| v.value()).collect(),
-            phase2_encryption: names(t.phase2_encryption_algorithms().iter().map(|v| v.value()).collect()),
-            phase2_integrity: names(t.phase2_integrity_algorithms().iter().map(|v| v.value()).collect()),
-            phase2_dh_group: t.phase2_dh_group_numbers().iter().filter_map(|v| v.value()).collect(),
-            phase1_lifetime_seconds: t.phase1_lifetime_seconds(),
-            phase2_lifetime_seconds: t.phase2_lifetime_seconds(),
-            dpd_timeout_seconds: t.dpd_timeout_seconds(),
-            rekey_margin_seconds: t.rekey_margin_time_seconds(),
-        }
-    }
-
-    /// One policy attribute as a plan value (lists as the spec writes them).
-    fn policy_value(&self, attribute: &str) -> Option<Value> {
-        let list = |v: &[String]| Some(Value::List(v.iter().map(Value::string).collect()));
-        let ints = |v: &[i32]| Some(Value::List(v.iter().map(|n| Value::int(i64::from(*n))).collect()));
-        match attribute {
-            "ike_versions" => list(&self.ike_versions),
-            "phase1_encryption" => list(&self.phase1_encryption),
-            "phase1_integrity" => list(&self.phase1_integrity),
-            "phase1_dh_group" => ints(&self.phase1_dh_group),
-            "phase2_encryption" => list(&self.phase2_encryption),
-            "phase2_integrity" => list(&self.phase2_integrity),
-            "phase2_dh_group" => ints(&self.phase2_dh_group),
-            "phase1_lifetime_seconds" => self.phase1_lifetime_seconds.map(|v| Value::int(i64::from(v))),
-            "phase2_lifetime_seconds" => self.phase2_lifetime_seconds.map(|v| Value::int(i64::from(v))),
-            "dpd_timeout_seconds" => self.dpd_timeout_seconds.map(|v| Value::int(i64::from(v))),
-            "rekey_margin_seconds" => self.rekey_margin_seconds.map(|v| Value::int(i64::from(v))),
-            _ => None,
-        }
-    }
-
-    /// The options `self` (wanted) sets that `have` does not carry, by attribute name (lists
-    /// compared as sets: EC2 does not promise an order).
-    pub fn changed(&self, have: &Tunnel) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        let mut check = |name: &'static str, set: bool, differs: bool| {
-            if set && differs {
-                out.push(name);
-            }
-        };
-        check("inside_cidr", self.inside_cidr.is_some(), self.inside_cidr != have.inside_cidr);
-        check("psk", self.psk.is_some(), self.psk != have.psk);
-        check("ike_versions", !self.ike_versions.is_empty(), sorted(&self.ike_versions) != sorted(&have.ike_versions));
-        for (name, want, got) in [
-            ("phase1_encryption", &self.phase1_encryption, &have.phase1_encryption),
-            ("phase1_integrity", &self.phase1_integrity, &have.phase1_integrity),
-            ("phase2_encryption", &self.phase2_encryption, &have.phase2_encryption),
-            ("phase2_integrity", &self.phase2_integrity, &have.phase2_integrity),
-        ] {
-            check(name, !want.is_empty(), sorted(want) != sorted(got));
-        }
-        for (name, want, got) in [
-            ("phase1_dh_group", &self.phase1_dh_group, &have.phase1_dh_group),
-            ("phase2_dh_group", &self.phase2_dh_group, &have.phase2_dh_group),
-        ] {
-            check(name, !want.is_empty(), sorted(want) != sorted(got));
-        }
-        for (name, want, got) in [
-            ("phase1_lifetime_seconds", self.phase1_lifetime_seconds, have.phase1_lifetime_seconds),
-            ("phase2_lifetime_seconds", self.phase2_lifetime_seconds, have.phase2_lifetime_seconds),
-            ("dpd_timeout_seconds", self.dpd_timeout_seconds, have.dpd_timeout_seconds),
-            ("rekey_margin_seconds", self.rekey_margin_seconds, have.rekey_margin_seconds),
-        ] {
-            check(name, want.is_some(), want != got);
-        }
-        out
+impl Item for String {
+    fn to_value(&self) -> Value {
+        Value::string(self)
     }
 }
 
-/// Sets on an EC2 tunnel-options builder each option of `$t` that `$only` names (the create and
-/// modify builders have the same setters and list-value types).
-macro_rules! set_options {
-    ($b:expr, $t:expr, $only:expr) => {{
-        let (mut b, t, only): (_, &Tunnel, &dyn Fn(&str) -> bool) = ($b, $t, $only);
-        if only("inside_cidr")
-            && let Some(c) = &t.inside_cidr
-        {
-            b = b.tunnel_inside_cidr(c);
-        }
-        if only("psk")
-            && let Some(k) = &t.psk
-        {
-            b = b.pre_shared_key(k);
-        }
-        if only("ike_versions") {
-            for v in &t.ike_versions {
-                b = b.ike_versions(IkeVersionsRequestListValue::builder().value(v).build());
-            }
-        }
-        if only("phase1_encryption") {
-            for v in &t.phase1_encryption {
-                b = b.phase1_encryption_algorithms(
-                    Phase1EncryptionAlgorithmsRequestListValue::builder().value(v).build(),
-                );
-            }
-        }
-        if only("phase1_integrity") {
-            for v in &t.phase1_integrity {
-                b = b
-                    .phase1_integrity_algorithms(Phase1IntegrityAlgorithmsRequestListValue::builder().value(v).build());
-            }
-        }
-        if only("phase1_dh_group") {
-            for v in &t.phase1_dh_group {
-                b = b.phase1_dh_group_numbers(Phase1DhGroupNumbersRequestListValue::builder().value(*v).build());
-            }
-        }
-        if only("phase2_encryption") {
-            for v in &t.phase2_encryption {
-                b = b.phase2_encryption_algorithms(
-                    Phase2EncryptionAlgorithmsRequestListValue::builder().value(v).build(),
-                );
-            }
-        }
-        if only("phase2_integrity") {
-            for v in &t.phase2_integrity {
-                b = b
-                    .phase2_integrity_algorithms(Phase2IntegrityAlgorithmsRequestListValue::builder().value(v).build());
-            }
-        }
-        if only("phase2_dh_group") {
-            for v in &t.phase2_dh_group {
-                b = b.phase2_dh_group_numbers(Phase2DhGroupNumbersRequestListValue::builder().value(*v).build());
-            }
-        }
-        if only("phase1_lifetime_seconds")
-            && let Some(l) = t.phase1_lifetime_seconds
-        {
-            b = b.phase1_lifetime_seconds(l);
-        }
-        if only("phase2_lifetime_seconds")
-            && let Some(l) = t.phase2_lifetime_seconds
-        {
-            b = b.phase2_lifetime_seconds(l);
-        }
-        if only("dpd_timeout_seconds")
-            && let Some(d) = t.dpd_timeout_seconds
-        {
-            b = b.dpd_timeout_seconds(d);
-        }
-        if only("rekey_margin_seconds")
-            && let Some(m) = t.rekey_margin_seconds
-        {
-            b = b.rekey_margin_time_seconds(m);
-        }
-        b.build()
-    }};
+impl Item for i32 {
+    fn to_value(&self) -> Value {
+        Value::int(i64::from(*self))
+    }
 }
 
-/// Every option of `t`, for CreateVpnConnection.
+impl<T: Item> Setting for Option<T> {
+    fn is_set(&self) -> bool {
+        self.is_some()
+    }
+    fn differs(&self, have: &Self) -> bool {
+        self != have
+    }
+    fn value(&self) -> Option<Value> {
+        self.as_ref().map(Item::to_value)
+    }
+}
+
+impl<T: Item> Setting for Vec<T> {
+    fn is_set(&self) -> bool {
+        !self.is_empty()
+    }
+    fn differs(&self, have: &Self) -> bool {
+        sorted(self) != sorted(have)
+    }
+    fn value(&self) -> Option<Value> {
+        Some(Value::List(self.iter().map(Item::to_value).collect()))
+    }
+}
+
+/// Makes, from the table of options below, [`Tunnel`], what the plan wants of a tunnel and what
+/// EC2 reports of one, their comparison, and the create and modify specifications. A row is
+/// `option = ec2: Kind`: `ec2` is both the getter on EC2's `TunnelOption` and the setter on its
+/// two specification builders (they have the same setters and list-value types), and a list's
+/// kind names the type EC2 takes each item as.
+macro_rules! tunnel_options {
+    (@type Text) => { Option<String> };
+    (@type Names) => { Vec<String> };
+    (@type Numbers) => { Vec<i32> };
+    (@type Seconds) => { Option<i32> };
+    (@want Text, $attrs:ident, $n:ident, $name:expr) => { $attrs.opt_str(&format!("tunnel{}_{}", $n, $name)) };
+    (@want Names, $attrs:ident, $n:ident, $name:expr) => { $attrs.strings($name) };
+    (@want Numbers, $attrs:ident, $n:ident, $name:expr) => {
+        $attrs.strings($name).iter().filter_map(|g| g.parse().ok()).collect()
+    };
+    (@want Seconds, $attrs:ident, $n:ident, $name:expr) => { $attrs.opt_int($name).map(|v| v as i32) };
+    (@read Text, $v:expr) => { $v.map(String::from) };
+    (@read Names, $v:expr) => { $v.iter().filter_map(|x| x.value()).map(String::from).collect() };
+    (@read Numbers, $v:expr) => { $v.iter().filter_map(|x| x.value()).collect() };
+    (@read Seconds, $v:expr) => { $v };
+    (@write Text, $b:ident, $ec2:ident, $v:expr) => {
+        match $v {
+            Some(x) => $b.$ec2(x),
+            None => $b,
+        }
+    };
+    (@write Names($item:ident), $b:ident, $ec2:ident, $v:expr) => {
+        $v.iter().fold($b, |b, x| b.$ec2($item::builder().value(x).build()))
+    };
+    (@write Numbers($item:ident), $b:ident, $ec2:ident, $v:expr) => {
+        $v.iter().fold($b, |b, x| b.$ec2($item::builder().value(*x).build()))
+    };
+    (@write Seconds, $b:ident, $ec2:ident, $v:expr) => {
+        match $v {
+            Some(x) => $b.$ec2(*x),
+            None => $b,
+        }
+    };
+    ($($option:ident = $ec2:ident: $kind:ident $(($item:ident))?,)*) => {
+        /// One tunnel's options as xcsp manages them. An empty list or `None` is an option the spec
+        /// leaves to AWS.
+        #[derive(Debug, Clone, PartialEq, Default)]
+        pub struct Tunnel {
+            $(pub $option: tunnel_options!(@type $kind),)*
+        }
+
+        /// Every option, by attribute name, with its kind, in the table's order.
+        const OPTIONS: &[(&str, Kind)] = &[$((stringify!($option), Kind::$kind)),*];
+
+        impl Tunnel {
+            /// Tunnel `n` (1 or 2) as the plan's attributes want it.
+            pub fn wanted(attrs: &Reader, n: u8) -> Tunnel {
+                Tunnel { $($option: tunnel_options!(@want $kind, attrs, n, stringify!($option)),)* }
+            }
+
+            /// What EC2 reports of a tunnel.
+            pub fn read(t: &TunnelOption) -> Tunnel {
+                Tunnel { $($option: tunnel_options!(@read $kind, t.$ec2()),)* }
+            }
+
+            /// One option as a plan value (lists as the spec writes them).
+            fn value(&self, option: &str) -> Option<Value> {
+                $(if option == stringify!($option) {
+                    return self.$option.value();
+                })*
+                None
+            }
+
+            /// The options `self` (wanted) sets that `have` does not carry, by attribute name
+            /// (lists compared as sets: EC2 does not promise an order), in [`Kind`] order.
+            pub fn changed(&self, have: &Tunnel) -> Vec<&'static str> {
+                let mut out = Vec::new();
+                $(if self.$option.is_set() && self.$option.differs(&have.$option) {
+                    out.push((Kind::$kind, stringify!($option)));
+                })*
+                out.sort_by_key(|(kind, _)| *kind);
+                out.into_iter().map(|(_, name)| name).collect()
+            }
+        }
+
+        /// Every option of `t`, for CreateVpnConnection.
+        pub fn create_spec(t: &Tunnel) -> VpnTunnelOptionsSpecification {
+            let b = VpnTunnelOptionsSpecification::builder();
+            $(let b = tunnel_options!(@write $kind $(($item))?, b, $ec2, &t.$option);)*
+            b.build()
+        }
+
+        /// The options of `t` named in `changed`, for ModifyVpnTunnelOptions.
+        pub fn modify_spec(t: &Tunnel, changed: &[&str]) -> ModifyVpnTunnelOptionsSpecification {
+            let b = ModifyVpnTunnelOptionsSpecification::builder();
+            $(let b = if changed.contains(&stringify!($option)) {
+                tunnel_options!(@write $kind $(($item))?, b, $ec2, &t.$option)
+            } else {
+                b
+            };)*
+            b.build()
+        }
+    };
+}
+
+// The table: each option the spec can set, how it travels, and its name in EC2's API.
+tunnel_options! {
+    inside_cidr = tunnel_inside_cidr: Text,
+    psk = pre_shared_key: Text,
+    ike_versions = ike_versions: Names(IkeVersionsRequestListValue),
+    phase1_encryption = phase1_encryption_algorithms: Names(Phase1EncryptionAlgorithmsRequestListValue),
+    phase1_integrity = phase1_integrity_algorithms: Names(Phase1IntegrityAlgorithmsRequestListValue),
+    phase1_dh_group = phase1_dh_group_numbers: Numbers(Phase1DhGroupNumbersRequestListValue),
+    phase2_encryption = phase2_encryption_algorithms: Names(Phase2EncryptionAlgorithmsRequestListValue),
+    phase2_integrity = phase2_integrity_algorithms: Names(Phase2IntegrityAlgorithmsRequestListValue),
+    phase2_dh_group = phase2_dh_group_numbers: Numbers(Phase2DhGroupNumbersRequestListValue),
+    phase1_lifetime_seconds = phase1_lifetime_seconds: Seconds,
+    phase2_lifetime_seconds = phase2_lifetime_seconds: Seconds,
+    dpd_timeout_seconds = dpd_timeout_seconds: Seconds,
+    rekey_margin_seconds = rekey_margin_time_seconds: Seconds,
+}
+
+/// The connection-wide policy attributes, in the order the plan shows them.
+fn policy() -> impl Iterator<Item = &'static str> {
+    OPTIONS.iter().filter(|(_, kind)| *kind != Kind::Text).map(|(name, _)| *name)
+}
+
 /// Which of a connection's tunnels is tunnel 1, and which tunnel 2. EC2 lists them in no promised
 /// order, and an inside range can be changed by hand, so: the tunnel at the outside address
 /// recorded as tunnel 1 (fixed for the connection's life); else the one with tunnel 1's inside
@@ -260,21 +230,12 @@ pub fn order(tunnels: &mut Vec<&aws_sdk_ec2::types::TunnelOption>, first_ip: Opt
     }
 }
 
-pub fn create_spec(t: &Tunnel) -> VpnTunnelOptionsSpecification {
-    set_options!(VpnTunnelOptionsSpecification::builder(), t, &|_| true)
-}
-
-/// The options of `t` named in `changed`, for ModifyVpnTunnelOptions.
-pub fn modify_spec(t: &Tunnel, changed: &[&str]) -> ModifyVpnTunnelOptionsSpecification {
-    set_options!(ModifyVpnTunnelOptionsSpecification::builder(), t, &|name| changed.contains(&name))
-}
-
 /// The connection's attributes from its tunnels: each policy attribute is the tunnels' common
 /// value, or, where they differ, a text naming both (so that a tunnel changed out of band is
 /// drift the plan shows); inside CIDRs and keys per tunnel.
 pub fn outputs(out: &mut Attributes, tunnels: &[Tunnel]) {
-    for attribute in POLICY {
-        let values: Vec<Option<Value>> = tunnels.iter().map(|t| t.policy_value(attribute)).collect();
+    for attribute in policy() {
+        let values: Vec<Option<Value>> = tunnels.iter().map(|t| t.value(attribute)).collect();
         let value = match values.as_slice() {
             [Some(a), Some(b)] if a != b => {
                 Some(Value::string(format!("tunnel 1: {}; tunnel 2: {}", a.to_json(), b.to_json())))
@@ -370,6 +331,71 @@ mod tests {
         let spec = modify_spec(&want, &changed);
         assert_eq!((spec.dpd_timeout_seconds(), spec.rekey_margin_time_seconds()), (Some(40), Some(300)));
         assert_eq!(create_spec(&want).dpd_timeout_seconds(), Some(40));
+    }
+
+    #[test]
+    fn what_differs_is_named_texts_first_then_names_numbers_and_seconds() {
+        let want = policy();
+        let have = Tunnel {
+            psk: Some("k2".into()),
+            phase1_dh_group: vec![14],
+            phase2_encryption: vec!["AES128".into()],
+            phase1_lifetime_seconds: Some(14400),
+            ..policy()
+        };
+        assert_eq!(want.changed(&have), vec!["psk", "phase2_encryption", "phase1_dh_group", "phase1_lifetime_seconds"]);
+    }
+
+    #[test]
+    fn create_sends_every_option_the_spec_sets_and_ec2_reads_back_the_same() {
+        let want = Tunnel { dpd_timeout_seconds: Some(40), ..policy() };
+        let spec = create_spec(&want);
+        assert_eq!(spec.tunnel_inside_cidr(), Some("169.254.21.0/30"));
+        assert_eq!(spec.pre_shared_key(), Some("k1"));
+        assert_eq!(spec.phase1_dh_group_numbers()[0].value(), Some(20));
+        assert_eq!(spec.phase2_integrity_algorithms()[0].value(), Some("SHA2-384"));
+        assert_eq!(spec.rekey_margin_time_seconds(), None);
+        let reported = TunnelOption::builder()
+            .tunnel_inside_cidr("169.254.21.0/30")
+            .pre_shared_key("k1")
+            .ike_versions(aws_sdk_ec2::types::IkeVersionsListValue::builder().value("ikev2").build())
+            .phase1_encryption_algorithms(
+                aws_sdk_ec2::types::Phase1EncryptionAlgorithmsListValue::builder().value("AES256-GCM-16").build(),
+            )
+            .phase1_integrity_algorithms(
+                aws_sdk_ec2::types::Phase1IntegrityAlgorithmsListValue::builder().value("SHA2-384").build(),
+            )
+            .phase1_dh_group_numbers(aws_sdk_ec2::types::Phase1DhGroupNumbersListValue::builder().value(20).build())
+            .phase2_encryption_algorithms(
+                aws_sdk_ec2::types::Phase2EncryptionAlgorithmsListValue::builder().value("AES256-GCM-16").build(),
+            )
+            .phase2_integrity_algorithms(
+                aws_sdk_ec2::types::Phase2IntegrityAlgorithmsListValue::builder().value("SHA2-384").build(),
+            )
+            .phase2_dh_group_numbers(aws_sdk_ec2::types::Phase2DhGroupNumbersListValue::builder().value(20).build())
+            .phase1_lifetime_seconds(28800)
+            .phase2_lifetime_seconds(3600)
+            .dpd_timeout_seconds(40)
+            .build();
+        assert_eq!(Tunnel::read(&reported), want);
+    }
+
+    #[test]
+    fn the_plan_names_each_option_as_the_table_does() {
+        let address: xcsp_core::Address = "aws_vpn_connection.link".parse().unwrap();
+        let mut attrs = Attributes::new();
+        attrs.insert("tunnel2_inside_cidr".into(), Value::string("169.254.22.0/30"));
+        attrs.insert("tunnel2_psk".into(), Value::sensitive(Value::string("k2")));
+        attrs.insert("phase1_dh_group".into(), Value::List(vec![Value::int(20), Value::string("14")]));
+        attrs.insert("rekey_margin_seconds".into(), Value::int(300));
+        let two = Tunnel::wanted(&Reader::new(&address, &attrs), 2);
+        assert_eq!(two.inside_cidr.as_deref(), Some("169.254.22.0/30"));
+        assert_eq!(two.psk.as_deref(), Some("k2"));
+        assert_eq!(two.phase1_dh_group, [20, 14]);
+        assert_eq!(two.rekey_margin_seconds, Some(300));
+        assert_eq!(Tunnel::wanted(&Reader::new(&address, &attrs), 1).inside_cidr, None);
+        assert_eq!(super::policy().next(), Some("ike_versions"));
+        assert_eq!(super::policy().count(), 11);
     }
 
     #[test]

@@ -3,76 +3,19 @@
 //! that a refreshed resource diffs cleanly against the spec).
 
 use serde_json::{Value as Json, json};
+use xcsp_core::attrs::Reader;
 use xcsp_core::provider::{Attributes, ProviderError};
-use xcsp_core::{Address, Value, tags};
+use xcsp_core::{Value, tags};
 
-/// Reads attributes the engine must have filled in.
-pub struct Desired<'a> {
-    pub address: &'a Address,
-    pub attrs: &'a Attributes,
-}
-
-impl Desired<'_> {
-    fn missing(&self, key: &str) -> ProviderError {
-        ProviderError::Failed {
-            address: self.address.to_string(),
-            code: "MissingAttribute".into(),
-            message: format!("`{key}` is not known; the resource that produces it has not been created"),
-        }
-    }
-
-    pub fn str(&self, key: &str) -> Result<String, ProviderError> {
-        match self.attrs.get(key).map(Value::unmarked) {
-            Some(Value::String(s)) => Ok(s),
-            _ => Err(self.missing(key)),
-        }
-    }
-
-    pub fn opt_str(&self, key: &str) -> Option<String> {
-        self.attrs.get(key).map(Value::unmarked).and_then(|v| v.as_str().map(String::from))
-    }
-
-    pub fn int(&self, key: &str) -> Result<i64, ProviderError> {
-        self.attrs.get(key).and_then(Value::as_i64).ok_or_else(|| self.missing(key))
-    }
-
-    pub fn bool(&self, key: &str) -> bool {
-        matches!(self.attrs.get(key), Some(Value::Bool(true)))
-    }
-
-    pub fn json(&self, key: &str) -> Result<Json, ProviderError> {
-        match self.attrs.get(key) {
-            Some(v) if !v.has_unknown() => Ok(v.unmarked().to_json()),
-            _ => Err(self.missing(key)),
-        }
-    }
-
-    /// Every secret among the attributes, to be scrubbed from error messages.
-    pub fn secrets(&self) -> Vec<String> {
-        fn walk(v: &Value, inside: bool, out: &mut Vec<String>) {
-            match v {
-                Value::Sensitive(v) => walk(v, true, out),
-                Value::String(s) if inside && !s.is_empty() => out.push(s.clone()),
-                Value::List(l) => l.iter().for_each(|v| walk(v, inside, out)),
-                Value::Map(m) => m.values().for_each(|v| walk(v, inside, out)),
-                _ => {}
-            }
-        }
-        let mut out = Vec::new();
-        self.attrs.values().for_each(|v| walk(v, false, &mut out));
-        out
-    }
-
-    /// The resource's tags: the plan's, or at least the stack and address.
-    pub fn tags(&self, stack: &str) -> Json {
-        let mut tags = match self.attrs.get("tags").map(Value::to_json) {
-            Some(Json::Object(m)) => m,
-            _ => serde_json::Map::new(),
-        };
-        tags.insert(tags::AZURE.stack.into(), json!(stack));
-        tags.insert(tags::AZURE.address.into(), json!(self.address.to_string()));
-        Json::Object(tags)
-    }
+/// The resource's tags: the plan's, or at least the stack and address.
+pub fn resource_tags(d: &Reader, stack: &str) -> Json {
+    let mut tags = match d.attrs.get("tags").map(Value::to_json) {
+        Some(Json::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    tags.insert(tags::AZURE.stack.into(), json!(stack));
+    tags.insert(tags::AZURE.address.into(), json!(d.address.to_string()));
+    Json::Object(tags)
 }
 
 /// The last segment of an ARM id (`.../virtualNetworks/link` -> `link`).
@@ -217,8 +160,8 @@ fn read_ipsec_policy(policy: &Json) -> Value {
     Value::Map(out)
 }
 
-pub fn resource_group_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
-    Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack) }))
+pub fn resource_group_body(d: &Reader, stack: &str) -> Result<Json, ProviderError> {
+    Ok(json!({ "location": d.str("location")?, "tags": resource_tags(d, stack) }))
 }
 
 pub fn read_resource_group(body: &Json) -> Attributes {
@@ -226,12 +169,12 @@ pub fn read_resource_group(body: &Json) -> Attributes {
 }
 
 /// A VNet body; `subnets` are the ones it has now (a PUT without them would remove them).
-pub fn vnet_body(d: &Desired, stack: &str, subnets: Json) -> Result<Json, ProviderError> {
+pub fn vnet_body(d: &Reader, stack: &str, subnets: Json) -> Result<Json, ProviderError> {
     let mut props = json!({ "addressSpace": { "addressPrefixes": d.json("address_space")? } });
     if subnets.as_array().is_some_and(|s| !s.is_empty()) {
         props["subnets"] = subnets;
     }
-    Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack), "properties": props }))
+    Ok(json!({ "location": d.str("location")?, "tags": resource_tags(d, stack), "properties": props }))
 }
 
 pub fn read_vnet(body: &Json) -> Attributes {
@@ -241,7 +184,7 @@ pub fn read_vnet(body: &Json) -> Attributes {
     out
 }
 
-pub fn subnet_body(d: &Desired) -> Result<Json, ProviderError> {
+pub fn subnet_body(d: &Reader) -> Result<Json, ProviderError> {
     let mut props = json!({ "addressPrefix": d.str("address_prefix")? });
     if d.attrs.contains_key("network_security_group") {
         props["networkSecurityGroup"] = json!({ "id": d.str("network_security_group")? });
@@ -261,11 +204,11 @@ pub fn read_subnet(body: &Json) -> Attributes {
     out
 }
 
-pub fn nsg_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
+pub fn nsg_body(d: &Reader, stack: &str) -> Result<Json, ProviderError> {
     let rules = d.attrs.get("rules").map(|v| v.to_json()).unwrap_or(Json::Null);
     Ok(json!({
         "location": d.str("location")?,
-        "tags": d.tags(stack),
+        "tags": resource_tags(d, stack),
         "properties": { "securityRules": nsg_rules(&rules) }
     }))
 }
@@ -277,10 +220,10 @@ pub fn read_nsg(body: &Json) -> Attributes {
     out
 }
 
-pub fn public_ip_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
+pub fn public_ip_body(d: &Reader, stack: &str) -> Result<Json, ProviderError> {
     let mut body = json!({
         "location": d.str("location")?,
-        "tags": d.tags(stack),
+        "tags": resource_tags(d, stack),
         "sku": { "name": d.str("sku")?, "tier": "Regional" },
         "properties": { "publicIPAllocationMethod": d.str("allocation")? }
     });
@@ -302,7 +245,7 @@ pub fn read_public_ip(body: &Json) -> Attributes {
 
 /// The active-active gateway: one IP configuration per public IP, each with its custom APIPA
 /// BGP addresses.
-pub fn gateway_body(d: &Desired, stack: &str, id: &str) -> Result<Json, ProviderError> {
+pub fn gateway_body(d: &Reader, stack: &str, id: &str) -> Result<Json, ProviderError> {
     let pips = d.json("public_ips")?;
     let custom = d.json("custom_bgp_addresses").unwrap_or(Json::Array(vec![]));
     let subnet = d.str("subnet")?;
@@ -329,7 +272,7 @@ pub fn gateway_body(d: &Desired, stack: &str, id: &str) -> Result<Json, Provider
     let sku = d.str("sku")?;
     Ok(json!({
         "location": d.str("location")?,
-        "tags": d.tags(stack),
+        "tags": resource_tags(d, stack),
         "properties": {
             "gatewayType": "Vpn",
             "vpnType": d.str("vpn_type")?,
@@ -376,7 +319,7 @@ pub fn read_gateway(body: &Json) -> Attributes {
     out
 }
 
-pub fn local_gateway_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
+pub fn local_gateway_body(d: &Reader, stack: &str) -> Result<Json, ProviderError> {
     let mut props = json!({ "gatewayIpAddress": d.str("gateway_ip_address")? });
     if d.attrs.contains_key("bgp_peering_address") {
         props["bgpSettings"] = json!({ "asn": d.int("asn")?, "bgpPeeringAddress": d.str("bgp_peering_address")? });
@@ -384,7 +327,7 @@ pub fn local_gateway_body(d: &Desired, stack: &str) -> Result<Json, ProviderErro
     if d.attrs.contains_key("address_space") {
         props["localNetworkAddressSpace"] = json!({ "addressPrefixes": d.json("address_space")? });
     }
-    Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack), "properties": props }))
+    Ok(json!({ "location": d.str("location")?, "tags": resource_tags(d, stack), "properties": props }))
 }
 
 pub fn read_local_gateway(body: &Json) -> Attributes {
@@ -398,7 +341,7 @@ pub fn read_local_gateway(body: &Json) -> Attributes {
     out
 }
 
-pub fn connection_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
+pub fn connection_body(d: &Reader, stack: &str) -> Result<Json, ProviderError> {
     let gateway = d.str("virtual_network_gateway")?;
     let mut props = json!({
         "connectionType": "IPsec",
@@ -424,7 +367,7 @@ pub fn connection_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> 
             .collect();
         props["gatewayCustomBgpIpAddresses"] = Json::Array(entries);
     }
-    Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack), "properties": props }))
+    Ok(json!({ "location": d.str("location")?, "tags": resource_tags(d, stack), "properties": props }))
 }
 
 pub fn read_connection(body: &Json) -> Attributes {
@@ -458,8 +401,8 @@ pub fn read_connection(body: &Json) -> Attributes {
     out
 }
 
-pub fn identity_body(d: &Desired, stack: &str) -> Result<Json, ProviderError> {
-    Ok(json!({ "location": d.str("location")?, "tags": d.tags(stack) }))
+pub fn identity_body(d: &Reader, stack: &str) -> Result<Json, ProviderError> {
+    Ok(json!({ "location": d.str("location")?, "tags": resource_tags(d, stack) }))
 }
 
 pub fn read_identity(body: &Json) -> Attributes {
@@ -470,7 +413,7 @@ pub fn read_identity(body: &Json) -> Attributes {
     out
 }
 
-pub fn federated_body(d: &Desired) -> Result<Json, ProviderError> {
+pub fn federated_body(d: &Reader) -> Result<Json, ProviderError> {
     Ok(json!({ "properties": {
         "issuer": d.str("issuer")?,
         "subject": d.str("subject")?,

@@ -39,8 +39,8 @@ use xcsp_core::{Address, ProviderKind, ResourceType as T};
 pub use config::{AzureConfig, Backoff, Cloud, Timeouts};
 pub use credential::{CredentialSource, SecretString};
 
-use arm::Desired;
 use transport::{Budget, Seal, Transport};
+use xcsp_core::attrs::Reader;
 
 /// Reaches one subscription of one Azure cloud.
 pub struct AzureProvider {
@@ -116,7 +116,7 @@ impl AzureProvider {
 
     /// The VPN gateway (lower-case ARM id) that `req` writes to, if it writes to one.
     fn gateway_of(&self, req: &Request<'_>) -> Option<String> {
-        let d = Desired { address: req.address, attrs: req.attributes };
+        let d = Reader::new(req.address, req.attributes);
         let gateway = match req.address.rtype {
             T::AzureVpnGateway => match req.id {
                 Some(id) if !id.is_empty() => id.to_string(),
@@ -157,7 +157,7 @@ impl AzureProvider {
     }
 
     /// The ARM id a top-level resource of `provider_type` named in `d` has (or will have).
-    fn arm_id(&self, d: &Desired, provider_type: &str) -> Result<String, ProviderError> {
+    fn arm_id(&self, d: &Reader, provider_type: &str) -> Result<String, ProviderError> {
         Ok(format!(
             "/subscriptions/{}/resourceGroups/{}/providers/{provider_type}/{}",
             self.config.subscription_id,
@@ -166,7 +166,7 @@ impl AzureProvider {
         ))
     }
 
-    fn resource_group(&self, d: &Desired) -> String {
+    fn resource_group(&self, d: &Reader) -> String {
         d.opt_str("resource_group").unwrap_or_else(|| self.config.resource_group.clone())
     }
 
@@ -359,7 +359,7 @@ impl Provider for AzureProvider {
         Box::pin(async move {
             let _turn = self.gateway_turn(&req, progress).await;
             let budget = Budget::starting_now(self.config.timeouts.of(req.address.rtype), "delete");
-            let secrets = Desired { address: req.address, attrs: req.attributes }.secrets();
+            let secrets = Reader::new(req.address, req.attributes).secrets();
             transport::within(budget, self.remove(&req, progress)).await.map_err(|e| scrub(e, &secrets))
         })
     }
@@ -375,7 +375,7 @@ impl AzureProvider {
     ) -> Result<Observed, ProviderError> {
         let _turn = self.gateway_turn(&req, progress).await;
         let budget = Budget::starting_now(self.config.timeouts.of(req.address.rtype), operation);
-        let secrets = Desired { address: req.address, attrs: req.attributes }.secrets();
+        let secrets = Reader::new(req.address, req.attributes).secrets();
         transport::within(budget, self.put(&req, progress, operation)).await.map_err(|e| scrub(e, &secrets))
     }
 }

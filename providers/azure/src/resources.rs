@@ -3,10 +3,11 @@
 
 use futures::StreamExt;
 use serde_json::{Value as Json, json};
+use xcsp_core::attrs::Reader;
 use xcsp_core::provider::{Attributes, Observed, Progress, ProviderError, Request};
 use xcsp_core::{Address, ProviderKind, ResourceType as T, Value, tags};
 
-use crate::arm::{self, Desired};
+use crate::arm;
 use crate::lro::Wait;
 use crate::{AzureProvider, Quiet, identify};
 
@@ -176,7 +177,7 @@ impl AzureProvider {
         operation: &'static str,
     ) -> Result<Observed, ProviderError> {
         let (address, stack) = (req.address, req.stack);
-        let d = Desired { address, attrs: req.attributes };
+        let d = Reader::new(address, req.attributes);
         let sub = self.config.subscription_id.as_str();
         let rg = self.resource_group(&d);
         let rg = rg.as_str();
@@ -387,7 +388,7 @@ impl AzureProvider {
     /// Deletes the resource and waits until it is gone.
     pub(crate) async fn remove(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<(), ProviderError> {
         let address = req.address;
-        let d = Desired { address, attrs: req.attributes };
+        let d = Reader::new(address, req.attributes);
         let id = req.id.unwrap_or_default();
         // The id is the cloud's truth; the attributes stand in when it is missing.
         let segment = |from_end: usize| id.rsplit('/').nth(from_end).filter(|s| !s.is_empty() && id.contains('/'));

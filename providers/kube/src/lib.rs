@@ -13,8 +13,9 @@ pub use kubeconfig::server;
 pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider, resource};
 
 use serde_json::{Value as Json, json};
+use xcsp_core::attrs::Reader;
 use xcsp_core::provider::Attributes;
-use xcsp_core::{ADDRESS_TAG, Address, ResourceType as T, STACK_TAG, Value, tags};
+use xcsp_core::{ADDRESS_TAG, Address, ResourceType as T, STACK_TAG, tags};
 
 const CAPZ: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
 const CAPI: &str = "cluster.x-k8s.io/v1beta1";
@@ -27,28 +28,15 @@ pub enum ObjectError {
     NotKubernetes(String),
 }
 
-struct Attrs<'a> {
-    address: &'a Address,
-    attrs: &'a Attributes,
+/// An attribute that must be known, as JSON (`what` says where it comes from).
+fn known(a: &Reader, key: &str, what: &'static str) -> Result<Json, ObjectError> {
+    a.known(key).ok_or_else(|| ObjectError::Unknown { address: a.address.to_string(), attribute: key.into(), what })
 }
 
-impl Attrs<'_> {
-    fn get(&self, key: &str, what: &'static str) -> Result<Json, ObjectError> {
-        match self.attrs.get(key) {
-            Some(v) if !v.has_unknown() => Ok(v.unmarked().to_json()),
-            _ => Err(ObjectError::Unknown { address: self.address.to_string(), attribute: key.into(), what }),
-        }
-    }
-
-    fn str(&self, key: &str) -> String {
-        self.attrs.get(key).and_then(Value::as_str).unwrap_or_default().to_string()
-    }
-}
-
-fn metadata(a: &Attrs, stack: &str) -> Json {
+fn metadata(a: &Reader, stack: &str) -> Json {
     json!({
-        "name": a.str("name"),
-        "namespace": a.str("namespace"),
+        "name": a.str_or_empty("name"),
+        "namespace": a.str_or_empty("namespace"),
         "labels": { STACK_TAG: stack },
         "annotations": { ADDRESS_TAG: a.address.to_string() },
     })
@@ -56,51 +44,51 @@ fn metadata(a: &Attrs, stack: &str) -> Json {
 
 /// The object for one `k8s_*` node, from its attributes with every input filled in.
 pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json, ObjectError> {
-    let a = Attrs { address, attrs };
+    let a = Reader::new(address, attrs);
     let mut meta = metadata(&a, stack);
-    let ns = a.str("namespace");
+    let ns = a.str_or_empty("namespace");
     Ok(match address.rtype {
         T::K8sAzureClusterIdentity => json!({
             "apiVersion": CAPZ, "kind": "AzureClusterIdentity", "metadata": meta,
             "spec": {
-                "type": a.str("type"),
-                "tenantID": a.str("tenant_id"),
-                "clientID": a.get("client_id", "the user-assigned identity")?,
-                "allowedNamespaces": { "list": a.get("allowed_namespaces", "the spec")? },
+                "type": a.str_or_empty("type"),
+                "tenantID": a.str_or_empty("tenant_id"),
+                "clientID": known(&a, "client_id", "the user-assigned identity")?,
+                "allowedNamespaces": { "list": known(&a, "allowed_namespaces", "the spec")? },
             }
         }),
         T::K8sAzureCluster => {
-            if a.attrs.get("externally_managed") == Some(&Value::Bool(true)) {
+            if a.bool("externally_managed") {
                 // CAPZ leaves externally managed infrastructure alone: xcsp made the network.
                 meta["annotations"]["cluster.x-k8s.io/managed-by"] = json!("xcsp");
             }
-            if a.attrs.get("network_managed_externally") == Some(&Value::Bool(true)) {
+            if a.bool("network_managed_externally") {
                 meta["annotations"]["cross-csp.openshift.io/network-managed-externally"] = json!("true");
             }
             json!({
                 "apiVersion": CAPZ, "kind": "AzureCluster", "metadata": meta,
                 "spec": {
-                    "location": a.str("location"),
-                    "resourceGroup": a.str("resource_group"),
-                    "subscriptionID": a.str("subscription_id"),
-                    "azureEnvironment": a.str("azure_environment"),
-                    "identityRef": { "apiVersion": CAPZ, "kind": "AzureClusterIdentity", "name": a.str("identity"), "namespace": ns },
-                    "networkSpec": { "vnet": { "name": a.get("vnet", "the virtual network")?, "resourceGroup": a.str("resource_group") } },
+                    "location": a.str_or_empty("location"),
+                    "resourceGroup": a.str_or_empty("resource_group"),
+                    "subscriptionID": a.str_or_empty("subscription_id"),
+                    "azureEnvironment": a.str_or_empty("azure_environment"),
+                    "identityRef": { "apiVersion": CAPZ, "kind": "AzureClusterIdentity", "name": a.str_or_empty("identity"), "namespace": ns },
+                    "networkSpec": { "vnet": { "name": known(&a, "vnet", "the virtual network")?, "resourceGroup": a.str_or_empty("resource_group") } },
                 }
             })
         }
         T::K8sCluster => json!({
             "apiVersion": CAPI, "kind": "Cluster", "metadata": meta,
             "spec": {
-                "infrastructureRef": { "apiVersion": CAPZ, "kind": "AzureCluster", "name": a.str("infrastructure_ref"), "namespace": ns },
+                "infrastructureRef": { "apiVersion": CAPZ, "kind": "AzureCluster", "name": a.str_or_empty("infrastructure_ref"), "namespace": ns },
             }
         }),
         T::K8sAzureMachineTemplate => {
-            let image = a.get("image", "the spec")?;
+            let image = known(&a, "image", "the spec")?;
             json!({
                 "apiVersion": CAPZ, "kind": "AzureMachineTemplate", "metadata": meta,
                 "spec": { "template": { "spec": {
-                    "vmSize": a.str("vm_size"),
+                    "vmSize": a.str_or_empty("vm_size"),
                     "image": match image.get("id") {
                         // A managed image or gallery version by its ARM id.
                         Some(id) => json!({ "id": id }),
@@ -110,12 +98,12 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
                     },
                     "osDisk": {
                         "osType": "Linux",
-                        "diskSizeGB": a.attrs.get("os_disk_size_gb").and_then(Value::as_i64).unwrap_or(128),
-                        "managedDisk": { "storageAccountType": a.str("os_disk_type") },
+                        "diskSizeGB": a.opt_int("os_disk_size_gb").unwrap_or(128),
+                        "managedDisk": { "storageAccountType": a.str_or_empty("os_disk_type") },
                     },
                     "networkInterfaces": [{
-                        "subnetName": a.str("subnet"),
-                        "acceleratedNetworking": a.attrs.get("accelerated_networking") == Some(&Value::Bool(true)),
+                        "subnetName": a.str_or_empty("subnet"),
+                        "acceleratedNetworking": a.bool("accelerated_networking"),
                     }],
                     "disableExtensionOperations": true,
                     // CAPZ copies these onto the VM, its NIC and disks: Azure tag keys (no `/`).
@@ -124,12 +112,12 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
             })
         }
         T::K8sMachineSet => {
-            let name = a.str("name");
+            let name = a.str_or_empty("name");
             let selector = json!({ "cluster.x-k8s.io/set-name": name });
-            let mut labels = a.get("labels", "the spec").unwrap_or(json!({}));
+            let mut labels = a.known("labels").unwrap_or(json!({}));
             labels["cluster.x-k8s.io/set-name"] = json!(name);
             let taints: Vec<Json> = a
-                .get("taints", "the spec")
+                .known("taints")
                 .unwrap_or(json!([]))
                 .as_array()
                 .cloned()
@@ -143,21 +131,21 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
             let mut ms = json!({
                 "apiVersion": CAPI, "kind": "MachineSet", "metadata": meta,
                 "spec": {
-                    "clusterName": a.str("cluster_name"),
-                    "replicas": a.attrs.get("replicas").and_then(Value::as_i64).unwrap_or(0),
+                    "clusterName": a.str_or_empty("cluster_name"),
+                    "replicas": a.opt_int("replicas").unwrap_or(0),
                     "selector": { "matchLabels": selector },
                     "template": {
                         "metadata": { "labels": labels },
                         "spec": {
-                            "clusterName": a.str("cluster_name"),
-                            "bootstrap": { "dataSecretName": a.str("bootstrap_secret") },
-                            "infrastructureRef": { "apiVersion": CAPZ, "kind": "AzureMachineTemplate", "name": a.str("infrastructure_template"), "namespace": ns },
+                            "clusterName": a.str_or_empty("cluster_name"),
+                            "bootstrap": { "dataSecretName": a.str_or_empty("bootstrap_secret") },
+                            "infrastructureRef": { "apiVersion": CAPZ, "kind": "AzureMachineTemplate", "name": a.str_or_empty("infrastructure_template"), "namespace": ns },
                         }
                     }
                 }
             });
             // The zone CAPZ puts the VM in (`azure/scope/machine.go`: Machine.spec.failureDomain).
-            if let Some(zone) = a.attrs.get("failure_domain").and_then(Value::as_str) {
+            if let Some(zone) = a.opt_str("failure_domain") {
                 ms["spec"]["template"]["spec"]["failureDomain"] = json!(zone);
             }
             // The CRD wants at least one taint when the list is there at all.
@@ -169,8 +157,8 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
         T::K8sMachineHealthCheck => json!({
             "apiVersion": CAPI, "kind": "MachineHealthCheck", "metadata": meta,
             "spec": {
-                "clusterName": a.str("cluster_name"),
-                "selector": { "matchLabels": { tags::POOL_LABEL: a.str("selector") } },
+                "clusterName": a.str_or_empty("cluster_name"),
+                "selector": { "matchLabels": { tags::POOL_LABEL: a.str_or_empty("selector") } },
                 "unhealthyConditions": [
                     { "type": "Ready", "status": "Unknown", "timeout": "300s" },
                     { "type": "Ready", "status": "False", "timeout": "300s" },

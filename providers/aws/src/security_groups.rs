@@ -1,0 +1,138 @@
+//! `aws_security_group_ingress`: a link's rules in every cluster security group (found by the
+//! cluster tag), each marked as the resource's in its description ([`crate::ingress`] builds and
+//! reads them). Its create or update, delete and list.
+
+use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::types::{IpPermission, SecurityGroup};
+use xcsp_core::attrs::Reader;
+use xcsp_core::provider::{Observed, Request};
+use xcsp_core::{Address, Value};
+
+use crate::ec2::{failed, filter, sdk_error};
+use crate::{AwsProvider, Listing, Result, ingress, send};
+
+impl AwsProvider {
+    async fn cluster_groups(&self, r: &Reader<'_>) -> Result<Vec<String>> {
+        let a = r.address;
+        let given = r.strings("security_group_ids");
+        if !given.is_empty() {
+            return Ok(given);
+        }
+        let tag = r.str_or_empty("cluster_tag");
+        let found = send!(a, self.ec2.describe_security_groups().filters(filter("tag-key", &[&tag])))?;
+        let ids: Vec<String> = found.security_groups().iter().filter_map(|g| g.group_id().map(String::from)).collect();
+        if ids.is_empty() {
+            return Err(failed(a, "ClusterSecurityGroupsNotFound", format!("no security group carries the tag {tag}")));
+        }
+        Ok(ids)
+    }
+
+    pub(crate) async fn ingress(&self, req: &Request<'_>) -> Result<Observed> {
+        let a = req.address;
+        let groups = self.cluster_groups(&Reader::new(a, req.attributes)).await?;
+        let wanted = ingress::permissions(req.stack, a, req.attributes);
+        let same = |x: &IpPermission, y: &IpPermission| {
+            let cidr = |p: &IpPermission| p.ip_ranges().first().and_then(|r| r.cidr_ip()).map(String::from);
+            (x.ip_protocol(), x.from_port(), x.to_port(), cidr(x))
+                == (y.ip_protocol(), y.from_port(), y.to_port(), cidr(y))
+        };
+        // Read first, member by member, so that only the missing rules are sent (a run cut short
+        // after some of them is completed, not repeated) and only ours the spec dropped are revoked.
+        let have = self.marked_rules(a, &groups, req.stack).await?;
+        for g in &groups {
+            for p in wanted.iter().filter(|p| !have.iter().any(|(hg, h)| hg == g && same(p, h))) {
+                match self.ec2.authorize_security_group_ingress().group_id(g).ip_permissions(p.clone()).send().await {
+                    Ok(_) => {}
+                    Err(x) => {
+                        let x = x.into_service_error();
+                        // Already there (added since the read, or a retried call whose answer was lost): fine.
+                        if x.code() != Some("InvalidPermission.Duplicate") {
+                            return Err(sdk_error(a, x));
+                        }
+                    }
+                }
+            }
+        }
+        for (g, h) in have {
+            if !wanted.iter().any(|w| same(w, &h)) {
+                self.revoke(a, &g, h).await?;
+            }
+        }
+        // What is there now, read back member by member as refresh reads it.
+        let now = self.groups(a, &groups).await?;
+        let mut out = ingress::observe(req.stack, &now)
+            .into_iter()
+            .find(|(found, _)| found == a)
+            .map(|(_, attrs)| attrs)
+            .unwrap_or_default();
+        out.insert("security_group_ids".into(), Value::strings(groups.iter()));
+        Ok(Observed { address: a.clone(), id: groups.join(","), attributes: out })
+    }
+
+    /// The security groups with these ids.
+    async fn groups(&self, a: &Address, ids: &[String]) -> Result<Vec<SecurityGroup>> {
+        let r = send!(a, self.ec2.describe_security_groups().set_group_ids(Some(ids.to_vec())))?;
+        Ok(r.security_groups().to_vec())
+    }
+
+    /// The rules in `groups` that carry the marker of `a`, one IP range each, by group.
+    async fn marked_rules(&self, a: &Address, groups: &[String], stack: &str) -> Result<Vec<(String, IpPermission)>> {
+        let marker = ingress::marker(stack, a);
+        let mut out = Vec::new();
+        for g in self.groups(a, groups).await? {
+            for p in g.ip_permissions() {
+                for range in p.ip_ranges().iter().filter(|r| r.description().is_some_and(|d| d.contains(&marker))) {
+                    let rule = IpPermission::builder()
+                        .set_ip_protocol(p.ip_protocol().map(String::from))
+                        .set_from_port(p.from_port())
+                        .set_to_port(p.to_port())
+                        .ip_ranges(range.clone())
+                        .build();
+                    out.push((g.group_id().unwrap_or_default().to_string(), rule));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Revokes one rule; one already gone is fine.
+    async fn revoke(&self, a: &Address, group: &str, rule: IpPermission) -> Result<()> {
+        match self.ec2.revoke_security_group_ingress().group_id(group).ip_permissions(rule).send().await {
+            Ok(_) => Ok(()),
+            Err(x) => {
+                let x = x.into_service_error();
+                if matches!(x.code(), Some("InvalidPermission.NotFound" | "InvalidGroup.NotFound")) {
+                    Ok(())
+                } else {
+                    Err(sdk_error(a, x))
+                }
+            }
+        }
+    }
+
+    /// Revokes every rule marked as this resource's, whatever state recorded of them.
+    pub(crate) async fn revoke_ingress(&self, req: &Request<'_>, id: &str) -> Result<()> {
+        let groups: Vec<String> = id.split(',').filter(|g| !g.is_empty()).map(String::from).collect();
+        if groups.is_empty() {
+            return Ok(());
+        }
+        for (g, rule) in self.marked_rules(req.address, &groups, req.stack).await? {
+            self.revoke(req.address, &g, rule).await?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn list_ingress(&self, l: &Listing<'_>) -> Result<Vec<Observed>> {
+        let mut pages = self.ec2.describe_security_groups().into_paginator().send();
+        let mut groups: Vec<SecurityGroup> = Vec::new();
+        while let Some(page) = pages.next().await {
+            groups.extend(page.map_err(|x| sdk_error(&l.probe, x.into_service_error()))?.security_groups().to_vec());
+        }
+        let mut out = Vec::new();
+        for (addr, observed_attrs) in ingress::observe(l.stack, &groups) {
+            let id = Reader::new(&addr, &observed_attrs).strings("security_group_ids").join(",");
+            out.push(Observed { address: addr, id, attributes: observed_attrs });
+        }
+        Ok(out)
+    }
+}

@@ -5,7 +5,8 @@
 //! - `refresh` reads, in bulk, every resource of one type that carries the stack's tag. It returns
 //!   the recorded ones and also those that no state knows (created by an apply that died before
 //!   recording them): the engine adopts the latter by their address tag instead of creating twins.
-//! - `create`, `update` and `delete` may be long-running; they report progress as they wait.
+//! - `write` (create or update) and `delete` may be long-running; they report progress as they
+//!   wait.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -41,6 +42,13 @@ pub struct Request<'a> {
     pub id: Option<&'a str>,
     /// Desired attributes with every unknown already filled in by its producer.
     pub attributes: &'a Attributes,
+}
+
+impl Request<'_> {
+    /// The engine knows no cloud id for it yet: it asks for a create.
+    pub fn is_create(&self) -> bool {
+        self.id.is_none()
+    }
 }
 
 /// Where a long-running operation reports what it is waiting for.
@@ -105,13 +113,12 @@ pub trait Provider: Send + Sync {
         self.refresh_known(stack, rtype, &[])
     }
 
-    fn create<'a>(
-        &'a self,
-        req: Request<'a>,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed, ProviderError>>;
-
-    fn update<'a>(
+    /// Makes the cloud hold `req.attributes` for `req.address`: a create when `req.id` is `None`,
+    /// an update of that id otherwise. One method, because every cloud here writes both the same
+    /// way (ARM and server-side apply are one PUT/apply; EC2 creates look for the address tag
+    /// first, so a create may find the resource and update it); [`Request::is_create`] tells a
+    /// provider which one the engine meant, for its messages and budgets.
+    fn write<'a>(
         &'a self,
         req: Request<'a>,
         progress: &'a dyn Progress,
@@ -121,7 +128,8 @@ pub trait Provider: Send + Sync {
 
     /// What the cloud runs one operation at a time (an Azure VPN gateway and its connections):
     /// operations with the same key never run together. The engine starts only one per key, so
-    /// an operation waiting its turn holds no concurrency slot. `None`: no such constraint.
+    /// an operation waiting its turn holds no concurrency slot; a provider does not serialise
+    /// its callers itself, so any other caller must keep the same rule. `None`: no such constraint.
     fn serial_key(&self, _req: &Request<'_>) -> Option<String> {
         None
     }

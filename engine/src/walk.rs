@@ -671,10 +671,10 @@ async fn operate(
     let existing = Request { stack: &run.stack, address: &address, id: id.as_deref(), attributes: &desired };
     let new = Request { id: None, ..existing.clone() };
     let result = match op {
-        Action::Create => provider.create(new, &run.events).await.map(Outcome::Written),
-        Action::Update => provider.update(existing, &run.events).await.map(Outcome::Written),
+        Action::Create => provider.write(new, &run.events).await.map(Outcome::Written),
+        Action::Update => provider.write(existing, &run.events).await.map(Outcome::Written),
         Action::Replace => match remove(&run, provider.as_ref(), existing).await {
-            Ok(()) => provider.create(new, &run.events).await.map(Outcome::Written),
+            Ok(()) => provider.write(new, &run.events).await.map(Outcome::Written),
             Err(e) => Err(e),
         },
         Action::Delete => remove(&run, provider.as_ref(), existing).await.map(|()| Outcome::Removed),

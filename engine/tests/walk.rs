@@ -78,6 +78,20 @@ impl Provider for Fake {
         })
     }
 
+    fn write<'a>(&'a self, req: Request<'a>, p: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
+        if req.is_create() { self.create(req, p) } else { self.update(req, p) }
+    }
+
+    fn delete<'a>(&'a self, req: Request<'a>, p: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {
+        self.remove(req, p)
+    }
+
+    fn serial_key(&self, req: &Request<'_>) -> Option<String> {
+        self.cloud.lock().unwrap().serial.contains(&req.address.rtype).then(|| "the-gateway".to_string())
+    }
+}
+
+impl Fake {
     fn create<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
         Box::pin(async move {
             let (delay, serial) = {
@@ -141,11 +155,7 @@ impl Provider for Fake {
         })
     }
 
-    fn serial_key(&self, req: &Request<'_>) -> Option<String> {
-        self.cloud.lock().unwrap().serial.contains(&req.address.rtype).then(|| "the-gateway".to_string())
-    }
-
-    fn delete<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {
+    fn remove<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
             let mut cloud = self.cloud.lock().unwrap();
             let id = req.id.expect("deletes carry the id");

@@ -381,11 +381,7 @@ impl Provider for AwsProvider {
         Box::pin(self.list(stack, rtype, known))
     }
 
-    fn create<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<Observed>> {
-        Box::pin(async move { self.create_or_update(&req, progress).await })
-    }
-
-    fn update<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<Observed>> {
+    fn write<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<Observed>> {
         Box::pin(async move { self.create_or_update(&req, progress).await })
     }
 

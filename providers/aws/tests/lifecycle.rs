@@ -72,10 +72,7 @@ impl Cloud {
         let address: Address = address.parse().unwrap();
         let a = attrs(a);
         let r = Request { stack: STACK, address: &address, id, attributes: &a };
-        match id {
-            None => self.aws.create(r, &Quiet).await,
-            Some(_) => self.aws.update(r, &Quiet).await,
-        }
+        self.aws.write(r, &Quiet).await
     }
 
     async fn delete(&self, o: &Observed) -> Result<(), ProviderError> {

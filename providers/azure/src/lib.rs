@@ -28,7 +28,7 @@ mod resources;
 mod transport;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use azure_core::auth::TokenCredential;
 use azure_core::error::ErrorKind;
@@ -50,8 +50,6 @@ pub struct AzureProvider {
     msi: azure_mgmt_msi::Client,
     authz: azure_mgmt_authorization::Client,
     resources: azure_mgmt_resources::Client,
-    /// One lock per VPN gateway (by lower-case ARM id): its writes and its connections' take it.
-    gateways: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Role definition ids by role name, looked up once.
     roles: tokio::sync::Mutex<HashMap<String, String>>,
 }
@@ -105,7 +103,6 @@ impl AzureProvider {
             resources: azure_mgmt_resources::Client::new(endpoint.clone(), credential.clone(), scopes, options),
             session: lro::Session { endpoint, scope, credential, transport, poll_interval: config.poll_interval },
             config,
-            gateways: Mutex::new(HashMap::new()),
             roles: tokio::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -126,34 +123,6 @@ impl AzureProvider {
             _ => return None,
         };
         Some(gateway.to_ascii_lowercase())
-    }
-
-    /// Waits for the turn of `address` on its VPN gateway, if it writes to one. The engine
-    /// already starts one operation per gateway ([`Provider::serial_key`]); this lock keeps the
-    /// rule for any other caller.
-    async fn gateway_turn(
-        &self,
-        req: &Request<'_>,
-        progress: &dyn Progress,
-    ) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        let gateway = self.gateway_of(req)?;
-        let lock = {
-            let mut locks = self.gateways.lock().expect("no panic while held");
-            locks.entry(gateway.clone()).or_default().clone()
-        };
-        match lock.clone().try_lock_owned() {
-            Ok(turn) => Some(turn),
-            Err(_) => {
-                progress.waiting(
-                    req.address,
-                    &format!(
-                        "waiting for its turn on VPN gateway {} (Azure runs one operation at a time per gateway)",
-                        arm::leaf(&gateway)
-                    ),
-                );
-                Some(lock.lock_owned().await)
-            }
-        }
     }
 
     /// The ARM id a top-level resource of `provider_type` named in `d` has (or will have).
@@ -335,20 +304,13 @@ impl Provider for AzureProvider {
         Box::pin(transport::within(budget, self.list(stack, rtype, known)))
     }
 
-    fn create<'a>(
+    /// Create and update are both a PUT in ARM.
+    fn write<'a>(
         &'a self,
         req: Request<'a>,
         progress: &'a dyn Progress,
     ) -> BoxFuture<'a, Result<Observed, ProviderError>> {
-        Box::pin(self.write_resource(req, progress, "create"))
-    }
-
-    fn update<'a>(
-        &'a self,
-        req: Request<'a>,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed, ProviderError>> {
-        Box::pin(self.write_resource(req, progress, "update"))
+        Box::pin(self.write_resource(req, progress))
     }
 
     fn serial_key(&self, req: &Request<'_>) -> Option<String> {
@@ -357,7 +319,6 @@ impl Provider for AzureProvider {
 
     fn delete<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
-            let _turn = self.gateway_turn(&req, progress).await;
             let budget = Budget::starting_now(self.config.timeouts.of(req.address.rtype), "delete");
             let secrets = Reader::new(req.address, req.attributes).secrets();
             transport::within(budget, self.remove(&req, progress)).await.map_err(|e| scrub(e, &secrets))
@@ -366,14 +327,8 @@ impl Provider for AzureProvider {
 }
 
 impl AzureProvider {
-    /// Create and update are both a PUT in ARM.
-    async fn write_resource(
-        &self,
-        req: Request<'_>,
-        progress: &dyn Progress,
-        operation: &'static str,
-    ) -> Result<Observed, ProviderError> {
-        let _turn = self.gateway_turn(&req, progress).await;
+    async fn write_resource(&self, req: Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
+        let operation = if req.is_create() { "create" } else { "update" };
         let budget = Budget::starting_now(self.config.timeouts.of(req.address.rtype), operation);
         let secrets = Reader::new(req.address, req.attributes).secrets();
         transport::within(budget, self.put(&req, progress, operation)).await.map_err(|e| scrub(e, &secrets))

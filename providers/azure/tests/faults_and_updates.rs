@@ -65,7 +65,7 @@ async fn apply_survives_throttling_faults_and_replication_lag_then_updates_in_pl
         let desired = node.filled(|from, output| recorded.attributes.get(from).and_then(|a| a.get(output)).cloned());
         let id = recorded.ids[&node.address].clone();
         let r = Request { stack: &il5.stack, address: &node.address, id: Some(&id), attributes: &desired };
-        let observed = p.update(r, &progress).await.unwrap_or_else(|e| panic!("update {}: {e}", node.address));
+        let observed = p.write(r, &progress).await.unwrap_or_else(|e| panic!("update {}: {e}", node.address));
         assert_eq!(observed.id, id, "{} updated in place, not replaced", node.address);
         if taggable {
             assert_eq!(

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use common::*;
 use xcsp_azure::AzureProvider;
+use xcsp_core::provider::{Provider, Request};
 use xcsp_core::{Address, ProviderKind, Value};
 use xcsp_plans::plan::Action;
 
@@ -21,11 +22,21 @@ async fn the_il5_azure_side_is_created_in_order_refreshed_in_bulk_and_destroyed(
 
     let mut recorded = apply_in_order(&p, &il5.stack, &il5.nodes, &progress).await;
 
-    // One operation at a time reached the gateway, though its four connections were sent together.
+    // One operation at a time reached the gateway: its four connections, ready together, share
+    // the gateway's serial key, and the helper (as the engine) starts one per key.
     assert_eq!(emu.errors("AnotherOperationInProgress").await, 0);
     assert!(progress.said("azure_virtual_network_gateway.link", "Azure is creating the VPN gateway"));
-    let queued = progress.0.lock().unwrap().iter().filter(|(_, w)| w.contains("waiting for its turn")).count();
-    assert!(queued >= 1, "connections waited for the gateway: {:?}", progress.0.lock().unwrap());
+    let key_of = |address: &str, id: Option<&str>| {
+        let a: Address = address.parse().unwrap();
+        let attrs = recorded.attributes[&a].clone();
+        p.serial_key(&Request { stack: &il5.stack, address: &a, id, attributes: &attrs })
+    };
+    let gateway_id = recorded.ids[&"azure_virtual_network_gateway.link".parse::<Address>().unwrap()].clone();
+    let gateway = key_of("azure_virtual_network_gateway.link", Some(&gateway_id));
+    assert!(gateway.is_some());
+    for i in 0..4 {
+        assert_eq!(key_of(&format!("azure_virtual_network_gateway_connection.link[{i}]"), None), gateway, "{i}");
+    }
     // The outputs other resources and the Kubernetes side consume.
     let uai = recorded.get("azure_user_assigned_identity.capz");
     for output in ["principal_id", "client_id", "tenant_id", "id", "name"] {

@@ -324,11 +324,8 @@ impl Provider for KubeProvider {
         Box::pin(self.list(stack, rtype, known))
     }
 
-    fn create<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
-        Box::pin(async move { self.apply(&req).await })
-    }
-
-    fn update<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
+    /// Server-side apply creates and updates alike.
+    fn write<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
         Box::pin(async move { self.apply(&req).await })
     }
 

@@ -82,7 +82,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     for n in &nodes {
         let attrs = n.filled(made_up);
         let req = Request { stack: &stack, address: &n.address, id: None, attributes: &attrs };
-        let o = kube.create(req, &Recorder::default()).await.unwrap_or_else(|e| panic!("apply {}: {e}", n.address));
+        let o = kube.write(req, &Recorder::default()).await.unwrap_or_else(|e| panic!("apply {}: {e}", n.address));
         assert_eq!(o.id, format!("openshift-cluster-api/{}", attrs["name"].as_str().unwrap()));
         made.push(o);
     }
@@ -106,7 +106,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         let attrs = n.filled(made_up);
         let id = made.iter().find(|o| o.address == n.address).map(|o| o.id.clone());
         let req = Request { stack: &stack, address: &n.address, id: id.as_deref(), attributes: &attrs };
-        kube.update(req, &Recorder::default()).await.unwrap();
+        kube.write(req, &Recorder::default()).await.unwrap();
     }
     let again: Vec<_> = objects(&base).await.into_iter().filter(|(k, _, _)| k != "Machine").collect();
     let before: Vec<_> = first.iter().filter(|(k, _, _)| k != "Machine").cloned().collect();
@@ -149,7 +149,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     let node = nodes.iter().find(|n| n.address == ms.address).unwrap();
     let attrs = node.filled(made_up);
     let req = Request { stack: &stack, address: &ms.address, id: Some(&ms.id), attributes: &attrs };
-    match kube.update(req, &Recorder::default()).await {
+    match kube.write(req, &Recorder::default()).await {
         Err(ProviderError::Failed { code, message, .. }) => {
             assert_eq!(code, "FieldManagerConflict");
             assert!(message.contains("kubectl-edit") && message.contains("spec.replicas"), "{message}");
@@ -182,7 +182,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     bad.insert("type".into(), Value::string("Magic"));
     bad.insert("name".into(), Value::string("another"));
     let req = Request { stack: &stack, address: &identity.address, id: None, attributes: &bad };
-    match kube.create(req, &Recorder::default()).await {
+    match kube.write(req, &Recorder::default()).await {
         Err(ProviderError::Failed { code, message, .. }) => {
             assert_eq!(code, "Invalid");
             assert!(message.contains("spec.type"), "{message}");

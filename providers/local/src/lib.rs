@@ -32,18 +32,14 @@ impl Provider for LocalProvider {
         Box::pin(async { Ok(Vec::new()) })
     }
 
-    fn create<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
+    /// A key's only attribute is its length, which forces a new key: every write makes one.
+    fn write<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
         Box::pin(async move {
             let length = req.attributes.get("length").and_then(Value::as_i64).unwrap_or(32).clamp(8, 64) as usize;
             let mut attributes = req.attributes.clone();
             attributes.insert("value".into(), Value::sensitive(Value::string(preshared_key(length))));
             Ok(Observed { address: req.address.clone(), id: req.address.to_string(), attributes })
         })
-    }
-
-    fn update<'a>(&'a self, req: Request<'a>, p: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
-        // A key's only attribute is its length, which forces a new key: update is create.
-        self.create(req, p)
     }
 
     fn delete<'a>(&'a self, _: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {

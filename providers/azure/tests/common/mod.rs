@@ -186,13 +186,13 @@ pub async fn create(p: &AzureProvider, address: &str, a: Json) -> Observed {
     let address = addr(address);
     let a = attrs(a);
     let r = Request { stack: STACK, address: &address, id: None, attributes: &a };
-    p.create(r, &Recorder::default()).await.unwrap_or_else(|e| panic!("create {address}: {e}"))
+    p.write(r, &Recorder::default()).await.unwrap_or_else(|e| panic!("create {address}: {e}"))
 }
 
 pub async fn update(p: &AzureProvider, observed: &Observed, a: Json) -> Observed {
     let a = attrs(a);
     let r = Request { stack: STACK, address: &observed.address, id: Some(&observed.id), attributes: &a };
-    p.update(r, &Recorder::default()).await.unwrap_or_else(|e| panic!("update {}: {e}", observed.address))
+    p.write(r, &Recorder::default()).await.unwrap_or_else(|e| panic!("update {}: {e}", observed.address))
 }
 
 pub async fn delete(p: &AzureProvider, observed: &Observed, a: Json) {
@@ -309,6 +309,7 @@ pub async fn apply_in_order(p: &AzureProvider, stack: &str, nodes: &[Node], prog
         for (n, a) in filled.iter().filter(|(n, _)| n.address.rtype.provider() == ProviderKind::Azure) {
             assert!(!a.values().any(Value::has_unknown), "{} has unknown inputs: {a:?}", n.address);
         }
+        let turns = &Turns::default();
         let results = futures::future::join_all(filled.iter().map(|(n, a)| async move {
             if n.address.rtype == ResourceType::PresharedKey {
                 let mut out = a.clone();
@@ -316,7 +317,8 @@ pub async fn apply_in_order(p: &AzureProvider, stack: &str, nodes: &[Node], prog
                 return Observed { address: n.address.clone(), id: n.address.to_string(), attributes: out };
             }
             let r = Request { stack, address: &n.address, id: None, attributes: a };
-            p.create(r, progress).await.unwrap_or_else(|e| panic!("create {}: {e}", n.address))
+            let _turn = turns.take(p, &r).await;
+            p.write(r, progress).await.unwrap_or_else(|e| panic!("create {}: {e}", n.address))
         }))
         .await;
         for ((_, a), observed) in filled.into_iter().zip(results) {
@@ -327,7 +329,21 @@ pub async fn apply_in_order(p: &AzureProvider, stack: &str, nodes: &[Node], prog
     recorded
 }
 
-/// Deletes what `recorded` holds, dependents first, each round at once.
+/// One operation at a time per serial key ([`Provider::serial_key`]: a VPN gateway and its
+/// connections), as the engine starts them; the provider itself does not serialise its callers.
+#[derive(Default)]
+pub struct Turns(Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>);
+
+impl Turns {
+    pub async fn take(&self, p: &AzureProvider, r: &Request<'_>) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        let key = p.serial_key(r)?;
+        let lock = self.0.lock().unwrap().entry(key).or_default().clone();
+        Some(lock.lock_owned().await)
+    }
+}
+
+/// Deletes what `recorded` holds, dependents first, each round at once (one at a time per
+/// serial key).
 pub async fn destroy_in_order(p: &AzureProvider, stack: &str, nodes: &[Node], recorded: &Recorded) {
     let mut left: Vec<&Node> = nodes.iter().filter(|n| n.address.rtype.provider() == ProviderKind::Azure).collect();
     let mut gone: BTreeSet<Address> = BTreeSet::new();
@@ -337,10 +353,12 @@ pub async fn destroy_in_order(p: &AzureProvider, stack: &str, nodes: &[Node], re
             !left.iter().any(|other| other.address != n.address && other.dependencies().contains(&n.address))
         });
         assert!(!ready.is_empty(), "a cycle among {still:?}");
+        let turns = &Turns::default();
         futures::future::join_all(ready.iter().map(|n| async move {
             let a = recorded.attributes.get(&n.address).cloned().unwrap_or_default();
             let id = recorded.ids.get(&n.address).cloned();
             let r = Request { stack, address: &n.address, id: id.as_deref(), attributes: &a };
+            let _turn = turns.take(p, &r).await;
             p.delete(r, &Recorder::default()).await.unwrap_or_else(|e| panic!("delete {}: {e}", n.address));
         }))
         .await;

@@ -3,38 +3,19 @@
 //! connections (4 tunnels) facing an active-active Azure VPN gateway with 2 public IPs,
 //! 4 local network gateways and 4 connections; the workload identity; the CAPZ/CAPI objects.
 
-use std::net::Ipv4Addr;
-
 use indexmap::IndexMap;
 use ipnet::Ipv4Net;
 use xcsp_core::{Address, ResourceType as T, Value};
 
 use crate::graph::{Input, Node};
 use crate::spec::{AzureCloud, Driver, Image, IpsecPolicy, Network, Routing};
+use crate::topology::{self, CONNECTIONS, TUNNELS};
 use crate::validate::Model;
+
+pub use crate::topology::{CONTROL_PLANE_PORTS, DEFAULT_INSIDE_CIDRS, WORKER_PORTS, machine_sets};
 
 /// The namespace OpenShift runs Cluster API in.
 pub const CAPI_NAMESPACE: &str = "openshift-cluster-api";
-
-/// Tunnel inside CIDRs when the spec gives none: the Microsoft tutorial's plan. Tunnels 0 and 1
-/// belong to VPN connection 0 (Azure instance 0), tunnels 2 and 3 to connection 1.
-pub const DEFAULT_INSIDE_CIDRS: [&str; 4] =
-    ["169.254.21.0/30", "169.254.22.0/30", "169.254.21.4/30", "169.254.22.4/30"];
-
-/// Worker ports the cluster side must reach on Azure nodes, and Azure nodes on the cluster:
-/// (protocol, from, to, what) from OpenShift's network port matrix.
-pub const WORKER_PORTS: &[(&str, u16, u16, &str)] = &[
-    ("tcp", 10250, 10250, "kubelet"),
-    ("udp", 6081, 6081, "Geneve overlay"),
-    ("tcp", 9000, 9999, "host services"),
-    ("udp", 9000, 9999, "host services"),
-    ("tcp", 30000, 32767, "NodePorts"),
-    ("udp", 30000, 32767, "NodePorts"),
-];
-
-/// What Azure workers must reach on the cluster side, beyond the worker ports.
-pub const CONTROL_PLANE_PORTS: &[(&str, u16, u16, &str)] =
-    &[("tcp", 6443, 6443, "Kubernetes API"), ("tcp", 22623, 22623, "machine-config server")];
 
 struct Builder<'m> {
     model: &'m Model,
@@ -129,12 +110,7 @@ impl Builder<'_> {
 
     /// An Azure resource name: the stack and the spec's name, as the Azure naming rules allow.
     fn azure_name(&self, parts: &[&str]) -> String {
-        let mut name = self.model.stack.clone();
-        for p in parts {
-            name.push('-');
-            name.push_str(p);
-        }
-        name
+        topology::azure_name(&self.model.stack, parts)
     }
 }
 
@@ -159,17 +135,13 @@ fn unknowns(n: usize) -> Value {
     Value::List(vec![Value::Unknown; n])
 }
 
-fn host(net: &Ipv4Net, offset: u32) -> String {
-    Ipv4Addr::from(u32::from(net.network()) + offset).to_string()
-}
-
 /// Expands a validated model into resource nodes, in a stable order.
 pub fn expand(model: &Model) -> Vec<Node> {
     let mut b = Builder { model, nodes: Vec::new() };
     let az = &model.azure;
     let rg = b.add(
         T::AzureResourceGroup,
-        "main",
+        topology::RESOURCE_GROUP_NODE,
         None,
         vec![("name", Value::string(&az.resource_group.value)), ("location", Value::string(&az.location.value))],
     );
@@ -307,7 +279,7 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
     let gw_subnet = n.gateway_subnet.as_ref().expect("validated: ipsec networks have a gateway subnet");
     let gws = b.add(
         T::AzureSubnet,
-        &format!("gateway-{name}"),
+        &topology::gateway_subnet_node(name),
         None,
         vec![
             ("name", Value::string("GatewaySubnet")),
@@ -319,7 +291,7 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
     let gws_addr = b.addr(gws);
 
     // Pre-shared keys: the user's, or generated at apply time and kept (sensitive) in state.
-    let mut psk_from: Vec<Option<Address>> = vec![None; 4];
+    let mut psk_from: Vec<Option<Address>> = vec![None; TUNNELS];
     let user_keys: Vec<Value> =
         n.preshared_keys.iter().flatten().map(|k| Value::sensitive(k.value.unmarked())).collect();
     if user_keys.is_empty() {
@@ -339,17 +311,17 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
     };
     let inside: Vec<Ipv4Net> = match &n.tunnel_inside_cidrs {
         Some(c) => c.iter().map(|c| c.value).collect(),
-        None => DEFAULT_INSIDE_CIDRS.iter().map(|c| c.parse().expect("valid")).collect(),
+        None => topology::default_inside_cidrs(),
     };
 
     // Azure: two zone-redundant public IPs and the active-active gateway.
     let mut pips = Vec::new();
-    for i in 0..2u32 {
+    for i in 0..CONNECTIONS {
         let pip = b.add_azure(
             T::AzurePublicIp,
             name,
-            Some(i),
-            &[name, &format!("gw{i}")],
+            Some(i as u32),
+            &[name, &topology::public_ip_part(i)],
             vec![("sku", Value::string("Standard")), ("allocation", Value::string("Static"))],
         );
         // Zone-redundant where the region has zones; regional elsewhere (ARM refuses zones there).
@@ -360,24 +332,25 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
         pips.push(b.addr(pip));
     }
     let bgp = n.routing.value == Routing::Bgp;
-    // Azure instance i answers tunnels 2i and 2i+1 with the second usable address of each /30.
+    // Azure instance i answers the tunnels of connection i with the second usable address of each /30.
     let apipa: Vec<Value> =
-        (0..2).map(|i| Value::strings([host(&inside[2 * i], 2), host(&inside[2 * i + 1], 2)])).collect();
+        (0..CONNECTIONS).map(|i| Value::strings(topology::instance_bgp_addresses(&inside, i))).collect();
     let mut vng_attrs = vec![
         ("sku", Value::string(&n.gateway_sku.value)),
         ("vpn_type", Value::string("RouteBased")),
         ("active_active", Value::Bool(true)),
         ("enable_bgp", Value::Bool(bgp)),
-        ("public_ips", unknowns(2)),
+        ("public_ips", unknowns(CONNECTIONS)),
         ("subnet", Value::Unknown),
     ];
     if bgp {
         vng_attrs.push(("asn", Value::int(n.azure_asn.value)));
         vng_attrs.push(("custom_bgp_addresses", Value::List(apipa)));
     }
-    let vng = b.add_azure(T::AzureVpnGateway, name, None, &[name, "vpngw"], vng_attrs);
-    b.input(vng, "public_ips[0]", &pips[0], "id");
-    b.input(vng, "public_ips[1]", &pips[1], "id");
+    let vng = b.add_azure(T::AzureVpnGateway, name, None, &[name, topology::VPN_GATEWAY_PART], vng_attrs);
+    for (i, pip) in pips.iter().enumerate() {
+        b.input(vng, &format!("public_ips[{i}]"), pip, "id");
+    }
     b.input(vng, "subnet", &gws_addr, "id");
     let vng_addr = b.addr(vng);
 
@@ -426,9 +399,7 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
 
     let sgs = aws.security_group_ids.as_ref().map_or(Value::Unknown, |s| Value::strings(s.value.iter()));
     // In a canonical order (ports, then protocol): refresh reads the rules back in it.
-    let mut ports: Vec<&(&str, u16, u16, &str)> = CONTROL_PLANE_PORTS.iter().chain(WORKER_PORTS).collect();
-    ports.sort_by_key(|(proto, from, to, _)| (*from, *to, *proto));
-    let rules: Vec<Value> = ports
+    let rules: Vec<Value> = topology::aws_ingress_ports()
         .into_iter()
         .map(|(proto, from, to, what)| {
             Value::Map(
@@ -458,18 +429,18 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
 
     // Cross-cloud: Azure public IPs -> AWS customer gateways -> VPN connections.
     let mut conns = Vec::new();
-    for i in 0..2u32 {
+    for (i, pip) in pips.iter().enumerate() {
         let cgw = b.add(
             T::AwsCustomerGateway,
             name,
-            Some(i),
+            Some(i as u32),
             vec![
                 ("ip_address", Value::Unknown),
                 ("bgp_asn", Value::int(if bgp { n.azure_asn.value } else { 65000 })),
                 ("type", Value::string("ipsec.1")),
             ],
         );
-        b.input(cgw, "ip_address", &pips[i as usize], "ip_address");
+        b.input(cgw, "ip_address", pip, "ip_address");
         let cgw_addr = b.addr(cgw);
         let mut attrs = vec![
             ("customer_gateway", Value::Unknown),
@@ -477,26 +448,25 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
             ("static_routes_only", Value::Bool(!bgp)),
         ];
         attrs.extend(aws_tunnel_policy(&n.ipsec));
-        let conn = b.add(T::AwsVpnConnection, name, Some(i), attrs);
+        let conn = b.add(T::AwsVpnConnection, name, Some(i as u32), attrs);
         b.input(conn, "customer_gateway", &cgw_addr, "id");
         b.input(conn, "vpn_gateway_id", &vgw_addr, "id");
         // The VGW must be attached before its tunnels can carry the VPC's routes.
         b.after(conn, &attach_addr);
-        for k in 0..2usize {
-            let t = 2 * i as usize + k;
+        for t in topology::tunnels_of(i) {
             set_path(
                 &mut b.nodes[conn].attributes,
-                &format!("tunnel{}_inside_cidr", k + 1),
-                Value::string(inside[t].to_string()),
+                &t.attribute("inside_cidr"),
+                Value::string(inside[t.index].to_string()),
             );
-            psk(b, conn, &format!("tunnel{}_psk", k + 1), t);
+            psk(b, conn, &t.attribute("psk"), t.index);
         }
         let conn_addr = b.addr(conn);
         if !bgp {
             let route = b.add(
                 T::AwsVpnConnectionRoute,
                 name,
-                Some(i),
+                Some(i as u32),
                 vec![
                     ("vpn_connection_id", Value::Unknown),
                     ("destination_cidr", Value::string(n.vnet_cidr.value.to_string())),
@@ -508,18 +478,18 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
     }
 
     // Azure: one local network gateway and connection per AWS tunnel.
-    for (t, tunnel_inside) in inside.iter().enumerate().take(4) {
-        let (c, k) = (t / 2, t % 2 + 1);
+    for tunnel in topology::tunnels() {
+        let t = tunnel.index;
         let mut lng_attrs = vec![("gateway_ip_address", Value::Unknown)];
         if bgp {
-            lng_attrs.push(("bgp_peering_address", Value::string(host(tunnel_inside, 1))));
+            lng_attrs.push(("bgp_peering_address", Value::string(topology::aws_inside_address(&inside[t]))));
             lng_attrs.push(("asn", Value::int(aws.asn.value)));
         } else {
             lng_attrs.push(("address_space", Value::strings([model.cluster.machine_network.value.to_string()])));
         }
         let lng =
-            b.add_azure(T::AzureLocalNetworkGateway, name, Some(t as u32), &[name, &format!("aws{t}")], lng_attrs);
-        b.input(lng, "gateway_ip_address", &conns[c], &format!("tunnel{k}_address"));
+            b.add_azure(T::AzureLocalNetworkGateway, name, Some(t as u32), &[name, &tunnel.azure_part()], lng_attrs);
+        b.input(lng, "gateway_ip_address", &conns[tunnel.connection], &tunnel.attribute("address"));
         b.after(lng, rg);
         let lng_addr = b.addr(lng);
         let mut conn_attrs = vec![
@@ -537,17 +507,11 @@ fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Address {
             conn_attrs.push(("dpd_timeout_seconds", Value::int(d.value)));
         }
         if bgp {
-            // Both instances' custom APIPA addresses on every connection of the active-active
-            // gateway, as Microsoft's AWS tutorial does (vpn-gateway-howto-aws-bgp): the one
-            // facing this tunnel (AWS connection c ends on public IP c, instance c) is the
-            // tunnel's customer-side address; the other instance names its address in the same
-            // position.
-            let mut custom = [String::new(), String::new()];
-            custom[c] = host(tunnel_inside, 2);
-            custom[1 - c] = host(&inside[2 * (1 - c) + t % 2], 2);
-            conn_attrs.push(("custom_bgp_addresses", Value::strings(custom)));
+            // Both instances' custom APIPA addresses (topology::connection_bgp_addresses).
+            conn_attrs
+                .push(("custom_bgp_addresses", Value::strings(topology::connection_bgp_addresses(&inside, tunnel))));
         }
-        let conn = b.add_azure(T::AzureVpnConnection, name, Some(t as u32), &[name, &format!("aws{t}")], conn_attrs);
+        let conn = b.add_azure(T::AzureVpnConnection, name, Some(t as u32), &[name, &tunnel.azure_part()], conn_attrs);
         b.input(conn, "virtual_network_gateway", &vng_addr, "id");
         b.input(conn, "local_network_gateway", &lng_addr, "id");
         psk(b, conn, "shared_key", t);
@@ -663,14 +627,19 @@ fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: 
             ));
         }
     }
-    let nsg =
-        b.add_azure(T::AzureNetworkSecurityGroup, name, None, &[name, "nsg"], vec![("rules", Value::List(rules))]);
+    let nsg = b.add_azure(
+        T::AzureNetworkSecurityGroup,
+        name,
+        None,
+        &[name, topology::NSG_PART],
+        vec![("rules", Value::List(rules))],
+    );
     b.after(nsg, rg);
     let nsg_addr = b.addr(nsg);
     let subnet_name = b.azure_name(&[name]);
     let subnet = b.add(
         T::AzureSubnet,
-        &format!("pool-{name}"),
+        &topology::pool_subnet_node(name),
         None,
         vec![
             ("name", Value::string(&subnet_name)),
@@ -738,11 +707,7 @@ fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: 
         .cloned()
         .collect();
     for (index, zone, replicas) in machine_sets(p) {
-        let ms_name = match &zone {
-            // OpenShift's naming for a zonal MachineSet: `<infra>-<pool>-<location><zone>`.
-            Some(z) => format!("{infra}-{name}-{}{z}", model.azure.location.value),
-            None => format!("{infra}-{name}"),
-        };
+        let ms_name = topology::machine_set_name(infra, name, &model.azure.location.value, zone.as_deref());
         let mut attrs = vec![
             ("namespace", Value::string(CAPI_NAMESPACE)),
             ("name", Value::string(ms_name)),
@@ -786,28 +751,6 @@ fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: 
             b.after(mhc, ms);
         }
     }
-}
-
-/// The pool's MachineSets: one per zone, each with the zone as its machines' failure domain, the
-/// replicas spread evenly (the first zones take one more when they do not divide). A MachineSet
-/// does not spread its machines: the MachineSet controller copies `spec.template.spec.failureDomain`
-/// onto every Machine it makes (kubernetes-sigs/cluster-api, machineset controller), and CAPZ
-/// takes a Machine's failure domain as the VM's zone (`azure/scope/machine.go` AvailabilityZone).
-/// Without zones, one regional MachineSet. Returns (index, zone, replicas).
-pub fn machine_sets(p: &crate::spec::Pool) -> Vec<(Option<u32>, Option<String>, i64)> {
-    let zones = &p.zones.value;
-    if zones.is_empty() {
-        return vec![(None, None, p.replicas.value)];
-    }
-    let n = zones.len() as i64;
-    zones
-        .iter()
-        .enumerate()
-        .map(|(i, z)| {
-            let extra = i64::from((i as i64) < p.replicas.value % n);
-            (Some(i as u32), Some(z.clone()), p.replicas.value / n + extra)
-        })
-        .collect()
 }
 
 /// The first 8 hex digits of the sha256 of a template's rendered attributes.

@@ -4,6 +4,7 @@ use xcsp_core::{Problems, Span};
 
 use super::{check_https, err};
 use crate::spec::*;
+use crate::topology::{self, NSG_PART, VPN_GATEWAY_PART, azure_name};
 
 pub(super) fn check_cluster(spec: &Spec, problems: &mut Problems) {
     let Some(c) = &spec.cluster else { return };
@@ -88,18 +89,20 @@ pub(super) fn check_stack(spec: &Spec, problems: &mut Problems) {
         );
         return;
     }
-    // The Azure names xcsp composes from the stack (plans::expand::Builder::azure_name).
+    // The Azure names xcsp composes from the stack (topology::azure_name).
+    let last_tunnel = topology::tunnels().last().expect("a link has tunnels").azure_part();
     let mut names: Vec<(String, usize, &Span)> = Vec::new();
     for n in &spec.networks {
-        names.push((format!("{stack}-{}", n.name.value), 64, &n.name.span));
-        names.push((format!("{stack}-{}-vpngw", n.name.value), 80, &n.name.span));
-        names.push((format!("{stack}-{}-aws3", n.name.value), 80, &n.name.span));
+        let name = n.name.value.as_str();
+        names.push((azure_name(stack, &[name]), 64, &n.name.span));
+        names.push((azure_name(stack, &[name, VPN_GATEWAY_PART]), 80, &n.name.span));
+        names.push((azure_name(stack, &[name, &last_tunnel]), 80, &n.name.span));
     }
     for p in &spec.pools {
-        names.push((format!("{stack}-{}-nsg", p.name.value), 80, &p.name.span));
+        names.push((azure_name(stack, &[&p.name.value, NSG_PART]), 80, &p.name.span));
     }
     for id in &spec.identities {
-        names.push((format!("{stack}-{}", id.name.value), 128, &id.name.span));
+        names.push((azure_name(stack, &[&id.name.value]), 128, &id.name.span));
     }
     for (name, max, at) in names {
         if name.len() > max {

@@ -7,6 +7,7 @@ use xcsp_core::{Problem, Problems, Span};
 use super::err;
 use crate::net::{overlapping_pairs, overlaps};
 use crate::spec::*;
+use crate::topology::{self, AZURE_APIPA, TUNNELS};
 
 /// AWS Site-to-Site VPN supports at most 1446 bytes.
 const AWS_VPN_MAX_MTU: i64 = 1446;
@@ -269,12 +270,11 @@ fn check_sku(sku: &Sp<String>, routing: Routing, problems: &mut Problems) {
 
 fn check_inside_cidrs(n: &Network, cidrs: &[Sp<Ipv4Net>], problems: &mut Problems) {
     let link_local: Ipv4Net = "169.254.0.0/16".parse().expect("valid");
-    let azure_apipa = (u32::from_be_bytes([169, 254, 21, 0]), u32::from_be_bytes([169, 254, 22, 255]));
-    if cidrs.len() != 4 {
+    if cidrs.len() != TUNNELS {
         problems.push(
             err(
                 "xcsp::tunnel::count",
-                format!("{} tunnel inside CIDRs given; the link has 4 tunnels", cidrs.len()),
+                format!("{} tunnel inside CIDRs given; the link has {TUNNELS} tunnels", cidrs.len()),
                 &n.span,
                 "",
             )
@@ -302,12 +302,17 @@ fn check_inside_cidrs(n: &Network, cidrs: &[Sp<Ipv4Net>], problems: &mut Problem
                 format!("AWS reserves {}", AWS_REFUSED_INSIDE.join(", ")),
             ))
         } else if n.routing.value == Routing::Bgp
-            && !(u32::from(net.network()) >= azure_apipa.0 && u32::from(net.broadcast()) <= azure_apipa.1)
+            && !(net.network() >= AZURE_APIPA.0 && net.broadcast() <= AZURE_APIPA.1)
         {
             Some((
                 "xcsp::tunnel::apipa",
                 format!("{net} is outside Azure's APIPA range for BGP"),
-                "Azure's custom BGP addresses must lie in 169.254.21.0-169.254.22.255, e.g. 169.254.21.0/30".into(),
+                format!(
+                    "Azure's custom BGP addresses must lie in {}-{}, e.g. {}",
+                    AZURE_APIPA.0,
+                    AZURE_APIPA.1,
+                    topology::DEFAULT_INSIDE_CIDRS[0]
+                ),
             ))
         } else {
             None
@@ -326,11 +331,11 @@ fn check_inside_cidrs(n: &Network, cidrs: &[Sp<Ipv4Net>], problems: &mut Problem
 
 /// PSK problems carry no source label: the snippet would print the secret.
 fn check_psks(n: &Network, keys: &[Sp<xcsp_core::Value>], problems: &mut Problems) {
-    if keys.len() != 4 {
+    if keys.len() != TUNNELS {
         problems.push(
             err(
                 "xcsp::psk::count",
-                format!("{} pre-shared keys given; the link has 4 tunnels", keys.len()),
+                format!("{} pre-shared keys given; the link has {TUNNELS} tunnels", keys.len()),
                 &n.span,
                 "",
             )
@@ -476,7 +481,7 @@ pub const AWS_RULES_PER_GROUP: usize = 60;
 /// Every IPsec link adds its rules to the same cluster security groups; past AWS's default
 /// quota the apply would fail halfway (`RulesPerSecurityGroupLimitExceeded`), so say it now.
 pub(super) fn check_rule_quota(spec: &Spec, problems: &mut Problems) {
-    let per_link = crate::expand::CONTROL_PLANE_PORTS.len() + crate::expand::WORKER_PORTS.len();
+    let per_link = topology::aws_ingress_ports().len();
     let links: Vec<&Network> = spec.networks.iter().filter(|n| n.driver.value == Driver::Ipsec).collect();
     let total = links.len() * per_link;
     if total <= AWS_RULES_PER_GROUP {

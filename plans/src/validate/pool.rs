@@ -4,6 +4,7 @@ use xcsp_core::{Problem, Problems};
 
 use super::err;
 use crate::spec::*;
+use crate::topology::machine_set_name;
 
 /// One AzureCluster per network carries one identity reference, so its pools must agree.
 pub(super) fn check_pool_identities(spec: &Spec, problems: &mut Problems) {
@@ -130,7 +131,7 @@ fn check_generation(p: &Pool, problems: &mut Problems) {
     );
 }
 
-/// A pool's zones place its machines (one MachineSet per zone, `plans::expand::machine_sets`):
+/// A pool's zones place its machines (one MachineSet per zone, `topology::machine_sets`):
 /// a region without zones refuses zonal VMs (`LocationNotSupportAvailabilityZones`), and each
 /// MachineSet's name, `<infra>-<pool>-<location><zone>`, is also the `cluster.x-k8s.io/set-name`
 /// label value of its machines, so at most 63 characters.
@@ -151,8 +152,14 @@ pub(super) fn check_zones(spec: &Spec, problems: &mut Problems) {
             ),
             Some(true) => {}
         }
-        let longest = p.zones.value.iter().map(String::len).max().unwrap_or(0);
-        let name_len = cluster.infrastructure_name.value.len() + p.name.value.len() + location.len() + longest + 2;
+        let infra = &cluster.infrastructure_name.value;
+        let name_len = p
+            .zones
+            .value
+            .iter()
+            .map(|z| machine_set_name(infra, &p.name.value, location, Some(z)).len())
+            .max()
+            .unwrap_or(0);
         if name_len > 63 {
             problems.push(
                 err(

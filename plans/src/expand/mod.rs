@@ -9,6 +9,7 @@ mod pool;
 use indexmap::IndexMap;
 use xcsp_core::{Address, ResourceType as T, Value};
 
+use crate::exports::{self, Read, Served};
 use crate::graph::{Input, Node};
 use crate::spec::{AzureCloud, Driver};
 use crate::topology;
@@ -24,6 +25,8 @@ pub const CAPI_NAMESPACE: &str = "openshift-cluster-api";
 struct Builder<'m> {
     model: &'m Model,
     nodes: Vec<Node>,
+    /// What the nodes serve of the computed exports.
+    exports: Vec<(Address, Served)>,
 }
 
 impl Builder<'_> {
@@ -112,6 +115,13 @@ impl Builder<'_> {
         self.nodes[at].address.clone()
     }
 
+    /// Node `at` serves `attribute` of the computed exports of block `kind` `name` (`item` of it,
+    /// for a list), read from its record as `read`.
+    fn serves(&mut self, at: usize, kind: &str, name: Option<&str>, attribute: &str, item: Option<usize>, read: Read) {
+        let served = Served { key: exports::key(kind, name, attribute), item, read };
+        self.exports.push((self.addr(at), served));
+    }
+
     /// An Azure resource name: the stack and the spec's name, as the Azure naming rules allow.
     fn azure_name(&self, parts: &[&str]) -> String {
         topology::azure_name(&self.model.stack, parts)
@@ -139,9 +149,22 @@ fn unknowns(n: usize) -> Value {
     Value::List(vec![Value::Unknown; n])
 }
 
+/// A model's resource nodes, and what of the computed exports each serves.
+#[derive(Debug, Clone)]
+pub struct Expanded {
+    pub nodes: Vec<Node>,
+    /// Each node that serves a computed export, with how (`exports::computed` reads them).
+    pub exports: Vec<(Address, Served)>,
+}
+
 /// Expands a validated model into resource nodes, in a stable order.
 pub fn expand(model: &Model) -> Vec<Node> {
-    let mut b = Builder { model, nodes: Vec::new() };
+    expanded(model).nodes
+}
+
+/// [`expand`], with what each node serves of the computed exports.
+pub fn expanded(model: &Model) -> Expanded {
+    let mut b = Builder { model, nodes: Vec::new(), exports: Vec::new() };
     let az = &model.azure;
     let rg = b.add(
         T::AzureResourceGroup,
@@ -149,6 +172,7 @@ pub fn expand(model: &Model) -> Vec<Node> {
         None,
         vec![("name", Value::string(&az.resource_group.value)), ("location", Value::string(&az.location.value))],
     );
+    b.serves(rg, "azure", None, "resource_group_id", None, Read::Id);
     let rg_addr = b.addr(rg);
 
     let mut vnets = IndexMap::new();
@@ -165,6 +189,9 @@ pub fn expand(model: &Model) -> Vec<Node> {
         let name = &id.name.value;
         let uai = b.add_azure(T::AzureUserAssignedIdentity, name, None, &[name], vec![]);
         b.after(uai, &rg_addr);
+        for a in ["client_id", "principal_id"] {
+            b.serves(uai, "workload_identity", Some(name.as_str()), a, None, Read::Attribute(a.into()));
+        }
         let uai_addr = b.addr(uai);
         let fic = b.add(
             T::AzureFederatedCredential,
@@ -262,5 +289,5 @@ pub fn expand(model: &Model) -> Vec<Node> {
         expand_pool(&mut b, p, &vnets[&p.network.value], &clusters[&p.network.value], &rg_addr);
         b.protect_since(start, p.prevent_destroy);
     }
-    b.nodes
+    Expanded { nodes: b.nodes, exports: b.exports }
 }

@@ -6,6 +6,7 @@ use ipnet::Ipv4Net;
 use xcsp_core::{Address, ResourceType as T, Value};
 
 use super::{Builder, set_path, unknowns};
+use crate::exports::Read;
 use crate::spec::{Driver, IpsecPolicy, Network, Routing};
 use crate::topology::{self, CONNECTIONS, TUNNELS};
 
@@ -43,6 +44,7 @@ pub(super) fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Addr
         vec![("address_space", Value::strings([n.vnet_cidr.value.to_string()]))],
     );
     b.after(vnet, rg);
+    b.serves(vnet, "network", Some(name), "vnet_id", None, Read::Id);
     let vnet_addr = b.addr(vnet);
     if n.driver.value == Driver::External {
         return vnet_addr;
@@ -108,6 +110,7 @@ fn azure_gateway(b: &mut Builder, link: &Link, gws_addr: &Address, rg: &Address)
             b.nodes[pip].attributes.insert("zones".into(), Value::strings(["1", "2", "3"]));
         }
         b.after(pip, rg);
+        b.serves(pip, "network", Some(name), "gateway_public_ips", Some(i), Read::Attribute("ip_address".into()));
         pips.push(b.addr(pip));
     }
     // Azure instance i answers the tunnels of connection i with the second usable address of each /30.
@@ -130,6 +133,7 @@ fn azure_gateway(b: &mut Builder, link: &Link, gws_addr: &Address, rg: &Address)
         b.input(vng, &format!("public_ips[{i}]"), pip, "id");
     }
     b.input(vng, "subnet", gws_addr, "id");
+    b.serves(vng, "network", Some(name), "vpn_gateway_id", None, Read::Id);
     (pips, b.addr(vng))
 }
 
@@ -257,6 +261,12 @@ fn aws_connections(
                 Value::string(inside[t.index].to_string()),
             );
             link.psk(b, conn, &t.attribute("psk"), t.index);
+            let tunnel = Read::Map(vec![
+                ("vpn_connection_id", Read::Id),
+                ("aws_outside_ip", Read::Attribute(t.attribute("address"))),
+                ("inside_cidr", Read::Attribute(t.attribute("inside_cidr"))),
+            ]);
+            b.serves(conn, "network", Some(name), "tunnels", Some(t.index), tunnel);
         }
         let conn_addr = b.addr(conn);
         if !bgp {

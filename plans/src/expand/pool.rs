@@ -5,6 +5,7 @@ use indexmap::IndexMap;
 use xcsp_core::{Address, ResourceType as T, Value};
 
 use super::{Builder, CAPI_NAMESPACE};
+use crate::exports::Read;
 use crate::spec::Image;
 use crate::topology::{self, WORKER_PORTS, machine_sets};
 
@@ -54,6 +55,7 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
     );
     b.input(subnet, "virtual_network", vnet, "name");
     b.input(subnet, "network_security_group", &nsg_addr, "id");
+    b.serves(subnet, "worker_pool", Some(name), "subnet_id", None, Read::Id);
     let subnet_addr = b.addr(subnet);
     let image = match &p.image.value {
         Image::Marketplace { publisher, offer, sku, version } => Value::Map(

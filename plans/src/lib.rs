@@ -17,6 +17,7 @@ pub mod regions;
 pub mod schema;
 pub mod spec;
 pub mod syntax;
+pub mod topology;
 pub mod validate;
 
 use std::path::Path;

@@ -1,0 +1,293 @@
+//! Expansion: a validated model becomes the resource nodes the pool needs, for the `ipsec`
+//! driver with BGP the topology of DOMAIN.md: one AWS VGW, 2 customer gateways and 2 VPN
+//! connections (4 tunnels) facing an active-active Azure VPN gateway with 2 public IPs,
+//! 4 local network gateways and 4 connections; the workload identity; the CAPZ/CAPI objects.
+
+mod network;
+mod pool;
+
+use indexmap::IndexMap;
+use xcsp_core::{Address, ResourceType as T, Value};
+
+use crate::exports::{self, Read, Served};
+use crate::graph::{Input, Node};
+use crate::spec::{AzureCloud, Driver};
+use crate::topology;
+use crate::validate::Model;
+use network::expand_network;
+use pool::expand_pool;
+
+pub use crate::topology::{CONTROL_PLANE_PORTS, DEFAULT_INSIDE_CIDRS, WORKER_PORTS, machine_sets};
+
+/// The namespace OpenShift runs Cluster API in.
+pub const CAPI_NAMESPACE: &str = "openshift-cluster-api";
+
+struct Builder<'m> {
+    model: &'m Model,
+    nodes: Vec<Node>,
+    /// What the nodes serve of the computed exports.
+    exports: Vec<(Address, Served)>,
+}
+
+impl Builder<'_> {
+    fn add(&mut self, rtype: T, name: &str, index: Option<u32>, attrs: Vec<(&str, Value)>) -> usize {
+        let address = Address { rtype, name: name.to_string(), index };
+        let mut attributes: IndexMap<String, Value> = attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        if matches!(rtype.provider(), xcsp_core::ProviderKind::Aws | xcsp_core::ProviderKind::Azure) {
+            attributes.insert("tags".into(), self.tags(&address));
+        }
+        self.nodes.push(Node {
+            address,
+            attributes,
+            inputs: Vec::new(),
+            depends_on: Vec::new(),
+            prevent_destroy: false,
+        });
+        self.nodes.len() - 1
+    }
+
+    /// Adds an Azure resource that lives in the stack's resource group: its Azure name (the
+    /// stack and `parts`), resource group and location come first, then `attrs`.
+    fn add_azure(
+        &mut self,
+        rtype: T,
+        name: &str,
+        index: Option<u32>,
+        parts: &[&str],
+        attrs: Vec<(&str, Value)>,
+    ) -> usize {
+        let az = &self.model.azure;
+        let mut all = vec![
+            ("name", Value::string(self.azure_name(parts))),
+            ("resource_group", Value::string(&az.resource_group.value)),
+            ("location", Value::string(&az.location.value)),
+        ];
+        all.extend(attrs);
+        let at = self.add(rtype, name, index, all);
+        // Refresh reports a network resource ARM left `Failed`: drift, and apply puts it again.
+        if matches!(
+            rtype,
+            T::AzureVirtualNetwork
+                | T::AzureNetworkSecurityGroup
+                | T::AzurePublicIp
+                | T::AzureVpnGateway
+                | T::AzureLocalNetworkGateway
+                | T::AzureVpnConnection
+        ) {
+            self.nodes[at].attributes.insert("provisioning_state".into(), Value::string("Succeeded"));
+        }
+        at
+    }
+
+    /// The spec's tags for the resource's cloud, then xcsp's stack and address tags (which win).
+    fn tags(&self, address: &Address) -> Value {
+        let mut tags = match address.rtype.provider() {
+            xcsp_core::ProviderKind::Aws => self.model.aws.tags.value.clone(),
+            _ => self.model.azure.tags.value.clone(),
+        };
+        let keys = xcsp_core::tags::keys_for(address.rtype.provider());
+        tags.insert(keys.stack.to_string(), Value::string(&self.model.stack));
+        tags.insert(keys.address.to_string(), Value::string(address.to_string()));
+        Value::Map(tags)
+    }
+
+    /// `attribute` of node `at` is `output` of `from`, known once `from` exists.
+    fn input(&mut self, at: usize, attribute: &str, from: &Address, output: &str) {
+        let node = &mut self.nodes[at];
+        let sensitive = from.rtype == T::PresharedKey;
+        let unknown = if sensitive { Value::sensitive(Value::Unknown) } else { Value::Unknown };
+        set_path(&mut node.attributes, attribute, unknown);
+        node.inputs.push(Input { attribute: attribute.to_string(), from: from.clone(), output: output.to_string() });
+    }
+
+    /// Marks every node added since `start` as protected from destroy, if `protect`.
+    fn protect_since(&mut self, start: usize, protect: bool) {
+        for n in &mut self.nodes[start..] {
+            n.prevent_destroy |= protect;
+        }
+    }
+
+    fn after(&mut self, at: usize, dep: &Address) {
+        self.nodes[at].depends_on.push(dep.clone());
+    }
+
+    fn addr(&self, at: usize) -> Address {
+        self.nodes[at].address.clone()
+    }
+
+    /// Node `at` serves `attribute` of the computed exports of block `kind` `name` (`item` of it,
+    /// for a list), read from its record as `read`.
+    fn serves(&mut self, at: usize, kind: &str, name: Option<&str>, attribute: &str, item: Option<usize>, read: Read) {
+        let served = Served { key: exports::key(kind, name, attribute), item, read };
+        self.exports.push((self.addr(at), served));
+    }
+
+    /// An Azure resource name: the stack and the spec's name, as the Azure naming rules allow.
+    fn azure_name(&self, parts: &[&str]) -> String {
+        topology::azure_name(&self.model.stack, parts)
+    }
+}
+
+/// Sets `a` or `a[i]` in an attribute map.
+fn set_path(attrs: &mut IndexMap<String, Value>, path: &str, v: Value) {
+    match path.split_once('[') {
+        None => {
+            attrs.insert(path.to_string(), v);
+        }
+        Some((key, rest)) => {
+            let i: usize = rest.trim_end_matches(']').parse().expect("paths are written by expand");
+            if let Some(Value::List(items)) = attrs.get_mut(key)
+                && i < items.len()
+            {
+                items[i] = v;
+            }
+        }
+    }
+}
+
+fn unknowns(n: usize) -> Value {
+    Value::List(vec![Value::Unknown; n])
+}
+
+/// A model's resource nodes, and what of the computed exports each serves.
+#[derive(Debug, Clone)]
+pub struct Expanded {
+    pub nodes: Vec<Node>,
+    /// Each node that serves a computed export, with how (`exports::computed` reads them).
+    pub exports: Vec<(Address, Served)>,
+}
+
+/// Expands a validated model into resource nodes, in a stable order.
+pub fn expand(model: &Model) -> Vec<Node> {
+    expanded(model).nodes
+}
+
+/// [`expand`], with what each node serves of the computed exports.
+pub fn expanded(model: &Model) -> Expanded {
+    let mut b = Builder { model, nodes: Vec::new(), exports: Vec::new() };
+    let az = &model.azure;
+    let rg = b.add(
+        T::AzureResourceGroup,
+        topology::RESOURCE_GROUP_NODE,
+        None,
+        vec![("name", Value::string(&az.resource_group.value)), ("location", Value::string(&az.location.value))],
+    );
+    b.serves(rg, "azure", None, "resource_group_id", None, Read::Id);
+    let rg_addr = b.addr(rg);
+
+    let mut vnets = IndexMap::new();
+    for n in &model.networks {
+        let start = b.nodes.len();
+        let vnet = expand_network(&mut b, n, &rg_addr);
+        b.protect_since(start, n.prevent_destroy);
+        vnets.insert(n.name.value.clone(), vnet);
+    }
+
+    let mut identities = IndexMap::new();
+    for id in &model.identities {
+        let start = b.nodes.len();
+        let name = &id.name.value;
+        let uai = b.add_azure(T::AzureUserAssignedIdentity, name, None, &[name], vec![]);
+        b.after(uai, &rg_addr);
+        for a in ["client_id", "principal_id"] {
+            b.serves(uai, "workload_identity", Some(name.as_str()), a, None, Read::Attribute(a.into()));
+        }
+        let uai_addr = b.addr(uai);
+        let fic = b.add(
+            T::AzureFederatedCredential,
+            name,
+            None,
+            vec![
+                ("identity", Value::Unknown),
+                ("issuer", Value::string(&id.issuer.value)),
+                ("subject", Value::string(id.subject())),
+                ("audiences", Value::strings([id.audience.value.as_str()])),
+            ],
+        );
+        b.input(fic, "identity", &uai_addr, "name");
+        let ra = b.add(
+            T::AzureRoleAssignment,
+            name,
+            None,
+            vec![
+                ("scope", Value::Unknown),
+                ("role", Value::string(&id.role.value)),
+                ("principal", Value::Unknown),
+                ("principal_type", Value::string("ServicePrincipal")),
+            ],
+        );
+        b.input(ra, "scope", &rg_addr, "id");
+        b.input(ra, "principal", &uai_addr, "principal_id");
+        let aci = b.add(
+            T::K8sAzureClusterIdentity,
+            name,
+            None,
+            vec![
+                ("namespace", Value::string(CAPI_NAMESPACE)),
+                ("name", Value::string(format!("{}-{name}", model.cluster.infrastructure_name.value))),
+                ("type", Value::string("WorkloadIdentity")),
+                ("tenant_id", Value::string(&az.tenant_id.value)),
+                ("client_id", Value::Unknown),
+                ("allowed_namespaces", Value::strings([CAPI_NAMESPACE])),
+            ],
+        );
+        b.input(aci, "client_id", &uai_addr, "client_id");
+        // The controller can use the identity only once the federation and the role exist.
+        let (fic_addr, ra_addr) = (b.addr(fic), b.addr(ra));
+        b.after(aci, &fic_addr);
+        b.after(aci, &ra_addr);
+        identities.insert(name.clone(), b.addr(aci));
+        b.protect_since(start, id.prevent_destroy);
+    }
+
+    // One AzureCluster + Cluster per network that carries pools.
+    let mut clusters = IndexMap::new();
+    for n in &model.networks {
+        let Some(first) = model.pools.iter().find(|p| p.network.value == n.name.value) else { continue };
+        let name = &n.name.value;
+        let vnet_addr = vnets[name].clone();
+        let infra = &model.cluster.infrastructure_name.value;
+        let environment = match az.cloud.value {
+            AzureCloud::UsGovernment => "AzureUSGovernmentCloud",
+            AzureCloud::Public | AzureCloud::Custom => "AzurePublicCloud",
+        };
+        let mut attrs = vec![
+            ("namespace", Value::string(CAPI_NAMESPACE)),
+            ("name", Value::string(format!("{infra}-{name}"))),
+            ("location", Value::string(&az.location.value)),
+            ("resource_group", Value::string(&az.resource_group.value)),
+            ("subscription_id", Value::string(&az.subscription_id.value)),
+            ("azure_environment", Value::string(environment)),
+            ("vnet", Value::Unknown),
+            ("identity", Value::string(format!("{infra}-{}", first.identity.value))),
+            ("externally_managed", Value::Bool(true)),
+        ];
+        if n.driver.value == Driver::External {
+            attrs.push(("network_managed_externally", Value::Bool(true)));
+        }
+        let ac = b.add(T::K8sAzureCluster, name, None, attrs);
+        b.input(ac, "vnet", &vnet_addr, "name");
+        let ident = identities[&first.identity.value].clone();
+        b.after(ac, &ident);
+        let ac_addr = b.addr(ac);
+        let cl = b.add(
+            T::K8sCluster,
+            name,
+            None,
+            vec![
+                ("namespace", Value::string(CAPI_NAMESPACE)),
+                ("name", Value::string(format!("{infra}-{name}"))),
+                ("infrastructure_ref", Value::string(format!("{infra}-{name}"))),
+            ],
+        );
+        b.after(cl, &ac_addr);
+        clusters.insert(name.clone(), b.addr(cl));
+    }
+
+    for p in &model.pools {
+        let start = b.nodes.len();
+        expand_pool(&mut b, p, &vnets[&p.network.value], &clusters[&p.network.value], &rg_addr);
+        b.protect_since(start, p.prevent_destroy);
+    }
+    Expanded { nodes: b.nodes, exports: b.exports }
+}

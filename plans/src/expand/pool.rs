@@ -1,0 +1,173 @@
+//! A worker pool's resources: its network security group and subnet, its AzureMachineTemplate,
+//! one MachineSet per zone and, if asked, a MachineHealthCheck.
+
+use indexmap::IndexMap;
+use xcsp_core::{Address, ResourceType as T, Value};
+
+use super::{Builder, CAPI_NAMESPACE};
+use crate::exports::Read;
+use crate::spec::Image;
+use crate::topology::{self, WORKER_PORTS, machine_sets};
+
+pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: &Address, rg: &Address) {
+    let model = b.model;
+    let name = p.name.value.as_str();
+    let infra = &model.cluster.infrastructure_name.value;
+    let c = &model.cluster;
+    let mut rules = Vec::new();
+    for (proto, from, to, what) in WORKER_PORTS {
+        for (src, which) in [(c.machine_network.value, "cluster nodes"), (c.cluster_network.value, "cluster pods")] {
+            rules.push(Value::Map(
+                [
+                    ("protocol".to_string(), Value::string(*proto)),
+                    (
+                        "ports".to_string(),
+                        Value::string(if from == to { from.to_string() } else { format!("{from}-{to}") }),
+                    ),
+                    ("source".to_string(), Value::string(src.to_string())),
+                    ("description".to_string(), Value::string(format!("{what} from {which}"))),
+                ]
+                .into_iter()
+                .collect(),
+            ));
+        }
+    }
+    let nsg = b.add_azure(
+        T::AzureNetworkSecurityGroup,
+        name,
+        None,
+        &[name, topology::NSG_PART],
+        vec![("rules", Value::List(rules))],
+    );
+    b.after(nsg, rg);
+    let nsg_addr = b.addr(nsg);
+    let subnet_name = b.azure_name(&[name]);
+    let subnet = b.add(
+        T::AzureSubnet,
+        &topology::pool_subnet_node(name),
+        None,
+        vec![
+            ("name", Value::string(&subnet_name)),
+            ("virtual_network", Value::Unknown),
+            ("address_prefix", Value::string(p.subnet_cidr.value.to_string())),
+            ("network_security_group", Value::Unknown),
+        ],
+    );
+    b.input(subnet, "virtual_network", vnet, "name");
+    b.input(subnet, "network_security_group", &nsg_addr, "id");
+    b.serves(subnet, "worker_pool", Some(name), "subnet_id", None, Read::Id);
+    let subnet_addr = b.addr(subnet);
+    let image = match &p.image.value {
+        Image::Marketplace { publisher, offer, sku, version } => Value::Map(
+            [("publisher", publisher), ("offer", offer), ("sku", sku), ("version", version)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), Value::string(v)))
+                .collect(),
+        ),
+        Image::Id(id) => Value::Map([("id".to_string(), Value::string(id))].into_iter().collect()),
+    };
+    // CAPZ refuses any change to an AzureMachineTemplate's `spec.template.spec`
+    // (`internal/webhooks/azuremachinetemplate_webhook.go`, ValidateUpdate: "field is
+    // immutable. Please create new resource instead"). The template's name and address carry a
+    // digest of what it renders, so a change of size, image, disk or subnet is a new template;
+    // the MachineSets move to it, and the old one goes only after them (engine::walk::apply).
+    let template_attrs: Vec<(&str, Value)> = vec![
+        ("vm_size", Value::string(&p.vm_size.value)),
+        ("image", image),
+        ("os_disk_size_gb", Value::int(p.os_disk_size_gb.value)),
+        ("os_disk_type", Value::string(&p.os_disk_type.value)),
+        ("subnet", Value::string(&subnet_name)),
+        ("accelerated_networking", Value::Bool(p.accelerated_networking)),
+    ];
+    let digest = template_digest(&template_attrs);
+    let template_name = format!("{infra}-{name}-{digest}");
+    let mut attrs = vec![("namespace", Value::string(CAPI_NAMESPACE)), ("name", Value::string(&template_name))];
+    attrs.extend(template_attrs);
+    let amt = b.add(T::K8sAzureMachineTemplate, &format!("{name}-{digest}"), None, attrs);
+    b.after(amt, &subnet_addr);
+    let amt_addr = b.addr(amt);
+    let mut labels: IndexMap<String, Value> = p.labels.value.clone();
+    labels.insert("node.openshift.io/cloud-provider".into(), Value::string("azure"));
+    let taints: Vec<Value> = p
+        .taints
+        .value
+        .iter()
+        .map(|t| {
+            Value::Map(
+                [("key", &t.key), ("value", &t.value), ("effect", &t.effect)]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), Value::string(v)))
+                    .collect(),
+            )
+        })
+        .collect();
+    labels.insert(xcsp_core::tags::POOL_LABEL.into(), Value::string(format!("{infra}-{name}")));
+    // Machines come up only over a working link (ignition from the machine-config server, the
+    // API server), and their nodes drain over it when they go: the MachineSets wait for the
+    // link's tunnels on apply, and destroy removes them (and their machines) before the tunnels.
+    let tunnels: Vec<Address> = b
+        .nodes
+        .iter()
+        .map(|n| &n.address)
+        .filter(|a| matches!(a.rtype, T::AzureVpnConnection | T::AwsVpnConnection) && a.name == p.network.value)
+        .cloned()
+        .collect();
+    for (index, zone, replicas) in machine_sets(p) {
+        let ms_name = topology::machine_set_name(infra, name, &model.azure.location.value, zone.as_deref());
+        let mut attrs = vec![
+            ("namespace", Value::string(CAPI_NAMESPACE)),
+            ("name", Value::string(ms_name)),
+            ("cluster_name", Value::string(format!("{infra}-{}", p.network.value))),
+            ("replicas", Value::int(replicas)),
+            ("bootstrap_secret", Value::string("worker-user-data")),
+            ("infrastructure_template", Value::string(&template_name)),
+            ("labels", Value::Map(labels.clone())),
+            ("taints", Value::List(taints.clone())),
+        ];
+        if let Some(z) = zone {
+            attrs.push(("failure_domain", Value::string(z)));
+        }
+        let ms = b.add(T::K8sMachineSet, name, index, attrs);
+        b.after(ms, &amt_addr);
+        b.after(ms, cluster);
+        for t in &tunnels {
+            b.after(ms, t);
+        }
+    }
+    if p.machine_health_check {
+        let sets: Vec<Address> = b
+            .nodes
+            .iter()
+            .map(|n| &n.address)
+            .filter(|a| a.rtype == T::K8sMachineSet && a.name == name)
+            .cloned()
+            .collect();
+        let mhc = b.add(
+            T::K8sMachineHealthCheck,
+            name,
+            None,
+            vec![
+                ("namespace", Value::string(CAPI_NAMESPACE)),
+                ("name", Value::string(format!("{infra}-{name}"))),
+                ("cluster_name", Value::string(format!("{infra}-{}", p.network.value))),
+                ("selector", Value::string(format!("{infra}-{name}"))),
+            ],
+        );
+        for ms in &sets {
+            b.after(mhc, ms);
+        }
+    }
+}
+
+/// The first 8 hex digits of the sha256 of a template's rendered attributes.
+fn template_digest(attrs: &[(&str, Value)]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for (k, v) in attrs {
+        h.update(k.as_bytes());
+        h.update([0]);
+        h.update(v.to_json().to_string().as_bytes());
+        h.update([0]);
+    }
+    hex::encode(h.finalize())[..8].to_string()
+}

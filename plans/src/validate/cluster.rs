@@ -1,0 +1,121 @@
+//! Rules on the stack's name and the cluster block.
+
+use xcsp_core::{Problems, Span};
+
+use super::{check_https, err};
+use crate::spec::*;
+use crate::topology::{self, NSG_PART, VPN_GATEWAY_PART, azure_name};
+
+pub(super) fn check_cluster(spec: &Spec, problems: &mut Problems) {
+    let Some(c) = &spec.cluster else { return };
+    let name = &c.infrastructure_name;
+    let valid = !name.value.is_empty()
+        && name.value.len() <= 63
+        && name.value.chars().all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-')
+        && !name.value.starts_with('-')
+        && !name.value.ends_with('-');
+    if !valid {
+        problems.push(
+            err("xcsp::cluster::infrastructure_name", "not a valid infrastructure name", &name.span, "")
+                .with_help("use the cluster's `oc get infrastructure cluster -o jsonpath='{.status.infrastructureName}'`: lowercase letters, digits and `-`"),
+        );
+    }
+    check_https(&c.api_url, "the API URL", problems);
+    check_https(&c.oidc_issuer_url, "the OIDC issuer", problems);
+    // An IPsec tunnel lowers the path MTU, and Geneve adds 100 bytes on top of the overlay MTU.
+    for n in spec.networks.iter().filter(|n| n.driver.value == Driver::Ipsec) {
+        let need = c.overlay_mtu.value + GENEVE_OVERHEAD;
+        if need > n.tunnel_mtu.value {
+            problems.push(
+                err(
+                    "xcsp::mtu::overlay",
+                    format!(
+                        "overlay MTU {} plus Geneve's {GENEVE_OVERHEAD} bytes does not fit the tunnel path MTU {} of network `{}`",
+                        c.overlay_mtu.value, n.tunnel_mtu.value, n.name.value
+                    ),
+                    &c.overlay_mtu.span,
+                    "cross-cloud pod traffic would be dropped silently",
+                )
+                .label(&n.tunnel_mtu.span, "tunnel path MTU")
+                .with_help(format!(
+                    "migrate the cluster network MTU to at most {} before adding cross-cloud workers",
+                    n.tunnel_mtu.value - GENEVE_OVERHEAD
+                )),
+            );
+        }
+    }
+}
+
+const GENEVE_OVERHEAD: i64 = 100;
+
+/// The stack's name goes into the state path (`.xcsp/<stack>/`), every Kubernetes object's
+/// `xcsp.io/stack` label value and every list by label selector, the start of every Azure
+/// resource name, and AWS tags. Refused here is what any of them would refuse:
+/// - a Kubernetes label value: at most 63 characters, `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`
+///   (apimachinery `validation.IsValidLabelValue`);
+/// - Azure names: a user-assigned identity's name takes letters, digits, `-` and `_` only (no `.`);
+///   virtual networks at most 64 characters, the network resources xcsp names at most 80
+///   (Microsoft Learn, "Naming rules and restrictions for Azure resources");
+/// - a path: no separators, no `..`, no control characters (the label rule excludes them all).
+pub(super) fn check_stack(spec: &Spec, problems: &mut Problems) {
+    let stack = &spec.stack;
+    let Some(span) = &spec.stack_span else { return };
+    let label_ok = |s: &str| {
+        let b = s.as_bytes();
+        !b.is_empty()
+            && b.len() <= 63
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+            && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+    };
+    let shown: String = stack.chars().take(64).map(|c| if c.is_control() { '?' } else { c }).collect();
+    let why = if !label_ok(stack) {
+        Some((
+            "a Kubernetes label value (every object's `xcsp.io/stack` label) takes 1-63 letters, digits, `-`, `_` and `.`, beginning and ending with a letter or digit",
+            "the first object xcsp applies would be refused by the API server",
+        ))
+    } else if stack.contains('.') {
+        Some((
+            "an Azure user-assigned identity's name (`<stack>-<identity>`) takes letters, digits, `-` and `_` only",
+            "Azure would refuse the identity after the network was made",
+        ))
+    } else {
+        None
+    };
+    if let Some((rule, fails)) = why {
+        problems.push(
+            err("xcsp::stack::name", format!("the stack name `{shown}` cannot be used"), span, rule)
+                .with_help(format!("{fails}; use letters, digits, `-` and `_`, e.g. `il5-gpu`")),
+        );
+        return;
+    }
+    // The Azure names xcsp composes from the stack (topology::azure_name).
+    let last_tunnel = topology::tunnels().last().expect("a link has tunnels").azure_part();
+    let mut names: Vec<(String, usize, &Span)> = Vec::new();
+    for n in &spec.networks {
+        let name = n.name.value.as_str();
+        names.push((azure_name(stack, &[name]), 64, &n.name.span));
+        names.push((azure_name(stack, &[name, VPN_GATEWAY_PART]), 80, &n.name.span));
+        names.push((azure_name(stack, &[name, &last_tunnel]), 80, &n.name.span));
+    }
+    for p in &spec.pools {
+        names.push((azure_name(stack, &[&p.name.value, NSG_PART]), 80, &p.name.span));
+    }
+    for id in &spec.identities {
+        names.push((azure_name(stack, &[&id.name.value]), 128, &id.name.span));
+    }
+    for (name, max, at) in names {
+        if name.len() > max {
+            problems.push(
+                err(
+                    "xcsp::stack::name",
+                    format!("the Azure name `{name}` is {} characters long; Azure allows {max}", name.len()),
+                    at,
+                    "named from the stack and this block",
+                )
+                .label(span, "stack")
+                .with_help("shorten the stack name or the block's label"),
+            );
+        }
+    }
+}

@@ -60,7 +60,8 @@ network "link" {
 }
 
 workload_identity "capz" {
-  # issuer defaults to cluster.oidc_issuer_url; audience to the Azure Government value.
+  # issuer defaults to cluster.oidc_issuer_url; audience, namespace and service account to the
+  # token OpenShift's CAPZ presents (api://AzureADTokenExchange, openshift-cluster-api/capz-manager).
   role = "Contributor"
 }
 

@@ -34,16 +34,21 @@ impl AzureCloud {
             AzureCloud::Custom => "custom",
         }
     }
-
-    /// The federated credential audience Azure expects from a Kubernetes token in this cloud.
-    /// (DOMAIN.md: the Government value is UNVERIFIED for Kubernetes tokens; users can override it.)
-    pub fn default_audience(self) -> &'static str {
-        match self {
-            AzureCloud::UsGovernment => "api://AzureADTokenExchangeUSGov",
-            AzureCloud::Public | AzureCloud::Custom => "api://AzureADTokenExchange",
-        }
-    }
 }
+
+/// Who presents the token Entra exchanges: OpenShift runs CAPZ as Deployment
+/// `capz-controller-manager` with `serviceAccountName: capz-manager` in `openshift-cluster-api`,
+/// and projects its service-account token with `audience: api://AzureADTokenExchange` at
+/// `/var/run/secrets/azure/tokens/azure-identity-token` (openshift/cluster-api-provider-azure,
+/// `openshift/capi-operator-manifests/default/manifests.yaml`; one audience whatever the Azure
+/// cloud). CAPZ's `WorkloadIdentity` reads that file (`azure/scope/workload_identity.go`,
+/// `GetProjectedTokenPath`). A federated credential must name this token's subject
+/// (`system:serviceaccount:<namespace>:<name>`) and audience, or Entra refuses the exchange
+/// (AADSTS70021). Microsoft's recommended Government audience, `api://AzureADTokenExchangeUSGov`,
+/// is not what this token carries.
+pub const CAPZ_NAMESPACE: &str = "openshift-cluster-api";
+pub const CAPZ_SERVICE_ACCOUNT: &str = "capz-manager";
+pub const CAPZ_TOKEN_AUDIENCE: &str = "api://AzureADTokenExchange";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Driver {

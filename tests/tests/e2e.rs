@@ -250,7 +250,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let fic_id = resources["azure_federated_identity_credential.capz"]["id"].as_str().unwrap();
     let fic = clouds.get(&format!("/_sim/resource?id={fic_id}"));
     assert_eq!(fic["properties"]["issuer"], "https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com", "{fic}");
-    assert_eq!(fic["properties"]["subject"], "system:serviceaccount:openshift-cluster-api:capi-controllers");
+    assert_eq!(fic["properties"]["subject"], "system:serviceaccount:openshift-cluster-api:capz-manager");
 
     let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
     assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));

@@ -282,15 +282,15 @@ fn decode_identity(
     };
     let audience = match (f.get_string("audience", problems), azure) {
         (Some(s), _) => s,
-        (None, Some(a)) => Sp::new(a.cloud.value.default_audience().to_string(), f.head()),
+        (None, Some(_)) => Sp::new(CAPZ_TOKEN_AUDIENCE.to_string(), f.head()),
         (None, None) => return None,
     };
     Some(Identity {
         name: Sp::new(f.block.labels[0].0.clone(), f.block.labels[0].1.clone()),
         issuer,
         audience,
-        namespace: f.string_or("namespace", "openshift-cluster-api", problems),
-        service_account: f.string_or("service_account", "capi-controllers", problems),
+        namespace: f.string_or("namespace", CAPZ_NAMESPACE, problems),
+        service_account: f.string_or("service_account", CAPZ_SERVICE_ACCOUNT, problems),
         role: f.string_or("role", "Contributor", problems),
         prevent_destroy: f.bool_or("prevent_destroy", false, problems),
         span: f.head(),

@@ -65,7 +65,7 @@ async fn workload_identity_reads_its_token_file_for_every_new_token() {
     let recorded = apply_in_order(&admin, &il5.stack, &nodes, &Recorder::default()).await;
     let fic = recorded.get("azure_federated_identity_credential.capz");
     let (issuer, subject) = (fic["issuer"].as_str().unwrap(), fic["subject"].as_str().unwrap());
-    assert_eq!(subject, "system:serviceaccount:openshift-cluster-api:capi-controllers");
+    assert_eq!(subject, "system:serviceaccount:openshift-cluster-api:capz-manager");
     let audience = fic["audiences"].to_json()[0].as_str().unwrap().to_string();
     let client_id = recorded.get("azure_user_assigned_identity.capz")["client_id"].as_str().unwrap().to_string();
 

@@ -12,4 +12,4 @@ pub mod server;
 pub mod world;
 
 pub use server::{Sim, SimServer, StartError};
-pub use world::{Profile, SimConfig};
+pub use world::{OpenShift, Profile, SimConfig};

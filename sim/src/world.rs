@@ -185,6 +185,22 @@ pub struct SimConfig {
     /// The CRD directory (default `$XCSP_REFERENCE_DIR/crds`, else `shared/reference/crds` beside
     /// the checkout). Read when the sim starts.
     pub kube_crds_dir: Option<std::path::PathBuf>,
+    /// The cluster the Kubernetes API plays: `None`, a plain API server with the CAPI/CAPZ CRDs;
+    /// else an OpenShift cluster on AWS ([`crate::kube::openshift`]). Read at start and on reset.
+    pub openshift: Option<OpenShift>,
+}
+
+/// An OpenShift cluster on AWS, as far as the Kubernetes API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenShift {
+    /// `Infrastructure.status.infrastructureName`, also the name of the cluster's own `Cluster`.
+    pub infrastructure_name: String,
+    /// `Infrastructure.status.apiServerInternalURI`.
+    pub api_internal_url: String,
+    pub region: String,
+    /// OpenShift's CAPZ installed as a secondary provider (the seed's proposal). Today's OpenShift
+    /// installs only the platform's provider, so on AWS this is false.
+    pub capz: bool,
 }
 
 impl Default for SimConfig {
@@ -203,6 +219,7 @@ impl Default for SimConfig {
             custom_roles: BTreeMap::new(),
             kube_token: None,
             kube_crds_dir: None,
+            openshift: None,
         }
     }
 }

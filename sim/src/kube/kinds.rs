@@ -70,10 +70,28 @@ pub const KINDS: &[Kind] = &[
     Kind { scale: true, short_names: &["ms"], ..custom(CAPI, "MachineSet", "machinesets", "machineset") },
     Kind { short_names: &["mhc"], ..custom(CAPI, "MachineHealthCheck", "machinehealthchecks", "machinehealthcheck") },
     Kind { short_names: &["ma"], ..custom(CAPI, "Machine", "machines", "machine") },
+    core("ServiceAccount", "serviceaccounts", "serviceaccount", &["sa"]),
+    Kind {
+        group: APPS,
+        status: true,
+        short_names: &["deploy"],
+        ..core("Deployment", "deployments", "deployment", &[])
+    },
+    // OpenShift's cluster-scoped configuration (openshift/api `config/v1`); no CRD of it is in the
+    // reference set, so it is served unvalidated (sim/README.md, "Not held yet").
+    Kind {
+        group: OPENSHIFT_CONFIG,
+        namespaced: false,
+        status: true,
+        ..core("Infrastructure", "infrastructures", "infrastructure", &[])
+    },
 ];
 
+pub const APPS: &str = "apps";
+pub const OPENSHIFT_CONFIG: &str = "config.openshift.io";
+
 /// The served API groups (other than core) with their one version.
-pub const GROUPS: &[(&str, &str)] = &[(CAPZ, "v1beta1"), (CAPI, "v1beta1")];
+pub const GROUPS: &[(&str, &str)] = &[(CAPZ, "v1beta1"), (CAPI, "v1beta1"), (APPS, "v1"), (OPENSHIFT_CONFIG, "v1")];
 
 impl Kind {
     /// `group/version`, or `v1` for core.

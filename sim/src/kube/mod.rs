@@ -7,6 +7,7 @@ pub mod fields;
 pub mod kinds;
 pub mod machines;
 pub mod meta;
+pub mod openshift;
 pub mod schema;
 pub mod selector;
 pub mod status;

@@ -25,6 +25,11 @@ impl KubeError {
         self
     }
 
+    /// 403 Forbidden, as an admission webhook's plain denial is relayed.
+    pub fn forbidden(message: &str) -> KubeError {
+        KubeError::new(StatusCode::FORBIDDEN, "Forbidden", message)
+    }
+
     pub fn bad_request(message: impl Into<String>) -> KubeError {
         KubeError::new(StatusCode::BAD_REQUEST, "BadRequest", message)
     }

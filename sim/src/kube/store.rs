@@ -114,6 +114,9 @@ impl Store {
             finish_namespace(&mut v);
             s.insert_new(ns, v, Vec::new(), world);
         }
+        if let Some(o) = world.config().openshift {
+            super::openshift::seed(&mut s, &o, world);
+        }
         s
     }
 
@@ -246,6 +249,7 @@ impl Store {
         if self.objects.contains_key(&key(kind, ns, &name)) {
             return Err(KubeError::already_exists(&kind.resource(), &name));
         }
+        super::openshift::validate_create(self, kind, ns, &v)?;
         let mut managers = Vec::new();
         fields::record_update(
             &mut managers,
@@ -321,6 +325,7 @@ impl Store {
         if v != old.value {
             let rendered = Obj { kind, value: v.clone(), managers: managers.clone() }.render();
             webhooks::validate_update(kind, &old.value, &v, &rendered, ctx.dry_run)?;
+            super::openshift::validate_update(self, kind, &v)?;
         }
         let same_fields = managers.len() == old.managers.len()
             && managers.iter().zip(&old.managers).all(|(a, b)| a.manager == b.manager && a.fields == b.fields);
@@ -371,6 +376,7 @@ impl Store {
         let time = timestamp(ctx.world);
         let Some(old) = self.objects.get(&key(kind, ns, name)).cloned() else {
             let v = admit(kind, config, ctx)?;
+            super::openshift::validate_create(self, kind, ns, &v)?;
             let managers = vec![Manager {
                 manager: me,
                 operation: Operation::Apply,
@@ -432,6 +438,7 @@ impl Store {
     /// (which carry a finalizer) and Namespaces answer the object marked for deletion.
     pub fn delete(&mut self, kind: &'static Kind, ns: &str, name: &str, ctx: &WriteCtx) -> Answer {
         let old = self.existing(kind, ns, name)?;
+        super::openshift::validate_delete(self, kind, ns)?;
         if ctx.dry_run {
             return Ok((StatusCode::OK, old.render()));
         }

@@ -6,6 +6,7 @@ mod backend;
 mod clouds;
 mod cluster;
 mod discovery;
+mod preflight;
 mod progress;
 mod report;
 mod run;
@@ -130,6 +131,14 @@ enum Command {
         spec: SpecArgs,
         #[command(flatten)]
         state: StateArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read the cluster and say whether the pool can join it, before anything changes: its
+    /// infrastructure, the Cluster API it serves, and where CAPZ runs and as whom.
+    Preflight {
+        #[command(flatten)]
+        spec: SpecArgs,
         #[arg(long)]
         json: bool,
     },
@@ -295,6 +304,10 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
         Command::Status { spec, state, json } => {
             let l = load(&spec)?;
             runtime().block_on(run::status(&spec, &l, &state, json))
+        }
+        Command::Preflight { spec, json } => {
+            let l = load(&spec)?;
+            runtime().block_on(preflight::command(&l, json))
         }
         Command::Render { dir, spec, state } => {
             let l = load(&spec)?;

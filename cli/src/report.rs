@@ -142,6 +142,13 @@ pub enum CliError {
         problems: Vec<Problem>,
     },
 
+    #[error("the cluster check found {} error{}", problems.len(), if problems.len() == 1 { "" } else { "s" })]
+    #[diagnostic(code(xcsp::cli::cluster))]
+    Cluster {
+        #[related]
+        problems: Vec<Problem>,
+    },
+
     #[error("{0}")]
     #[diagnostic(code(xcsp::cli::render))]
     Render(String),

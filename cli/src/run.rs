@@ -112,6 +112,7 @@ async fn refresh(
 
 pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> miette::Result<ExitCode> {
     check_issuers(l, opts.offline).await?;
+    crate::preflight::before_changes(&l.model, &l.graph, opts.offline).await?;
     let (_, guard, mut state) = open(l, args, "plan").await?;
     let graph = in_reach(l, &state);
     let kinds = needed(&graph, &state);
@@ -204,6 +205,7 @@ pub async fn apply(
         from_file = Some(saved);
     }
     check_issuers(l, run_args.offline).await?;
+    crate::preflight::before_changes(&l.model, &l.graph, run_args.offline).await?;
     let graph = in_reach(l, &state);
     let kinds = needed(&graph, &state);
     let kube = kubeconfig(l, &kinds, true)?;

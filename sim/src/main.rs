@@ -39,6 +39,13 @@ struct Args {
     /// The Kubernetes API's bearer token (generated when absent). Env `XCSP_SIM_KUBE_TOKEN`.
     #[arg(long, env = "XCSP_SIM_KUBE_TOKEN", hide_env_values = true)]
     kube_token: Option<String>,
+    /// Play an OpenShift cluster on AWS in the Kubernetes API: INFRA_NAME:REGION (its Infrastructure
+    /// object, its own Cluster and cluster-capi-operator's admission; sim/README.md).
+    #[arg(long, value_name = "INFRA:REGION")]
+    openshift: Option<String>,
+    /// With --openshift: OpenShift's CAPZ runs as a secondary provider (the seed's proposal).
+    #[arg(long, requires = "openshift")]
+    capz: bool,
 }
 
 /// `F` or `N/D`, in (0, 1].
@@ -72,6 +79,18 @@ fn main() {
     config.throttle.enabled = !args.no_throttle;
     config.expected_audience = args.expected_audience;
     config.kube_token = args.kube_token;
+    if let Some(o) = &args.openshift {
+        let Some((infra, region)) = o.split_once(':') else {
+            eprintln!("xcsp-sim: --openshift takes INFRA_NAME:REGION, got {o}");
+            std::process::exit(2);
+        };
+        config.openshift = Some(xcsp_sim::OpenShift {
+            infrastructure_name: infra.into(),
+            api_internal_url: format!("https://api-int.{infra}.sim.internal:6443"),
+            region: region.into(),
+            capz: args.capz,
+        });
+    }
     let server = match SimServer::start(config, args.port) {
         Ok(s) => s,
         Err(e) => {

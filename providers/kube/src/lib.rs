@@ -8,9 +8,11 @@
 
 mod kubeconfig;
 mod provider;
+pub mod survey;
 
 pub use kubeconfig::server;
 pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider, resource};
+pub use survey::{Survey, survey};
 
 use serde_json::{Value as Json, json};
 use xcsp_core::attrs::Reader;

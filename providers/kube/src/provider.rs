@@ -81,6 +81,19 @@ impl std::fmt::Debug for KubeProvider {
     }
 }
 
+/// A client for the cluster and context `config` names; the errors name the file, never a credential.
+pub(crate) async fn client(config: &KubeConfig) -> Result<kube::Client, String> {
+    // kube's rustls needs a process-wide crypto provider before its first TLS handshake.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kc = Kubeconfig::read_from(&config.kubeconfig)
+        .map_err(|e| format!("cannot read the kubeconfig {}: {e}", config.kubeconfig.display()))?;
+    let options = KubeConfigOptions { context: config.context.clone(), ..Default::default() };
+    let client_config = kube::Config::from_custom_kubeconfig(kc, &options)
+        .await
+        .map_err(|e| format!("the kubeconfig {} is not usable: {e}", config.kubeconfig.display()))?;
+    kube::Client::try_from(client_config).map_err(|e| format!("no Kubernetes client: {e}"))
+}
+
 fn failed(address: &Address, code: &str, message: impl Into<String>) -> ProviderError {
     ProviderError::Failed { address: address.to_string(), code: code.into(), message: message.into() }
 }
@@ -131,16 +144,7 @@ fn classify(address: &Address, e: kube::Error) -> Result<ProviderError, Provider
 impl KubeProvider {
     /// A client for the cluster of `config.kubeconfig` (its current context, or `config.context`).
     pub async fn new(config: KubeConfig) -> Result<KubeProvider, String> {
-        // kube's rustls needs a process-wide crypto provider before its first TLS handshake.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let kc = Kubeconfig::read_from(&config.kubeconfig)
-            .map_err(|e| format!("cannot read the kubeconfig {}: {e}", config.kubeconfig.display()))?;
-        let options = KubeConfigOptions { context: config.context.clone(), ..Default::default() };
-        let client_config = kube::Config::from_custom_kubeconfig(kc, &options)
-            .await
-            .map_err(|e| format!("the kubeconfig {} is not usable: {e}", config.kubeconfig.display()))?;
-        let client = kube::Client::try_from(client_config).map_err(|e| format!("no Kubernetes client: {e}"))?;
-        Ok(KubeProvider { client, config })
+        Ok(KubeProvider { client: client(&config).await?, config })
     }
 
     fn api(&self, address: &Address, namespace: &str) -> Result<Api<DynamicObject>, ProviderError> {

@@ -1,0 +1,233 @@
+//! The cluster read before anything changes (`xcsp preflight`, and plan and apply when a
+//! kubeconfig is in reach): what the spec says against what the cluster is. A value the cluster
+//! contradicts stops the command with both values and where each comes from; a cluster where
+//! CAPZ cannot run gets a verdict saying what is missing. Without a kubeconfig the values come
+//! from the spec, as they always did.
+
+use miette::Severity;
+use xcsp_core::{Problem, ResourceType};
+use xcsp_kube::survey::{CAPZ_DEPLOYMENT, OPENSHIFT_CAPI_NAMESPACE};
+use xcsp_kube::{KubeConfig, Survey};
+use xcsp_plans::graph::ResourceGraph;
+use xcsp_plans::spec::KubernetesObjects;
+use xcsp_plans::validate::Model;
+
+use crate::cluster::Kubeconfig;
+use crate::report::{self, CliError};
+
+/// Reads the cluster `found` names.
+pub async fn survey(found: &Kubeconfig) -> Result<Survey, String> {
+    let mut config = KubeConfig::new(&found.path);
+    config.context = found.context.clone();
+    xcsp_kube::survey(&config).await
+}
+
+fn with_severity(severity: Severity, p: Problem) -> Problem {
+    Problem { severity, ..p }
+}
+
+/// The spec against the cluster. Errors stop plan and apply; warnings are said and the run goes on.
+pub fn check(model: &Model, graph: &ResourceGraph, s: &Survey) -> Vec<Problem> {
+    let applying = model.cluster.kubernetes_objects.value == KubernetesObjects::Apply;
+    // What the cluster would refuse stops an apply of the objects; with "render" it is said.
+    let stop = if applying { Severity::Error } else { Severity::Warning };
+    let mut problems = Vec::new();
+    let cluster = &model.cluster;
+    if applying && s.capi_versions.is_empty() {
+        problems.push(
+            Problem::error("xcsp::cluster::no_capi", "the cluster serves no Cluster API (`cluster.x-k8s.io`)")
+                .label(&cluster.kubernetes_objects.span, "the pool's objects are applied to it")
+                .with_help("install Cluster API first, or set kubernetes_objects = \"render\""),
+        );
+    }
+    let Some(infra) = &s.openshift else {
+        problems.push(
+            Problem::warning(
+                "xcsp::cluster::not_openshift",
+                "the cluster has no OpenShift `Infrastructure` object (config.openshift.io/v1, `cluster`): it is not OpenShift, so the infrastructure name and the identity's token are taken from the spec",
+            )
+            .label(&cluster.span, "the cluster"),
+        );
+        return problems;
+    };
+    if infra.name != cluster.infrastructure_name.value {
+        problems.push(
+            Problem::error(
+                "xcsp::cluster::infrastructure_name",
+                format!(
+                    "the cluster's infrastructure name is `{}` (its Infrastructure object, status.infrastructureName), the spec says `{}`",
+                    infra.name, cluster.infrastructure_name.value
+                ),
+            )
+            .label(&cluster.infrastructure_name.span, "the spec's value")
+            .with_help("the spec names another cluster than the kubeconfig reaches: fix the one that is wrong"),
+        );
+    }
+    if infra.platform != "AWS" {
+        problems.push(
+            Problem::error(
+                "xcsp::cluster::platform",
+                format!(
+                    "the cluster runs on `{}`; xcsp adds Azure workers to an OpenShift cluster on AWS",
+                    infra.platform
+                ),
+            )
+            .label(&cluster.span, "the cluster"),
+        );
+    }
+    match &s.capz {
+        None => problems.push(with_severity(
+            stop,
+            Problem::error(
+                "xcsp::cluster::no_capz",
+                format!(
+                    "OpenShift's CAPZ does not run in this cluster (no Deployment {OPENSHIFT_CAPI_NAMESPACE}/{CAPZ_DEPLOYMENT}): OpenShift installs only the platform's infrastructure provider, so on AWS nothing would turn the pool's CAPZ objects into machines"
+                ),
+            )
+            .label(&cluster.kubernetes_objects.span, "the pool's objects go to this cluster (kubernetes_objects)")
+            .with_help(
+                "the network and the identity can still be applied: set kubernetes_objects = \"render\" and write the objects with `xcsp render DIR` for when Azure is installed as a secondary provider",
+            ),
+        )),
+        Some(capz) => {
+            let subject = format!("system:serviceaccount:{}:{}", capz.namespace, capz.service_account);
+            for id in &model.identities {
+                if id.subject() != subject {
+                    problems.push(
+                        Problem::error(
+                            "xcsp::identity::subject",
+                            format!(
+                                "workload identity `{}` trusts `{}`, but CAPZ runs as `{subject}` (Deployment {}/{}); Entra would refuse the exchange (AADSTS70021)",
+                                id.name.value,
+                                id.subject(),
+                                capz.namespace,
+                                capz.deployment
+                            ),
+                        )
+                        .label(&id.service_account.span, "the spec's service account")
+                        .with_help(format!(
+                            "remove namespace and service_account to take CAPZ's, or set them to `{}` and `{}`",
+                            capz.namespace, capz.service_account
+                        )),
+                    );
+                }
+                if !capz.audiences.contains(&id.audience.value) {
+                    problems.push(
+                        Problem::error(
+                            "xcsp::identity::audience",
+                            format!(
+                                "workload identity `{}` expects a token for `{}`, but CAPZ's projected token is for {} (Deployment {}/{}); Entra would refuse the exchange (AADSTS70021)",
+                                id.name.value,
+                                id.audience.value,
+                                capz.audiences.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", "),
+                                capz.namespace,
+                                capz.deployment
+                            ),
+                        )
+                        .label(&id.audience.span, "the spec's audience")
+                        .with_help("remove `audience` to take the token's"),
+                    );
+                }
+            }
+        }
+    }
+    // cluster-capi-operator admits one Cluster in openshift-cluster-api, the cluster's own.
+    let ours = graph.nodes().filter(|n| n.address.rtype == ResourceType::K8sCluster).filter_map(|n| {
+        let text = |k: &str| n.attributes.get(k).and_then(|v| v.as_str()).map(String::from);
+        (text("namespace")? == OPENSHIFT_CAPI_NAMESPACE).then(|| text("name")).flatten()
+    });
+    if let Some(own) = s.clusters.iter().find(|(name, _)| *name == infra.name) {
+        for name in ours.filter(|n| *n != own.0) {
+            problems.push(with_severity(
+                stop,
+                Problem::error(
+                    "xcsp::cluster::second_cluster",
+                    format!(
+                        "OpenShift admits one Cluster in {OPENSHIFT_CAPI_NAMESPACE}, the cluster's own `{}` ({}): the pool's Cluster `{name}` would be refused there",
+                        own.0, own.1
+                    ),
+                )
+                .label(&cluster.kubernetes_objects.span, "the pool's objects go to this cluster (kubernetes_objects)")
+                .with_help("set kubernetes_objects = \"render\" until xcsp places a pool's objects in a namespace of their own"),
+            ));
+        }
+    }
+    problems
+}
+
+/// Plan and apply: reads the cluster when a kubeconfig is in reach (and not `--offline`); says
+/// the warnings; stops on errors. Without a kubeconfig, nothing is read.
+pub async fn before_changes(model: &Model, graph: &ResourceGraph, offline: bool) -> miette::Result<()> {
+    if offline {
+        return Ok(());
+    }
+    let Ok(found) = crate::cluster::find(model) else { return Ok(()) };
+    let survey = match survey(&found).await {
+        Ok(s) => s,
+        Err(e) => {
+            report::warn(format_args!("cannot read the cluster ({e}); its values are taken from the spec"));
+            return Ok(());
+        }
+    };
+    stop_on_errors(check(model, graph, &survey))
+}
+
+/// Says the warnings; the errors become the command's error.
+pub fn stop_on_errors(problems: Vec<Problem>) -> miette::Result<()> {
+    let (errors, warnings): (Vec<_>, Vec<_>) = problems.into_iter().partition(Problem::is_error);
+    for w in &warnings {
+        report::diag(w);
+    }
+    if errors.is_empty() { Ok(()) } else { Err(CliError::Cluster { problems: errors }.into()) }
+}
+
+/// `xcsp preflight`: what the cluster is, then the verdict; exit 1 when something stops the pool.
+pub async fn command(l: &xcsp_plans::Loaded, json: bool) -> miette::Result<std::process::ExitCode> {
+    let found = crate::cluster::find(&l.model)?;
+    let s = survey(&found).await.map_err(|detail| CliError::Kubeconfig { detail, from: found.from.into() })?;
+    let problems = check(&l.model, &l.graph, &s);
+    if json {
+        let said: Vec<serde_json::Value> = problems
+            .iter()
+            .map(|p| serde_json::json!({"severity": if p.is_error() { "error" } else { "warning" }, "code": p.code, "message": p.message}))
+            .collect();
+        let out = serde_json::json!({"cluster": s, "problems": said});
+        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+    } else {
+        print!("{}", describe(&s));
+    }
+    stop_on_errors(problems)?;
+    if !json {
+        println!("\nThe cluster can take the pool.");
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// What the survey found, one line per fact.
+fn describe(s: &Survey) -> String {
+    let versions = |v: &[String]| if v.is_empty() { "not served".to_string() } else { v.join(", ") };
+    let mut out = match &s.openshift {
+        Some(i) => format!(
+            "Cluster:      OpenShift, infrastructure `{}` on {} (internal API {})\n",
+            i.name, i.platform, i.api_internal_url
+        ),
+        None => "Cluster:      not OpenShift (no Infrastructure object)\n".to_string(),
+    };
+    out += &format!("Cluster API:  cluster.x-k8s.io {}\n", versions(&s.capi_versions));
+    out += &format!("CAPZ API:     infrastructure.cluster.x-k8s.io {}\n", versions(&s.capz_versions));
+    out += &match &s.capz {
+        Some(c) => format!(
+            "CAPZ:         Deployment {}/{} as system:serviceaccount:{}:{}, token audience {}\n",
+            c.namespace,
+            c.deployment,
+            c.namespace,
+            c.service_account,
+            c.audiences.join(", ")
+        ),
+        None => format!("CAPZ:         not running (no Deployment {OPENSHIFT_CAPI_NAMESPACE}/{CAPZ_DEPLOYMENT})\n"),
+    };
+    for (name, kind) in &s.clusters {
+        out += &format!("Cluster API Cluster {OPENSHIFT_CAPI_NAMESPACE}/{name} ({kind})\n");
+    }
+    out
+}

@@ -1,0 +1,135 @@
+//! What xcsp reads from the cluster before it changes anything (`xcsp preflight`; plan and apply
+//! when a kubeconfig is in reach): is it OpenShift and which infrastructure, which Cluster API
+//! versions it serves, and whether OpenShift's CAPZ runs there and as whom.
+//!
+//! Sources of what is looked for:
+//! - `Infrastructure` `cluster` (openshift/api `config/v1/types_infrastructure.go`:
+//!   `status.infrastructureName`, `status.platformStatus.type`, `status.apiServerInternalURI`).
+//! - OpenShift's CAPZ: Deployment `capz-controller-manager` in `openshift-cluster-api`, its
+//!   `serviceAccountName` and the audience of its projected service-account token
+//!   (openshift/cluster-api-provider-azure `openshift/capi-operator-manifests/default/manifests.yaml`).
+//! - The Clusters of `openshift-cluster-api`: cluster-capi-operator admits one there, named after
+//!   the infrastructure (`pkg/webhook/cluster.go`).
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use crate::provider::KubeConfig;
+
+/// The namespace OpenShift runs Cluster API and its providers in.
+pub const OPENSHIFT_CAPI_NAMESPACE: &str = "openshift-cluster-api";
+/// The name of OpenShift's CAPZ Deployment.
+pub const CAPZ_DEPLOYMENT: &str = "capz-controller-manager";
+
+/// OpenShift's view of itself.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Infrastructure {
+    pub name: String,
+    pub platform: String,
+    pub api_internal_url: String,
+}
+
+/// Where CAPZ runs and the token it presents to Entra.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Capz {
+    pub namespace: String,
+    pub deployment: String,
+    pub service_account: String,
+    /// The audiences of the projected service-account tokens mounted in its pod.
+    pub audiences: Vec<String>,
+}
+
+/// What one read of the cluster found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Survey {
+    /// `None`: not OpenShift (no `config.openshift.io` Infrastructure).
+    pub openshift: Option<Infrastructure>,
+    /// The served versions of `cluster.x-k8s.io`, preferred first (empty: not served).
+    pub capi_versions: Vec<String>,
+    /// The served versions of `infrastructure.cluster.x-k8s.io`, preferred first.
+    pub capz_versions: Vec<String>,
+    pub capz: Option<Capz>,
+    /// The Clusters in `openshift-cluster-api`: name and infrastructure kind.
+    pub clusters: Vec<(String, String)>,
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// A 404 is an answer (the thing is not there); anything else is a failure to read.
+fn absent<T>(r: Result<T, kube::Error>) -> Result<Option<T>, String> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn capz_of(d: &DynamicObject) -> Capz {
+    let pod = &d.data["spec"]["template"]["spec"];
+    let audiences = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|v| v["projected"]["sources"].as_array().cloned().unwrap_or_default())
+        .filter_map(|s| s["serviceAccountToken"]["audience"].as_str().map(String::from))
+        .collect();
+    Capz {
+        namespace: d.metadata.namespace.clone().unwrap_or_default(),
+        deployment: d.metadata.name.clone().unwrap_or_default(),
+        service_account: pod["serviceAccountName"].as_str().unwrap_or("default").to_string(),
+        audiences,
+    }
+}
+
+fn str_at(v: &Json, path: &[&str]) -> String {
+    path.iter().fold(v, |v, k| &v[*k]).as_str().unwrap_or_default().to_string()
+}
+
+/// Reads the cluster `config` names. The error says what could not be read.
+pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
+    let client = crate::provider::client(config).await?;
+    let infra_api: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("config.openshift.io", "v1", "Infrastructure", "infrastructures"));
+    let openshift = absent(infra_api.get("cluster").await)
+        .map_err(|e| format!("cannot read the Infrastructure object: {e}"))?
+        .map(|o| Infrastructure {
+            name: str_at(&o.data, &["status", "infrastructureName"]),
+            platform: str_at(&o.data, &["status", "platformStatus", "type"]),
+            api_internal_url: str_at(&o.data, &["status", "apiServerInternalURI"]),
+        });
+    let groups = client.list_api_groups().await.map_err(|e| format!("cannot read the served API groups: {e}"))?;
+    let versions = |name: &str| -> Vec<String> {
+        let Some(g) = groups.groups.iter().find(|g| g.name == name) else { return Vec::new() };
+        let preferred = g.preferred_version.as_ref().map(|v| v.version.clone());
+        let mut all: Vec<String> = g.versions.iter().map(|v| v.version.clone()).collect();
+        all.sort_by_key(|v| Some(v) != preferred.as_ref());
+        all
+    };
+    let (capi_versions, capz_versions) = (versions("cluster.x-k8s.io"), versions("infrastructure.cluster.x-k8s.io"));
+    let deployments: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        OPENSHIFT_CAPI_NAMESPACE,
+        &resource("apps", "v1", "Deployment", "deployments"),
+    );
+    let capz = absent(deployments.get(CAPZ_DEPLOYMENT).await)
+        .map_err(|e| format!("cannot read the Deployment {OPENSHIFT_CAPI_NAMESPACE}/{CAPZ_DEPLOYMENT}: {e}"))?
+        .map(|d| capz_of(&d));
+    let mut clusters = Vec::new();
+    if let Some(version) = capi_versions.first() {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            OPENSHIFT_CAPI_NAMESPACE,
+            &resource("cluster.x-k8s.io", version, "Cluster", "clusters"),
+        );
+        let list = absent(api.list(&ListParams::default()).await)
+            .map_err(|e| format!("cannot list the Clusters of {OPENSHIFT_CAPI_NAMESPACE}: {e}"))?;
+        for c in list.into_iter().flat_map(|l| l.items) {
+            let kind = str_at(&c.data, &["spec", "infrastructureRef", "kind"]);
+            clusters.push((c.metadata.name.clone().unwrap_or_default(), kind));
+        }
+    }
+    Ok(Survey { openshift, capi_versions, capz_versions, capz, clusters })
+}

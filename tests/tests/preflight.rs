@@ -1,0 +1,142 @@
+//! The cluster read before anything changes, through the built binaries: `xcsp preflight` and
+//! `xcsp plan` against `xcsp-sim` playing an OpenShift cluster on AWS (`--openshift`), today's
+//! (no CAPZ) and the seed's proposal (`--capz`): what the cluster contradicts in the spec is
+//! refused naming both values, and a cluster where CAPZ cannot run gets a verdict before any change.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().and_then(Path::parent).unwrap().join(name);
+    assert!(bin.exists(), "{} is missing: run `cargo test --workspace` (it builds every binary) first", bin.display());
+    bin
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+/// A Kubernetes API playing OpenShift (no AWS or moto: nothing here reaches a cloud).
+struct Cluster {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Cluster {
+    fn start(extra: &[&str]) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(bin("xcsp-sim"))
+            .args(["--latency", "instant", "--openshift", "il5-gpu-x7k2p:us-gov-west-1", "--kubeconfig"])
+            .arg(dir.path().join("kubeconfig"))
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("xcsp-sim starts");
+        let first = BufReader::new(child.stdout.take().unwrap()).lines().next().expect("a first line").unwrap();
+        assert!(first.starts_with("xcsp-sim listening on"), "{first}");
+        Cluster { child, dir }
+    }
+
+    /// `xcsp ARGS SPEC` with this cluster's kubeconfig and nothing else of the machine's.
+    fn xcsp(&self, args: &[&str], spec: &Path) -> Output {
+        Command::new(bin("xcsp"))
+            .args(args)
+            .arg(spec)
+            .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            .env("HOME", self.dir.path())
+            .env("XCSP_STATE_DIR", self.dir.path().join("state"))
+            .env_remove("XCSP_OFFLINE")
+            .env_remove("XCSP_KUBE_CONTEXT")
+            .output()
+            .unwrap()
+    }
+}
+
+/// The IL5 example (one file) in a directory of its own, with `edit` applied to it.
+fn il5_with(edit: impl Fn(String) -> String) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(root().join("examples/il5-govcloud")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_name().unwrap();
+        let text = if name == "pool.xcsp.hcl" { edit(text) } else { text };
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    dir
+}
+
+fn text(out: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn on_todays_openshift_preflight_and_plan_say_capz_is_missing_before_any_change() {
+    let cluster = Cluster::start(&[]);
+    let spec = root().join("examples/il5-govcloud");
+    let out = cluster.xcsp(&["preflight"], &spec);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("OpenShift, infrastructure `il5-gpu-x7k2p` on AWS"), "{stdout}");
+    assert!(stdout.contains("CAPZ:         not running"), "{stdout}");
+    assert!(stderr.contains("xcsp::cluster::no_capz"), "{stderr}");
+    // The pool's Cluster would be the second one in openshift-cluster-api.
+    assert!(stderr.contains("xcsp::cluster::second_cluster") && stderr.contains("il5-gpu-x7k2p-link"), "{stderr}");
+
+    // Plan stops before any change, with the same verdict (and no state is written).
+    let out = cluster.xcsp(&["plan"], &spec);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("xcsp::cluster::no_capz"), "{stderr}");
+    assert!(!stdout.contains("will be created"), "{stdout}");
+
+    // With the objects rendered instead of applied, the verdict is a warning and the plan goes on.
+    let render = il5_with(|t| t.replacen("\ncluster {", "\ncluster {\n  kubernetes_objects = \"render\"", 1));
+    let out = cluster.xcsp(&["plan"], render.path());
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stderr.contains("xcsp::cluster::no_capz"), "{stderr}");
+    assert!(stdout.contains("azure_virtual_network_gateway.link will be created"), "{stdout}");
+}
+
+#[test]
+fn with_capz_installed_a_wrong_audience_or_infrastructure_name_is_refused_naming_the_clusters_value() {
+    let cluster = Cluster::start(&["--capz"]);
+    let out = cluster.xcsp(&["preflight", "--json"], &root().join("examples/il5-govcloud"));
+    let (stdout, stderr) = text(&out);
+    let found: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+    assert_eq!(found["cluster"]["capz"]["service_account"], "capz-manager");
+    assert_eq!(found["cluster"]["capz"]["audiences"], serde_json::json!(["api://AzureADTokenExchange"]));
+    let codes: Vec<&str> = found["problems"].as_array().unwrap().iter().filter_map(|p| p["code"].as_str()).collect();
+    // The identity's defaults match the token CAPZ presents; only the second Cluster remains.
+    assert_eq!(codes, ["xcsp::cluster::second_cluster"], "{stdout}");
+
+    let wrong = il5_with(|t| {
+        t.replacen(
+            "workload_identity \"capz\" {",
+            "workload_identity \"capz\" {\n  audience = \"api://AzureADTokenExchangeUSGov\"",
+            1,
+        )
+        .replace("\"il5-gpu-x7k2p\"", "\"il5-gpu-other\"")
+    });
+    let out = cluster.xcsp(&["preflight"], wrong.path());
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let words = stderr.split_whitespace().filter(|w| *w != "│").collect::<Vec<_>>().join(" ");
+    assert!(words.contains("xcsp::identity::audience"), "{stderr}");
+    assert!(
+        words.contains("`api://AzureADTokenExchangeUSGov`") && words.contains("`api://AzureADTokenExchange`"),
+        "{stderr}"
+    );
+    assert!(words.contains("xcsp::cluster::infrastructure_name"), "{stderr}");
+    assert!(words.contains("`il5-gpu-x7k2p`") && words.contains("`il5-gpu-other`"), "{stderr}");
+}

@@ -258,6 +258,9 @@ pub fn expanded(model: &Model) -> Expanded {
             ("resource_group", Value::string(&az.resource_group.value)),
             ("subscription_id", Value::string(&az.subscription_id.value)),
             ("azure_environment", Value::string(environment)),
+            // An externally managed AzureCluster carries the control plane's endpoint itself (CAPI's
+            // infra-cluster contract, "Externally managed infrastructure"): the cluster's API.
+            ("control_plane_endpoint", Value::string(&model.cluster.api_url.value)),
             ("vnet", Value::Unknown),
             ("identity", Value::string(format!("{infra}-{}", first.identity.value))),
             ("externally_managed", Value::Bool(true)),

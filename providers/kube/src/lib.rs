@@ -11,7 +11,7 @@ mod provider;
 pub mod survey;
 
 pub use kubeconfig::server;
-pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider, resource};
+pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider, MANAGED_BY, resource};
 pub use survey::{Survey, survey};
 
 use serde_json::{Value as Json, json};
@@ -44,6 +44,17 @@ fn metadata(a: &Reader, stack: &str) -> Json {
     })
 }
 
+/// `https://HOST:PORT` as CAPI's `APIEndpoint` (`host`, `port`; 6443 when the URL names none).
+fn endpoint(url: &str) -> Json {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => (h, p.parse::<u16>().unwrap_or(6443)),
+        None => (authority, 6443),
+    };
+    json!({ "host": host, "port": port })
+}
+
 /// The object for one `k8s_*` node, from its attributes with every input filled in.
 pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json, ObjectError> {
     let a = Reader::new(address, attrs);
@@ -62,7 +73,7 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
         T::K8sAzureCluster => {
             if a.bool("externally_managed") {
                 // CAPZ leaves externally managed infrastructure alone: xcsp made the network.
-                meta["annotations"]["cluster.x-k8s.io/managed-by"] = json!("xcsp");
+                meta["annotations"][MANAGED_BY] = json!("xcsp");
             }
             if a.bool("network_managed_externally") {
                 meta["annotations"]["cross-csp.openshift.io/network-managed-externally"] = json!("true");
@@ -74,6 +85,7 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
                     "resourceGroup": a.str_or_empty("resource_group"),
                     "subscriptionID": a.str_or_empty("subscription_id"),
                     "azureEnvironment": a.str_or_empty("azure_environment"),
+                    "controlPlaneEndpoint": endpoint(&a.str_or_empty("control_plane_endpoint")),
                     "identityRef": { "apiVersion": CAPZ, "kind": "AzureClusterIdentity", "name": a.str_or_empty("identity"), "namespace": ns },
                     "networkSpec": { "vnet": { "name": known(&a, "vnet", "the virtual network")?, "resourceGroup": a.str_or_empty("resource_group") } },
                 }

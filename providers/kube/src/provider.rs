@@ -22,6 +22,9 @@ use xcsp_core::{ADDRESS_TAG, Address, ProviderKind, ResourceType as T, STACK_TAG
 /// The field manager xcsp applies as.
 pub const FIELD_MANAGER: &str = "xcsp";
 
+/// The annotation that marks infrastructure its provider leaves alone (CAPI `ManagedByAnnotation`).
+pub const MANAGED_BY: &str = "cluster.x-k8s.io/managed-by";
+
 /// The kind of a `k8s_*` resource type, as the API serves it.
 pub fn resource(rtype: T) -> Option<ApiResource> {
     let (group, kind, plural) = match rtype {
@@ -185,6 +188,16 @@ impl KubeProvider {
         let params = PatchParams::apply(FIELD_MANAGER);
         let patch = Patch::Apply(&object);
         let applied = self.retry(a, || api.patch(name, &params, &patch)).await?;
+        if object["metadata"]["annotations"].get(MANAGED_BY).is_some() {
+            // CAPZ leaves an externally managed AzureCluster alone, and CAPI waits for its
+            // readiness: its manager sets `status.ready` (CAPZ `azurecluster_controller.go`,
+            // `ResourceIsNotExternallyManaged`; CAPI's infra-cluster contract, "Externally managed
+            // infrastructure"). xcsp manages it, and everything it describes exists by now.
+            let ready = json!({ "status": { "ready": true } });
+            let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+            let ready = Patch::Merge(&ready);
+            self.retry(a, || api.patch_status(name, &params, &ready)).await?;
+        }
         let mut out = req.attributes.clone();
         out.insert("uid".into(), Value::string(applied.metadata.uid.clone().unwrap_or_default()));
         Ok(Observed { address: a.clone(), id: format!("{ns}/{name}"), attributes: out })

@@ -86,6 +86,28 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         assert_eq!(o.id, format!("openshift-cluster-api/{}", attrs["name"].as_str().unwrap()));
         made.push(o);
     }
+    // The AzureCluster xcsp manages is ready (CAPZ leaves an externally managed one to its
+    // manager) and names the control plane's endpoint, the cluster's API.
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    let azure_clusters: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        kube::Client::try_from(config).unwrap(),
+        "openshift-cluster-api",
+        &xcsp_kube::resource(T::K8sAzureCluster).unwrap(),
+    );
+    let ac = nodes.iter().find(|n| n.address.rtype == T::K8sAzureCluster).unwrap();
+    let ac = azure_clusters.get(ac.attributes["name"].as_str().unwrap()).await.unwrap();
+    assert_eq!(ac.data["status"]["ready"], true, "{:?}", ac.data);
+    assert_eq!(ac.data["spec"]["controlPlaneEndpoint"]["port"], 6443, "{:?}", ac.data);
+    assert!(
+        ac.data["spec"]["controlPlaneEndpoint"]["host"].as_str().is_some_and(|h| h.starts_with("api.")),
+        "{:?}",
+        ac.data
+    );
     let first = objects(&base).await;
     let kinds: Vec<&str> = first.iter().map(|(k, _, _)| k.as_str()).filter(|k| *k != "Machine").collect();
     assert_eq!(

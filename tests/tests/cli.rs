@@ -3,16 +3,11 @@
 use std::path::Path;
 use std::process::Command;
 
+use xcsp_tests::{bin, root};
+
 /// The binary cargo built next to this test (`cargo test --workspace` builds it).
 fn xcsp() -> Command {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().and_then(Path::parent).unwrap().join("xcsp");
-    assert!(bin.exists(), "{} is missing: run `cargo test --workspace` (or build -p xcsp-cli) first", bin.display());
-    Command::new(bin)
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+    Command::new(bin("xcsp"))
 }
 
 #[test]

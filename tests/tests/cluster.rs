@@ -9,9 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
-}
+use xcsp_tests::root;
 
 const TOKEN: &str = "sha256~NEVER-SHOWN-TOKEN";
 

@@ -12,16 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().and_then(Path::parent).unwrap().join(name);
-    assert!(bin.exists(), "{} is missing: run `cargo test --workspace` (it builds every binary) first", bin.display());
-    bin
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
-}
+use xcsp_tests::{bin, root};
 
 /// A running `xcsp-sim` with the IL5 cluster fixture and a Kubernetes API whose kubeconfig every
 /// `xcsp` run gets (`KUBECONFIG`); killed (with its moto) when dropped.

@@ -4,19 +4,10 @@
 //! refused naming both values, and a cluster where CAPZ cannot run gets a verdict before any change.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
-fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().and_then(Path::parent).unwrap().join(name);
-    assert!(bin.exists(), "{} is missing: run `cargo test --workspace` (it builds every binary) first", bin.display());
-    bin
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
-}
+use xcsp_tests::{bin, root};
 
 /// A Kubernetes API playing OpenShift (no AWS or moto: nothing here reaches a cloud).
 struct Cluster {

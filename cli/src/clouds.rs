@@ -1,19 +1,17 @@
-//! Reaching the clouds: builds each provider from the spec and the environment, and reads the
-//! tunnels' state out of refreshed resources for `xcsp status`.
+//! Reaching the clouds: builds each provider from the spec and the environment (the Kubernetes
+//! one from the kubeconfig found).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use serde::Serialize;
 use xcsp_aws::{AwsConfig, AwsProvider};
 use xcsp_azure::{AzureConfig, AzureProvider, Cloud};
-use xcsp_core::{Address, ProviderKind, ResourceType, Value};
+use xcsp_core::ProviderKind;
 use xcsp_engine::Providers;
 use xcsp_kube::{KubeConfig, KubeProvider};
 use xcsp_local::LocalProvider;
 use xcsp_plans::spec::AzureCloud;
 use xcsp_plans::validate::Model;
-use xcsp_state::State;
 
 use crate::cluster::Kubeconfig;
 use crate::report::CliError;
@@ -69,54 +67,4 @@ pub async fn providers(
         providers = providers.with(Arc::new(p));
     }
     Ok(providers)
-}
-
-/// One IPsec tunnel as both clouds see it.
-#[derive(Debug, Serialize)]
-pub struct Tunnel {
-    /// e.g. `aws_vpn_connection.link[0] tunnel 1`.
-    pub tunnel: String,
-    pub outside_ip: String,
-    /// From the AWS VGW telemetry: UP or DOWN.
-    pub aws_status: String,
-    pub aws_detail: String,
-    pub azure_connection: Option<Address>,
-    /// Azure's connectionStatus: Connected, Connecting, NotConnected, Unknown.
-    pub azure_status: String,
-}
-
-fn text(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => "-".into(),
-        Some(Value::Sensitive(_)) => "(sensitive)".into(),
-        Some(other) => other.to_json().to_string(),
-    }
-}
-
-/// Joins each AWS tunnel to the Azure connection whose local network gateway points at its
-/// outside address.
-pub fn tunnels(state: &State) -> Vec<Tunnel> {
-    let of = |t: ResourceType| state.resources.iter().filter(move |(a, r)| a.rtype == t && r.id.is_some());
-    let mut out = Vec::new();
-    for (addr, conn) in of(ResourceType::AwsVpnConnection) {
-        for t in 1..=2 {
-            let ip = text(conn.attributes.get(&format!("tunnel{t}_address")));
-            let lng = of(ResourceType::AzureLocalNetworkGateway)
-                .find(|(_, l)| l.attributes.get("gateway_ip_address").and_then(Value::as_str) == Some(ip.as_str()));
-            let azure = lng.and_then(|(_, l)| {
-                of(ResourceType::AzureVpnConnection)
-                    .find(|(_, c)| c.attributes.get("local_network_gateway").and_then(Value::as_str) == l.id.as_deref())
-            });
-            out.push(Tunnel {
-                tunnel: format!("{addr} tunnel {t}"),
-                outside_ip: ip,
-                aws_status: text(conn.attributes.get(&format!("tunnel{t}_status"))),
-                aws_detail: text(conn.attributes.get(&format!("tunnel{t}_status_message"))),
-                azure_connection: azure.map(|(a, _)| a.clone()),
-                azure_status: azure.map_or("-".into(), |(_, c)| text(c.attributes.get("connection_status"))),
-            });
-        }
-    }
-    out
 }

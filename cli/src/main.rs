@@ -6,6 +6,7 @@ mod backend;
 mod clouds;
 mod cluster;
 mod discovery;
+mod health;
 mod preflight;
 mod progress;
 mod report;
@@ -125,7 +126,8 @@ enum Command {
         #[arg(long)]
         sweep: bool,
     },
-    /// Show each tunnel's state as both clouds report it.
+    /// Show each tunnel's state as both clouds report it, and each link's conditions. Exit 0 when
+    /// every tunnel of the spec's links is up on both sides, 2 when one is not.
     Status {
         #[command(flatten)]
         spec: SpecArgs,

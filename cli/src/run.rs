@@ -344,33 +344,14 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
         refresh(&providers, &l.model.stack, &mut state, Adopt::Known, &Events::none()).await?;
     }
     drop(guard);
-    let tunnels = crate::clouds::tunnels(&state);
+    let health = crate::health::health(&l.model, &state);
     if json {
-        println!("{}", serde_json::to_string_pretty(&tunnels).expect("status serializes"));
-    } else if tunnels.is_empty() {
-        println!("No tunnels: the stack `{}` has no VPN connections yet.", l.model.stack);
+        println!("{}", serde_json::to_string_pretty(&health).expect("status serializes"));
     } else {
-        println!("{:<28} {:<16} {:<10} {:<46} AZURE", "TUNNEL", "AWS OUTSIDE IP", "AWS", "AZURE CONNECTION");
-        for t in &tunnels {
-            println!(
-                "{:<28} {:<16} {:<10} {:<46} {}",
-                t.tunnel,
-                t.outside_ip,
-                t.aws_status,
-                t.azure_connection.as_ref().map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
-                t.azure_status
-            );
-            if t.aws_status != "UP" && t.aws_detail != "-" {
-                println!("    {}", t.aws_detail);
-            }
-        }
-    }
-    let up = tunnels.iter().filter(|t| t.aws_status == "UP" && t.azure_status == "Connected").count();
-    if !json {
-        println!("\n{up} of {} tunnels up on both sides.", tunnels.len());
+        print!("{}", crate::health::render(&health));
         print!("{}", plan::render_outputs(&crate::outputs(spec, l, &state)));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if health.healthy() { ExitCode::SUCCESS } else { ExitCode::from(2) })
 }
 
 pub async fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> miette::Result<ExitCode> {

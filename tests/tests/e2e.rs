@@ -173,9 +173,15 @@ fn tunnels_up(clouds: &Clouds, state: &Path) -> usize {
     loop {
         let out = clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let up = v
+        let up = v["tunnels"]
             .as_array()
             .map_or(0, |t| t.iter().filter(|x| x["aws_status"] == "UP" && x["azure_status"] == "Connected").count());
+        // The count, the conditions and the exit code say the same.
+        assert_eq!(v["up"], up, "{v}");
+        let established = &v["links"][0]["conditions"][0];
+        assert_eq!(established["type"], "TunnelEstablished");
+        assert_eq!(established["status"], if up == 4 { "True" } else { "False" }, "{v}");
+        assert_eq!(out.status.code(), Some(if up == 4 { 0 } else { 2 }), "{v}");
         if up == 4 || Instant::now() > deadline {
             return up;
         }

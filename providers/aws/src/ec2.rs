@@ -144,6 +144,15 @@ fn tunnel_outputs(out: &mut Attributes, c: &VpnConnection, first_ip: Option<&str
         if let Some(tel) = telemetry.iter().find(|x| x.outside_ip_address() == Some(ip.as_str())) {
             out.insert(format!("tunnel{n}_status"), Value::string(tel.status().map(|s| s.as_str()).unwrap_or("DOWN")));
             out.insert(format!("tunnel{n}_status_message"), Value::string(tel.status_message().unwrap_or_default()));
+            // What `xcsp status` shows beside the state: the routes BGP accepted, and since when
+            // the tunnel is in its state (VgwTelemetry, EC2 API reference).
+            if let Some(routes) = tel.accepted_route_count() {
+                out.insert(format!("tunnel{n}_accepted_routes"), Value::int(i64::from(routes)));
+            }
+            if let Some(when) = tel.last_status_change() {
+                let when = when.fmt(aws_smithy_types::date_time::Format::DateTime).unwrap_or_default();
+                out.insert(format!("tunnel{n}_last_status_change"), Value::string(when));
+            }
         }
     }
 }

@@ -398,6 +398,12 @@ pub fn read_connection(body: &Json) -> Attributes {
         put(&mut out, "dpd_timeout_seconds", &p["dpdTimeoutSeconds"]);
     }
     put(&mut out, "connection_status", &p["connectionStatus"]);
+    // Traffic through the connection since it was made (read-only; `xcsp status` shows it).
+    for (key, field) in [("ingress_bytes", "ingressBytesTransferred"), ("egress_bytes", "egressBytesTransferred")] {
+        if let Some(n) = p[field].as_i64() {
+            out.insert(key.into(), Value::int(n));
+        }
+    }
     out
 }
 

@@ -10,6 +10,7 @@ mod health;
 mod preflight;
 mod progress;
 mod report;
+mod rotate;
 mod run;
 mod state_cmd;
 
@@ -100,6 +101,9 @@ enum Command {
         /// Skip checks that reach outside the clouds (the OIDC issuer's discovery document).
         #[arg(long, env = "XCSP_OFFLINE", value_parser = clap::builder::BoolishValueParser::new())]
         offline: bool,
+        /// Plan to replace this recorded resource whatever its attributes say (repeatable).
+        #[arg(long, value_name = "ADDR")]
+        replace: Vec<String>,
     },
     /// Create, update and delete cloud resources until they match the spec.
     Apply {
@@ -110,8 +114,28 @@ enum Command {
         #[command(flatten)]
         run: RunArgs,
         /// Apply only if this saved plan (from `plan --out`) still matches the spec and state.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "replace")]
         plan: Option<PathBuf>,
+        /// Replace this recorded resource whatever its attributes say, and change what uses it
+        /// (repeatable; e.g. `xcsp_preshared_key.link[0]` for a new tunnel key).
+        #[arg(long, value_name = "ADDR")]
+        replace: Vec<String>,
+    },
+    /// New pre-shared keys for the links' tunnels, one tunnel at a time: each waits for every
+    /// tunnel of its link to be up on both sides before the next.
+    RotateKeys {
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+        #[command(flatten)]
+        run: RunArgs,
+        /// Only this link's keys (the `network` block's name).
+        #[arg(long)]
+        link: Option<String>,
+        /// Seconds one tunnel may take to come back before the rotation stops.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
     },
     /// Delete everything the stack made.
     Destroy {
@@ -290,14 +314,19 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
             print!("{}", load(&args)?.graph.to_dot());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Plan { spec, state, json, detailed_exitcode, out, refresh, offline } => {
+        Command::Plan { spec, state, json, detailed_exitcode, out, refresh, offline, replace } => {
             let l = load(&spec)?;
-            let opts = run::PlanOptions { json, detailed_exitcode, out, refresh, offline };
+            let opts = run::PlanOptions { json, detailed_exitcode, out, refresh, offline, replace };
             runtime().block_on(run::plan(&l, &state, opts))
         }
-        Command::Apply { spec, state, run: args, plan } => {
+        Command::Apply { spec, state, run: args, plan, replace } => {
             let l = load(&spec)?;
-            runtime().block_on(run::apply(&spec, &l, &state, &args, plan))
+            runtime().block_on(run::apply(&spec, &l, &state, &args, plan, &replace))
+        }
+        Command::RotateKeys { spec, state, run: args, link, timeout } => {
+            let l = load(&spec)?;
+            let opts = rotate::Options { link, timeout: std::time::Duration::from_secs(timeout) };
+            runtime().block_on(rotate::rotate(&l, &state, &args, opts))
         }
         Command::Destroy { spec, state, run: args, sweep } => {
             let l = load(&spec)?;

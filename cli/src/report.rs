@@ -106,6 +106,10 @@ pub enum CliError {
     #[diagnostic(code(xcsp::cli::address))]
     NotAnAddress { text: String, detail: String },
 
+    #[error("the spec has no {0}")]
+    #[diagnostic(code(xcsp::cli::not_in_spec), help("`xcsp graph` lists the spec's resources"))]
+    NotInSpec(Address),
+
     #[error("state has no {0}")]
     #[diagnostic(code(xcsp::cli::not_in_state), help("`xcsp state list` shows what state records"))]
     NotInState(Address),
@@ -152,6 +156,31 @@ pub enum CliError {
     #[error("{0}")]
     #[diagnostic(code(xcsp::cli::render))]
     Render(String),
+
+    #[error("no generated pre-shared key is recorded{}", link.as_ref().map(|l| format!(" for link `{l}`")).unwrap_or_default())]
+    #[diagnostic(
+        code(xcsp::cli::no_keys),
+        help(
+            "keys the spec sets (`pre_shared_keys`) are rotated by changing the spec; generated ones exist after `xcsp apply`"
+        )
+    )]
+    NoKeys { link: Option<String> },
+
+    #[error("the stack has changes pending besides the keys:{}", pending.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
+    #[diagnostic(
+        code(xcsp::cli::pending),
+        help("run `xcsp apply` first: a rotation changes the keys and what uses them, nothing else")
+    )]
+    Pending { pending: Vec<String> },
+
+    #[error("the rotation stopped at {key}: {why}")]
+    #[diagnostic(
+        code(xcsp::cli::rotation),
+        help(
+            "every finished step is in state; once the tunnel is back (`xcsp status`), run `xcsp rotate-keys` again or `xcsp apply`"
+        )
+    )]
+    RotationStopped { key: Address, why: String },
 }
 
 #[cfg(test)]

@@ -26,6 +26,24 @@ pub struct PlanOptions {
     pub out: Option<PathBuf>,
     pub refresh: bool,
     pub offline: bool,
+    pub replace: Vec<String>,
+}
+
+/// The `--replace` addresses: each one a resource of the spec that state records.
+fn replacing(l: &Loaded, state: &State, asked: &[String]) -> miette::Result<BTreeSet<Address>> {
+    let mut out = BTreeSet::new();
+    for text in asked {
+        let a: Address =
+            text.parse().map_err(|e| CliError::NotAnAddress { text: text.clone(), detail: format!("{e}") })?;
+        if l.graph.get(&a).is_none() {
+            return Err(CliError::NotInSpec(a).into());
+        }
+        if state.resources.get(&a).and_then(|r| r.id.as_ref()).is_none() {
+            return Err(CliError::NotInState(a).into());
+        }
+        out.insert(a);
+    }
+    Ok(out)
 }
 
 /// The OIDC issuer check (unless offline): warnings are shown, a mismatch stops the command.
@@ -45,7 +63,7 @@ async fn check_issuers(l: &Loaded, offline: bool) -> miette::Result<()> {
 /// `kubernetes_objects = "render"`; then the Kubernetes objects are left out (said once, on
 /// stderr, with `xcsp render DIR` as the way to deliver them), except when state records some:
 /// those an earlier run applied stay xcsp's, so the run never plans to delete them.
-fn in_reach(l: &Loaded, state: &State) -> ResourceGraph {
+pub(crate) fn in_reach(l: &Loaded, state: &State) -> ResourceGraph {
     let recorded = state.resources.keys().filter(|a| a.rtype.provider() == ProviderKind::Kubernetes).count();
     if l.model.cluster.kubernetes_objects.value == KubernetesObjects::Apply {
         return l.graph.clone();
@@ -70,7 +88,11 @@ fn in_reach(l: &Loaded, state: &State) -> ResourceGraph {
 /// The kubeconfig of the cluster, when Kubernetes objects are among `kinds`. Without one, `strict`
 /// commands (apply, destroy) stop before changing anything; plan and status warn and go on,
 /// taking the objects state records as recorded.
-fn kubeconfig(l: &Loaded, kinds: &BTreeSet<ProviderKind>, strict: bool) -> miette::Result<Option<Kubeconfig>> {
+pub(crate) fn kubeconfig(
+    l: &Loaded,
+    kinds: &BTreeSet<ProviderKind>,
+    strict: bool,
+) -> miette::Result<Option<Kubeconfig>> {
     if !kinds.contains(&ProviderKind::Kubernetes) {
         return Ok(None);
     }
@@ -85,7 +107,7 @@ fn kubeconfig(l: &Loaded, kinds: &BTreeSet<ProviderKind>, strict: bool) -> miett
 }
 
 /// The providers kinds a run needs: those of the graph and of what state records.
-fn needed(graph: &ResourceGraph, state: &State) -> BTreeSet<ProviderKind> {
+pub(crate) fn needed(graph: &ResourceGraph, state: &State) -> BTreeSet<ProviderKind> {
     graph
         .nodes()
         .map(|n| n.address.rtype.provider())
@@ -93,7 +115,7 @@ fn needed(graph: &ResourceGraph, state: &State) -> BTreeSet<ProviderKind> {
         .collect()
 }
 
-async fn refresh(
+pub(crate) async fn refresh(
     providers: &Providers,
     stack: &str,
     state: &mut State,
@@ -122,7 +144,8 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> miette::Re
         refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
     }
     drop(guard);
-    let p = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes());
+    let replace = replacing(l, &state, &opts.replace)?;
+    let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
     if let Some(out) = opts.out {
         let lineage = (state.serial > 0).then(|| state.lineage.clone());
         let saved = SavedPlan::new(p.redacted(), lineage, state.serial);
@@ -144,7 +167,7 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> miette::Re
 }
 
 /// Asks for "yes" on a terminal; refuses to go on without `--auto-approve` elsewhere.
-fn confirm(args: &RunArgs, question: &str) -> miette::Result<()> {
+pub(crate) fn confirm(args: &RunArgs, question: &str) -> miette::Result<()> {
     if args.auto_approve {
         return Ok(());
     }
@@ -169,7 +192,7 @@ fn interrupts() -> watch::Receiver<u32> {
     rx
 }
 
-fn new_run(l: &Loaded, providers: Providers, args: &RunArgs, events: Events) -> Run {
+pub(crate) fn new_run(l: &Loaded, providers: Providers, args: &RunArgs, events: Events) -> Run {
     let mut run = Run::new(&l.model.stack, providers);
     run.limits = Limits::default().capped(args.parallelism);
     run.order = if args.order == "fifo" { Order::Fifo } else { Order::CriticalPath };
@@ -179,7 +202,7 @@ fn new_run(l: &Loaded, providers: Providers, args: &RunArgs, events: Events) -> 
     run
 }
 
-fn print_failures(summary: &Summary) {
+pub(crate) fn print_failures(summary: &Summary) {
     for (_, _, error) in &summary.failed {
         report::diag(error);
     }
@@ -191,6 +214,7 @@ pub async fn apply(
     args: &StateArgs,
     run_args: &RunArgs,
     saved: Option<PathBuf>,
+    replace: &[String],
 ) -> miette::Result<ExitCode> {
     let (backend, _held, mut state) = open(l, args, "apply").await?;
     let mut from_file: Option<SavedPlan> = None;
@@ -217,7 +241,8 @@ pub async fn apply(
         refresh(&providers, &l.model.stack, &mut state, Adopt::All, &events).await?;
         backend.write(&mut state).await?;
     }
-    let p = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes());
+    let replace = replacing(l, &state, replace)?;
+    let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
     let changes = p.changes.iter().filter(|c| c.action != Action::NoOp).count();
     if mode != Mode::Json {
         print!("{}", plan::render(&p));
@@ -233,6 +258,8 @@ pub async fn apply(
     // BeyondPlan, as Terraform applies a saved plan or nothing), else the plan just shown.
     let approved = from_file.as_ref().map_or(&p, |f| &f.plan);
     run.approved = Some(approved.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
+    // What the approved plan replaces is replaced, also where only `--replace` asked for it.
+    run.replace = approved.changes.iter().filter(|c| c.action == Action::Replace).map(|c| c.address.clone()).collect();
     let mut store = Saver(backend.clone());
     let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut store).await?;
     drop(run);

@@ -127,6 +127,8 @@ pub struct Run {
     /// operation that would do more than its planned action (a replacement the plan showed as
     /// an update, a change where it showed none) is refused instead, naming both.
     pub approved: Option<HashMap<Address, Action>>,
+    /// Recorded resources to replace whatever their attributes say (`apply --replace`).
+    pub replace: HashSet<Address>,
 }
 
 impl Run {
@@ -143,6 +145,7 @@ impl Run {
             cancel: watch::channel(0).1,
             protected: HashSet::new(),
             approved: None,
+            replace: HashSet::new(),
         }
     }
 }
@@ -605,6 +608,7 @@ fn prepare(run: &Run, item: &Item, a: &Address, state: &State) -> Result<Prepare
         (Work::Converge(node), Some(r)) => {
             let desired = node.filled(|from, output| output_of(state, from, output));
             match compare(a, &desired, &r.attributes).0 {
+                _ if run.replace.contains(a) => Action::Replace,
                 Action::NoOp => return Ok(Prepared::Nothing),
                 Action::Replace => Action::Replace,
                 _ => Action::Update,

@@ -214,6 +214,7 @@ fn harness_on(cloud: Arc<Mutex<Cloud>>, limits: Limits, order: Order) -> Harness
         cancel: cancel_rx,
         protected: Default::default(),
         approved: None,
+        replace: Default::default(),
     };
     Harness { cloud, run, cancel, events, saves: Arc::new(Mutex::new(Vec::new())) }
 }
@@ -559,4 +560,28 @@ async fn apply_does_no_more_than_the_approved_plan_showed() {
     h.run.approved = Some([(uai.clone(), xcsp_plans::plan::Action::Update)].into_iter().collect());
     let summary = h.apply(&graph, &mut state).await;
     assert!(summary.done.contains(&(uai, Action::Update)), "{summary:?}");
+}
+
+#[tokio::test]
+async fn a_resource_asked_to_be_replaced_is_and_what_uses_it_changes_with_it() {
+    let graph = example("public");
+    let mut h = harness(Limits::default(), Order::CriticalPath);
+    let mut state = State::new("test");
+    assert!(h.apply(&graph, &mut state).await.succeeded());
+    let key: Address = "xcsp_preshared_key.link[0]".parse().unwrap();
+    let before = state.resources[&key].clone();
+    let calls = h.log().len();
+    h.run.replace = [key.clone()].into_iter().collect();
+    let summary = h.apply(&graph, &mut state).await;
+    assert!(summary.succeeded(), "{summary:?}");
+    assert!(summary.done.contains(&(key.clone(), Action::Replace)), "{summary:?}");
+    // The key's consumers took the new value; nothing else was touched.
+    let users: Vec<&Address> = graph.nodes().filter(|n| n.dependencies().contains(&key)).map(|n| &n.address).collect();
+    assert!(!users.is_empty());
+    for u in &users {
+        assert!(summary.done.contains(&((*u).clone(), Action::Update)), "{u}: {summary:?}");
+    }
+    assert_eq!(summary.done.len(), 1 + users.len(), "{summary:?}");
+    assert_eq!(&h.log()[calls..calls + 2], &[(Action::Delete, key.clone()), (Action::Create, key.clone())]);
+    assert_ne!(state.resources[&key].id, before.id);
 }

@@ -1051,6 +1051,45 @@ fn a_vpn_connection_deleted_out_of_band_is_created_again_with_what_depends_on_it
     assert_eq!(clouds.aws_live(), (0, 0, 0));
 }
 
+#[test]
+fn rotate_keys_replaces_each_key_one_tunnel_at_a_time_and_every_tunnel_comes_back() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(tunnels_up(&clouds, state), 4);
+    let keys = |r: &serde_json::Value| -> Vec<String> {
+        (0..4)
+            .map(|i| {
+                let value = &r["resources"][format!("xcsp_preshared_key.link[{i}]")]["attributes"]["value"];
+                value["$sensitive"].as_str().unwrap_or_else(|| panic!("a sensitive key: {value}")).to_string()
+            })
+            .collect()
+    };
+    let before = keys(&recorded(state));
+    let said =
+        ok(&clouds.xcsp(state).args(["rotate-keys", "--auto-approve", "--link", "link"]).arg(il5()).output().unwrap());
+    // One key after the other, each waiting for the link to be whole again.
+    let order: Vec<usize> = (0..4)
+        .map(|i| {
+            said.find(&format!("xcsp_preshared_key.link[{i}]: every tunnel of `link` up"))
+                .unwrap_or_else(|| panic!("{i}: {said}"))
+        })
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{said}");
+    assert!(said.contains("Rotated 4 keys"), "{said}");
+    let after = keys(&recorded(state));
+    for (b, a) in before.iter().zip(&after) {
+        assert_ne!(b, a, "every key is new");
+    }
+    assert!(after.iter().chain(&before).all(|k| k.len() == 32 && !said.contains(k.as_str())), "no key in the output");
+    // Both clouds hold the new keys (the tunnels negotiate only with matching keys), and nothing is left to do.
+    assert_eq!(tunnels_up(&clouds, state), 4);
+    let out = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+}
+
 /// Stack names that would escape the state directory, smuggle terminal escapes or break a cloud's
 /// name rules are refused by `apply` before any cloud is called: no request, no resource, no
 /// state file anywhere.

@@ -38,6 +38,9 @@ impl Provider for LocalProvider {
             let length = req.attributes.get("length").and_then(Value::as_i64).unwrap_or(32).clamp(8, 64) as usize;
             let mut attributes = req.attributes.clone();
             attributes.insert("value".into(), Value::sensitive(Value::string(preshared_key(length))));
+            // When the key was made, so that its age can be told without it (`xcsp status`, rotation).
+            let now = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339);
+            attributes.insert("created".into(), Value::string(now.unwrap_or_default()));
             Ok(Observed { address: req.address.clone(), id: req.address.to_string(), attributes })
         })
     }

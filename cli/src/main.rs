@@ -13,6 +13,7 @@ mod report;
 mod rotate;
 mod run;
 mod state_cmd;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -136,6 +137,19 @@ enum Command {
         /// Seconds one tunnel may take to come back before the rotation stops.
         #[arg(long, default_value_t = 600)]
         timeout: u64,
+    },
+    /// Refresh every interval and repair drift (a resource gone or changed out of band) with the
+    /// same engine, lock and state as apply: shown only, or applied with --auto-approve.
+    Watch {
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+        #[command(flatten)]
+        run: RunArgs,
+        /// How often: `30s`, `2m`, `1h` or seconds.
+        #[arg(long, default_value = "30s", value_parser = watch::interval)]
+        interval: std::time::Duration,
     },
     /// Delete everything the stack made.
     Destroy {
@@ -322,6 +336,10 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
         Command::Apply { spec, state, run: args, plan, replace } => {
             let l = load(&spec)?;
             runtime().block_on(run::apply(&spec, &l, &state, &args, plan, &replace))
+        }
+        Command::Watch { spec, state, run: args, interval } => {
+            let l = load(&spec)?;
+            runtime().block_on(watch::watch(&l, &state, &args, interval))
         }
         Command::RotateKeys { spec, state, run: args, link, timeout } => {
             let l = load(&spec)?;

@@ -17,8 +17,8 @@ use xcsp_plans::plan;
 
 use crate::backend::{Saver, open};
 use crate::report::CliError;
-use crate::run::{confirm, in_reach, kubeconfig, needed, new_run, print_failures, refresh};
-use crate::{RunArgs, StateArgs, clouds, health};
+use crate::run::{confirm, interrupts, new_run, print_failures, reach, refresh};
+use crate::{RunArgs, StateArgs, health};
 
 pub struct Options {
     /// Only this link's keys (all IPsec links' otherwise).
@@ -40,10 +40,7 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
     if keys.is_empty() {
         return Err(CliError::NoKeys { link: opts.link.clone() }.into());
     }
-    let graph = in_reach(l, &state);
-    let kinds = needed(&graph, &state);
-    let kube = kubeconfig(l, &kinds, false)?;
-    let providers = clouds::providers(&l.model, &kinds, kube.as_ref()).await?;
+    let (graph, providers) = reach(l, &state, false).await?;
     refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
     backend.write(&mut state).await?;
     // Nothing else may be pending: a rotation changes the keys and what uses them, no more.
@@ -63,11 +60,17 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
         println!("  - {k} (made {age})");
     }
     confirm(run_args, "Do you want to rotate these keys?")?;
+    let cancel = interrupts();
     for key in &keys {
+        if *cancel.borrow() > 0 {
+            return Err(
+                CliError::RotationStopped { key: key.clone(), why: "interrupted before its turn".into() }.into()
+            );
+        }
         let started = Instant::now();
         let replace: BTreeSet<Address> = [key.clone()].into_iter().collect();
         let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
-        let mut run = new_run(l, providers.clone(), run_args, Events::none());
+        let mut run = new_run(l, providers.clone(), run_args, Events::none(), cancel.clone());
         run.approved = Some(p.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
         run.replace = replace.into_iter().collect();
         let mut store = Saver(backend.clone());

@@ -106,6 +106,16 @@ pub(crate) fn kubeconfig(
     }
 }
 
+/// The part of the graph a run applies and the providers it needs (`strict`: stop without a
+/// kubeconfig when Kubernetes objects are in reach, as apply does).
+pub(crate) async fn reach(l: &Loaded, state: &State, strict: bool) -> miette::Result<(ResourceGraph, Providers)> {
+    let graph = in_reach(l, state);
+    let kinds = needed(&graph, state);
+    let kube = kubeconfig(l, &kinds, strict)?;
+    let providers = clouds::providers(&l.model, &kinds, kube.as_ref()).await?;
+    Ok((graph, providers))
+}
+
 /// The providers kinds a run needs: those of the graph and of what state records.
 pub(crate) fn needed(graph: &ResourceGraph, state: &State) -> BTreeSet<ProviderKind> {
     graph
@@ -182,7 +192,7 @@ pub(crate) fn confirm(args: &RunArgs, question: &str) -> miette::Result<()> {
 }
 
 /// Ctrl-C once: start nothing new; twice: abandon what runs.
-fn interrupts() -> watch::Receiver<u32> {
+pub(crate) fn interrupts() -> watch::Receiver<u32> {
     let (tx, rx) = watch::channel(0u32);
     tokio::spawn(async move {
         while tokio::signal::ctrl_c().await.is_ok() {
@@ -192,12 +202,19 @@ fn interrupts() -> watch::Receiver<u32> {
     rx
 }
 
-pub(crate) fn new_run(l: &Loaded, providers: Providers, args: &RunArgs, events: Events) -> Run {
+/// A run of the engine as the CLI makes them; `cancel` counts Ctrl-C ([`interrupts`]).
+pub(crate) fn new_run(
+    l: &Loaded,
+    providers: Providers,
+    args: &RunArgs,
+    events: Events,
+    cancel: watch::Receiver<u32>,
+) -> Run {
     let mut run = Run::new(&l.model.stack, providers);
     run.limits = Limits::default().capped(args.parallelism);
     run.order = if args.order == "fifo" { Order::Fifo } else { Order::CriticalPath };
     run.events = events;
-    run.cancel = interrupts();
+    run.cancel = cancel;
     run.protected = l.graph.nodes().filter(|n| n.prevent_destroy).map(|n| n.address.clone()).collect();
     run
 }
@@ -230,10 +247,7 @@ pub async fn apply(
     }
     check_issuers(l, run_args.offline).await?;
     crate::preflight::before_changes(&l.model, &l.graph, run_args.offline).await?;
-    let graph = in_reach(l, &state);
-    let kinds = needed(&graph, &state);
-    let kube = kubeconfig(l, &kinds, true)?;
-    let providers = clouds::providers(&l.model, &kinds, kube.as_ref()).await?;
+    let (graph, providers) = reach(l, &state, true).await?;
     let mode = Mode::pick(run_args.json);
     let (tx, rx) = mpsc::unbounded_channel();
     let events = Events::new(tx);
@@ -252,7 +266,7 @@ pub async fn apply(
     }
     confirm(run_args, "Do you want to perform these actions?")?;
     let view = progress::spawn(mode, rx, changes);
-    let mut run = new_run(l, providers, run_args, events);
+    let mut run = new_run(l, providers, run_args, events, interrupts());
     // Apply does what the approved plan showed and no more: the saved plan when one is given (the
     // clouds may have moved since it was made; what now needs more than it showed is refused as
     // BeyondPlan, as Terraform applies a saved plan or nothing), else the plan just shown.
@@ -332,7 +346,7 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
     let summary = if total > 0 {
         confirm(run_args, "Do you really want to destroy all resources of this stack?")?;
         let view = progress::spawn(mode, rx, total);
-        let run = new_run(l, providers.clone(), run_args, events);
+        let run = new_run(l, providers.clone(), run_args, events, interrupts());
         let mut store = Saver(backend.clone());
         let summary = xcsp_engine::destroy(&run, &mut state, &mut store).await?;
         drop(run);
@@ -365,9 +379,7 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
 pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -> miette::Result<ExitCode> {
     let (_, guard, mut state) = open(l, args, "status").await?;
     if !state.resources.is_empty() {
-        let kinds = needed(&in_reach(l, &state), &state);
-        let kube = kubeconfig(l, &kinds, false)?;
-        let providers = clouds::providers(&l.model, &kinds, kube.as_ref()).await?;
+        let (_, providers) = reach(l, &state, false).await?;
         refresh(&providers, &l.model.stack, &mut state, Adopt::Known, &Events::none()).await?;
     }
     drop(guard);

@@ -1090,6 +1090,52 @@ fn rotate_keys_replaces_each_key_one_tunnel_at_a_time_and_every_tunnel_comes_bac
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
 }
 
+#[test]
+fn watch_repairs_a_vpn_connection_deleted_out_of_band_and_stops_on_ctrl_c() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    let log = dir.path().join("watch.log");
+    let mut watch = clouds
+        .xcsp(state)
+        .args(["watch", "--interval", "1s", "--auto-approve"])
+        .arg(il5())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    let wait_for = |what: &str, from: usize| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !said()[from..].contains(what) {
+            assert!(Instant::now() < deadline, "no `{what}` in: {}", said());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for("no drift", 0);
+    let conn = recorded(state)["resources"]["aws_vpn_connection.link[0]"]["id"].as_str().unwrap().to_string();
+    let from = said().len();
+    let deleted_at = Instant::now();
+    assert!(clouds.ec2_with("DeleteVpnConnection", &[("VpnConnectionId", &conn)]).contains("true"));
+    wait_for("repaired in", from);
+    let repaired_after = deleted_at.elapsed();
+    let cycle = &said()[from..];
+    assert!(cycle.contains("repairing: a create aws_vpn_connection.link[0]"), "{cycle}");
+    eprintln!(
+        "watch: a deleted VPN connection was re-created {:.1} s after the deletion",
+        repaired_after.as_secs_f64()
+    );
+    // Ctrl-C ends the watch between cycles, exit 0.
+    let status = Command::new("kill").args(["-INT", &watch.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let code = watch.wait().unwrap();
+    assert_eq!(code.code(), Some(0), "{}", said());
+    assert!(said().contains("stopped"), "{}", said());
+    assert_whole(&clouds, state);
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+}
+
 /// Stack names that would escape the state directory, smuggle terminal escapes or break a cloud's
 /// name rules are refused by `apply` before any cloud is called: no request, no resource, no
 /// state file anywhere.

@@ -31,7 +31,10 @@ async fn apply_survives_throttling_faults_and_replication_lag_then_updates_in_pl
     assert!(count(&["statuses", "429"]) > 0, "writes were throttled: {counters}");
     assert!(count(&["injected_errors"]) > 0, "server errors were injected: {counters}");
     assert!(count(&["errors", "PrincipalNotFound"]) > 0, "the role assignment met the replication lag: {counters}");
-    assert_eq!(count(&["errors", "AnotherOperationInProgress"]), 0, "{counters}");
+    // One operation at a time reached the gateway: a refusal for another operation in progress
+    // can only come from a write sent again after its answer was lost (a dropped connection
+    // whose request the emulator applied), never from two writes the callers let overlap.
+    assert!(count(&["errors", "AnotherOperationInProgress"]) <= count(&["dropped_connections"]), "{counters}");
     assert!(progress.said("azure_role_assignment.capz", "Entra ID does not know the new identity yet"));
 
     // Everything is there, exactly once, and a plan against it is empty.

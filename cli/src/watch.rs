@@ -1,0 +1,108 @@
+//! `xcsp watch`: refresh every interval and, when the clouds have moved away from the spec (a
+//! VPN connection deleted out of band, a rule revoked, a setting changed by hand), plan the
+//! repair and, with `--auto-approve`, apply it: the same engine, lock and state as `apply`. The
+//! lock is held for one cycle at a time, so other commands can run between cycles. Each cycle
+//! says one line (tunnels up, what changed, what was done); Ctrl-C ends the watch after the
+//! cycle in progress, exit 0.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use xcsp_engine::{Action, Adopt, Events};
+use xcsp_plans::Loaded;
+use xcsp_plans::plan;
+
+use crate::backend::{Saver, open};
+use crate::run::{interrupts, new_run, print_failures, reach, refresh};
+use crate::{RunArgs, StateArgs, health};
+
+/// `30s`, `2m`, `1h` or plain seconds.
+pub fn interval(text: &str) -> Result<Duration, String> {
+    let (number, unit) = match text.trim().char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => text.trim().split_at(i),
+        None => (text.trim(), "s"),
+    };
+    let n: u64 = number.parse().map_err(|_| format!("`{text}` is not a duration such as 30s, 2m or 1h"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("`{text}` is not a duration such as 30s, 2m or 1h")),
+    };
+    if secs == 0 {
+        return Err("the interval must be at least one second".into());
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+fn now() -> String {
+    let t = time::OffsetDateTime::now_utc();
+    format!("{:02}:{:02}:{:02}Z", t.hour(), t.minute(), t.second())
+}
+
+pub async fn watch(l: &Loaded, args: &StateArgs, run_args: &RunArgs, every: Duration) -> miette::Result<ExitCode> {
+    let mut cancel = interrupts();
+    let repair = run_args.auto_approve;
+    println!(
+        "Watching stack `{}` every {}s ({}); Ctrl-C stops.",
+        l.model.stack,
+        every.as_secs(),
+        if repair { "repairs are applied" } else { "repairs are only shown: --auto-approve applies them" }
+    );
+    loop {
+        let started = Instant::now();
+        {
+            let (backend, _held, mut state) = open(l, args, "watch").await?;
+            let (graph, providers) = reach(l, &state, repair).await?;
+            refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
+            backend.write(&mut state).await?;
+            let p = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes());
+            let h = health::health(&l.model, &state);
+            let changes: Vec<String> = p
+                .changes
+                .iter()
+                .filter(|c| c.action != Action::NoOp)
+                .map(|c| format!("{} {}", c.action.words(), c.address))
+                .collect();
+            let tunnels = format!("{} of {} tunnels up", h.up, h.expected);
+            if changes.is_empty() {
+                println!("{} {tunnels}; no drift", now());
+            } else if !repair {
+                println!("{} {tunnels}; drift, not repaired: {}", now(), changes.join(", "));
+            } else {
+                println!("{} {tunnels}; repairing: {}", now(), changes.join(", "));
+                let mut run = new_run(l, providers, run_args, Events::none(), cancel.clone());
+                run.approved = Some(p.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
+                let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut Saver(backend.clone())).await?;
+                if summary.succeeded() {
+                    println!("{} repaired in {:.1} s", now(), started.elapsed().as_secs_f64());
+                } else {
+                    print_failures(&summary);
+                    println!("{} the repair did not finish; trying again next cycle", now());
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every.saturating_sub(started.elapsed())) => {}
+            _ = cancel.changed() => {}
+        }
+        if *cancel.borrow() > 0 {
+            println!("{} stopped", now());
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_read_as_people_write_them() {
+        assert_eq!(interval("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(interval("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(interval("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(interval("45"), Ok(Duration::from_secs(45)));
+        assert!(interval("0s").is_err() && interval("ten").is_err() && interval("5d").is_err());
+    }
+}

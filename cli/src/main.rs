@@ -13,6 +13,7 @@ mod report;
 mod rotate;
 mod run;
 mod state_cmd;
+mod timeline;
 mod watch;
 
 use std::path::PathBuf;
@@ -182,6 +183,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Draw an apply or destroy from its `--json` events as SVG on stdout: a bar per operation,
+    /// grouped by cloud, the critical path darker, waits as ticks (`xcsp timeline run.jsonl > run.svg`).
+    Timeline {
+        /// The JSON lines `xcsp apply --json` (or destroy) printed.
+        events: PathBuf,
+        #[command(flatten)]
+        spec: SpecArgs,
+    },
     /// Print the resource graph as Graphviz DOT.
     Graph(SpecArgs),
     /// Write the pool's CAPZ/CAPI objects as YAML into DIR, for `oc apply` or GitOps
@@ -336,6 +345,18 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
         Command::Apply { spec, state, run: args, plan, replace } => {
             let l = load(&spec)?;
             runtime().block_on(run::apply(&spec, &l, &state, &args, plan, &replace))
+        }
+        Command::Timeline { events, spec } => {
+            let l = load(&spec)?;
+            let text = std::fs::read_to_string(&events).map_err(|source| report::CliError::Read {
+                what: "the events",
+                path: events.clone(),
+                source,
+            })?;
+            let mut bars = timeline::bars(&text).map_err(report::CliError::Events)?;
+            timeline::mark_critical(&mut bars, &l.graph);
+            print!("{}", timeline::svg(&bars));
+            Ok(ExitCode::SUCCESS)
         }
         Command::Watch { spec, state, run: args, interval } => {
             let l = load(&spec)?;

@@ -157,6 +157,10 @@ pub enum CliError {
     #[diagnostic(code(xcsp::cli::render))]
     Render(String),
 
+    #[error("the events are not JSON lines of `--json`: {0}")]
+    #[diagnostic(code(xcsp::cli::events))]
+    Events(String),
+
     #[error("no generated pre-shared key is recorded{}", link.as_ref().map(|l| format!(" for link `{l}`")).unwrap_or_default())]
     #[diagnostic(
         code(xcsp::cli::no_keys),

@@ -6,7 +6,7 @@
 //! interrupted rotation is finished by the next `xcsp apply` (the key in state is the one both
 //! sides are given) or by running `rotate-keys` again.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -68,11 +68,11 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
             );
         }
         let started = Instant::now();
-        let replace: BTreeSet<Address> = [key.clone()].into_iter().collect();
+        let replace: BTreeMap<Address, String> = [(key.clone(), "xcsp rotate-keys".to_string())].into_iter().collect();
         let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
         let mut run = new_run(l, providers.clone(), run_args, Events::none(), cancel.clone());
         run.approved = Some(p.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
-        run.replace = replace.into_iter().collect();
+        run.replace = replace.into_keys().collect();
         let mut store = Saver(backend.clone());
         let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut store).await?;
         if !summary.succeeded() {
@@ -106,4 +106,82 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
     }
     println!("\nRotated {} keys; every tunnel up on both sides.", keys.len());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Per link with `psk_rotation_days`, its oldest generated key older than that, with the reason
+/// the plan shows: one key per link and run, so a run takes one tunnel down at a time (`xcsp watch
+/// --auto-approve` or the next apply rotates the next).
+pub fn overdue(l: &Loaded, state: &xcsp_state::State) -> BTreeMap<Address, String> {
+    let now = time::OffsetDateTime::now_utc();
+    let mut out = BTreeMap::new();
+    for n in &l.model.networks {
+        let Some(days) = &n.psk_rotation_days else { continue };
+        let mut due: Vec<(time::OffsetDateTime, &Address)> = state
+            .resources
+            .iter()
+            .filter(|(a, r)| a.rtype == ResourceType::PresharedKey && a.name == n.name.value && r.id.is_some())
+            .filter_map(|(a, r)| {
+                let made = r.attributes.get("created")?.as_str()?;
+                let made = time::OffsetDateTime::parse(made, &time::format_description::well_known::Rfc3339).ok()?;
+                ((now - made).whole_days() >= days.value).then_some((made, a))
+            })
+            .collect();
+        due.sort();
+        if let Some((made, a)) = due.first() {
+            let more = due.len() - 1;
+            let later =
+                if more > 0 { format!("; {more} more of this link are due, one per run") } else { String::new() };
+            let why = format!("older than psk_rotation_days = {} (made {}){later}", days.value, made.date());
+            out.insert((*a).clone(), why);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xcsp_core::Value;
+    use xcsp_state::{ResourceState, State};
+
+    /// The public example with `psk_rotation_days = 30` on its link.
+    fn loaded() -> Loaded {
+        let dir = tempfile::tempdir().unwrap();
+        let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/public/pool.xcsp.hcl");
+        let spec = std::fs::read_to_string(example).unwrap().replacen(
+            "network \"link\" {",
+            "network \"link\" {\n  psk_rotation_days = 30",
+            1,
+        );
+        std::fs::write(dir.path().join("pool.xcsp.hcl"), spec).unwrap();
+        xcsp_plans::load(dir.path(), &Default::default()).unwrap_or_else(|_| panic!("the spec loads"))
+    }
+
+    fn key(state: &mut State, i: usize, days_old: i64) {
+        let made = time::OffsetDateTime::now_utc() - time::Duration::days(days_old);
+        let made = made.format(&time::format_description::well_known::Rfc3339).unwrap();
+        let attributes = [("created".to_string(), Value::string(made))].into_iter().collect();
+        let a: Address = format!("xcsp_preshared_key.link[{i}]").parse().unwrap();
+        state.resources.insert(a.clone(), ResourceState { id: Some(a.to_string()), attributes, dependencies: vec![] });
+    }
+
+    #[test]
+    fn one_key_per_link_is_due_the_oldest_and_the_plan_says_why() {
+        let l = loaded();
+        let mut state = State::new("demo-k8x2q");
+        for (i, age) in [10, 45, 31, 29].into_iter().enumerate() {
+            key(&mut state, i, age);
+        }
+        let due = overdue(&l, &state);
+        assert_eq!(due.keys().map(|a| a.to_string()).collect::<Vec<_>>(), ["xcsp_preshared_key.link[1]"]);
+        let why = &due[&"xcsp_preshared_key.link[1]".parse::<Address>().unwrap()];
+        assert!(why.contains("psk_rotation_days = 30") && why.contains("1 more of this link"), "{why}");
+        let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &l.graph, &state.attributes(), &due);
+        let shown = plan::render(&p);
+        assert!(shown.contains("xcsp_preshared_key.link[1] must be replaced"), "{shown}");
+        // Young keys are left alone.
+        let mut young = State::new("demo-k8x2q");
+        key(&mut young, 0, 29);
+        assert!(overdue(&l, &young).is_empty());
+    }
 }

@@ -1,6 +1,6 @@
 //! The commands that read state and talk to clouds: plan, apply, destroy, status, force-unlock.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,9 +29,11 @@ pub struct PlanOptions {
     pub replace: Vec<String>,
 }
 
-/// The `--replace` addresses: each one a resource of the spec that state records.
-fn replacing(l: &Loaded, state: &State, asked: &[String]) -> miette::Result<BTreeSet<Address>> {
-    let mut out = BTreeSet::new();
+/// What this run replaces whatever its attributes say, and why: the `--replace` addresses (each a
+/// resource of the spec that state records), and a key due for rotation per link
+/// (`psk_rotation_days`).
+fn replacing(l: &Loaded, state: &State, asked: &[String]) -> miette::Result<BTreeMap<Address, String>> {
+    let mut out = crate::rotate::overdue(l, state);
     for text in asked {
         let a: Address =
             text.parse().map_err(|e| CliError::NotAnAddress { text: text.clone(), detail: format!("{e}") })?;
@@ -41,7 +43,7 @@ fn replacing(l: &Loaded, state: &State, asked: &[String]) -> miette::Result<BTre
         if state.resources.get(&a).and_then(|r| r.id.as_ref()).is_none() {
             return Err(CliError::NotInState(a).into());
         }
-        out.insert(a);
+        out.insert(a, "asked for on the command line (--replace)".into());
     }
     Ok(out)
 }

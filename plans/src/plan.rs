@@ -3,7 +3,7 @@
 //! The diff compares the graph's desired attributes with those recorded in state (refreshed
 //! from the clouds when the CLI asks for it); the engine uses the same comparison at apply time.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
@@ -135,18 +135,18 @@ pub fn compare(address: &Address, desired: &Attributes, recorded: &Attributes) -
 /// the recorded outputs of producers that stay (no-op or update), so a change flows on to the
 /// resources that consume it; a producer that is created or replaced leaves them unknown.
 pub fn diff(stack: &str, digest: &str, graph: &ResourceGraph, recorded: &BTreeMap<Address, Attributes>) -> Plan {
-    diff_replacing(stack, digest, graph, recorded, &BTreeSet::new())
+    diff_replacing(stack, digest, graph, recorded, &BTreeMap::new())
 }
 
-/// [`diff`], with the recorded resources in `replace` replaced whatever their attributes say
-/// (Terraform's `-replace`: a new pre-shared key, a resource known to be broken). What consumes
-/// their outputs shows `(known after apply)` and changes with them.
+/// [`diff`], with the recorded resources in `replacing` replaced whatever their attributes say,
+/// each for the reason given (Terraform's `-replace`; a pre-shared key due for rotation). What
+/// consumes their outputs shows `(known after apply)` and changes with them.
 pub fn diff_replacing(
     stack: &str,
     digest: &str,
     graph: &ResourceGraph,
     recorded: &BTreeMap<Address, Attributes>,
-    replacing: &BTreeSet<Address>,
+    replacing: &BTreeMap<Address, String>,
 ) -> Plan {
     let mut changes: Vec<Change> = Vec::new();
     let mut stays: BTreeMap<&Address, bool> = BTreeMap::new();
@@ -167,9 +167,9 @@ pub fn diff_replacing(
             },
             Some(before) => {
                 let (mut action, mut replace) = compare(&node.address, &after, before);
-                if replacing.contains(&node.address) {
+                if let Some(why) = replacing.get(&node.address) {
                     action = Action::Replace;
-                    replace.push(("--replace".into(), "asked for on the command line".into()));
+                    replace.push(("(the resource)".into(), why.clone()));
                 }
                 // A value still unknown comes from a producer this plan creates or replaces (one
                 // that vanished from the cloud, say): the resource changes with it, and the plan

@@ -146,6 +146,7 @@ pub const NETWORK: BlockSpec = BlockSpec {
         opt("vpc_id", Ty::String),
         opt("tunnel_inside_cidrs", Ty::ListOfStrings),
         opt("preshared_keys", Ty::ListOfStrings),
+        opt("psk_rotation_days", Ty::Number),
         opt("tunnel_mtu", Ty::Number),
         opt("prevent_destroy", Ty::Bool),
     ],

@@ -157,6 +157,8 @@ pub struct Network {
     pub tunnel_inside_cidrs: Option<Vec<Sp<Ipv4Net>>>,
     /// Four keys, one per tunnel, when the user chose them (else xcsp generates them at apply).
     pub preshared_keys: Option<Vec<Sp<Value>>>,
+    /// Generated keys older than this many days are rotated by apply, one per link and run.
+    pub psk_rotation_days: Option<Sp<i64>>,
     pub tunnel_mtu: Sp<i64>,
     pub ipsec: IpsecPolicy,
     /// Destroy refuses the resources made for this block.

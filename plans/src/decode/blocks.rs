@@ -262,6 +262,7 @@ fn decode_network(f: &Fields, problems: &mut Problems) -> Option<Network> {
         vpc_id: f.get_string("vpc_id", problems),
         tunnel_inside_cidrs,
         preshared_keys: f.elements("preshared_keys", problems),
+        psk_rotation_days: f.get_number("psk_rotation_days", problems),
         tunnel_mtu: f.number_or("tunnel_mtu", 1400, problems),
         ipsec,
         prevent_destroy: f.bool_or("prevent_destroy", false, problems),

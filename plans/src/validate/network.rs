@@ -242,6 +242,26 @@ pub(super) fn check_network(n: &Network, problems: &mut Problems) {
     if let Some(keys) = &n.preshared_keys {
         check_psks(n, keys, problems);
     }
+    if let Some(days) = &n.psk_rotation_days {
+        if !(1..=3650).contains(&days.value) {
+            problems.push(err(
+                "xcsp::psk::rotation_days",
+                format!("psk_rotation_days {} is outside 1-3650", days.value),
+                &days.span,
+                "",
+            ));
+        } else if n.preshared_keys.is_some() {
+            problems.push(
+                err(
+                    "xcsp::psk::rotation_days",
+                    "psk_rotation_days rotates the keys xcsp generates, and this network sets its own".to_string(),
+                    &days.span,
+                    "",
+                )
+                .with_help("rotate keys you set by changing `preshared_keys`, or remove them to let xcsp generate and rotate keys"),
+            );
+        }
+    }
     check_ipsec(&n.ipsec, problems);
 }
 

@@ -1,0 +1,38 @@
+# A public-cloud pool: OpenShift on AWS us-east-1 with Azure eastus T4 workers.
+
+cluster {
+  infrastructure_name = "demo-k8x2q"
+  api_url             = "https://api.demo.example.com:6443"
+  oidc_issuer_url     = "https://demo-oidc.s3.us-east-1.amazonaws.com"
+  machine_network     = "10.0.0.0/16"
+  overlay_mtu         = 1300
+}
+
+aws {
+  region = "us-east-1"
+  # The cluster's VPC may be named (vpc_id = "vpc-..."); without it, xcsp finds the VPC
+  # tagged kubernetes.io/cluster/<infrastructure_name>, as the IL5 example does.
+}
+
+azure {
+  subscription_id = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+  tenant_id       = "ffffffff-0000-1111-2222-333333333333"
+  location        = "eastus"
+  resource_group  = "demo-workers"
+}
+
+network "link" {
+  psk_rotation_days = 0
+  vnet_cidr      = "10.210.0.0/16"
+  gateway_subnet = "10.210.255.0/27"
+  azure_asn      = 65020
+}
+
+workload_identity "capz" {}
+
+worker_pool "t4" {
+  vm_size     = "Standard_NC4as_T4_v3"
+  replicas    = 1
+  subnet_cidr = "10.210.1.0/24"
+  image_id    = "/subscriptions/aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee/resourceGroups/images/providers/Microsoft.Compute/galleries/rhcos/images/rhcos/versions/4.19.0"
+}

@@ -54,6 +54,8 @@ pub struct Link {
 #[derive(Debug, Serialize)]
 pub struct Health {
     pub tunnels: Vec<Tunnel>,
+    /// The pool's Machines and their Nodes, when the cluster could be read.
+    pub machines: Vec<xcsp_kube::pool::Machine>,
     pub links: Vec<Link>,
     /// Tunnels up on both sides, of those the spec's IPsec links have.
     pub up: usize,
@@ -164,7 +166,28 @@ pub fn health(model: &Model, state: &State) -> Health {
         .collect();
     let expected = ipsec.len() * topology::TUNNELS;
     let up = tunnels.iter().filter(|t| t.up && ipsec.contains(&t.link.as_str())).count();
-    Health { tunnels, links, up, expected }
+    Health { tunnels, links, up, expected, machines: Vec::new() }
+}
+
+/// What keeps a Machine from being a Ready node, as far as xcsp can tell.
+pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
+    if let Some(n) = &m.node {
+        return (n.ready != "True").then(|| format!("its Node {} is not Ready ({})", n.name, n.ready));
+    }
+    let condition = m.not_true.first().map(|(t, r, msg)| format!("; CAPI/CAPZ say {t}: {r} {msg}")).unwrap_or_default();
+    Some(if !h.healthy() {
+        format!(
+            "no Node: the link is down ({} of {} tunnels up), so its VM cannot reach the cluster{condition}",
+            h.up, h.expected
+        )
+    } else if m.provider_id.is_none() {
+        format!("no Node: its infrastructure provider has not reported a VM (no provider ID){condition}")
+    } else {
+        format!(
+            "no Node has registered with provider ID {}: the VM has not joined (its bootstrap, DNS or the API over the link){condition}",
+            m.provider_id.as_deref().unwrap_or_default()
+        )
+    })
 }
 
 /// The table `xcsp status` prints.
@@ -198,6 +221,22 @@ pub fn render(h: &Health) -> String {
             }
             if let Some(since) = &t.aws_since {
                 out += &format!("    AWS side {} since {since}\n", t.aws_status);
+            }
+        }
+    }
+    if !h.machines.is_empty() {
+        out += &format!("\n{:<44} {:<13} {:<30} READY\n", "MACHINE", "PHASE", "NODE");
+        for m in &h.machines {
+            let (node, ready) = match &m.node {
+                Some(n) => (
+                    n.name.clone(),
+                    format!("{}{}", n.ready, n.since.as_ref().map(|s| format!(" since {s}")).unwrap_or_default()),
+                ),
+                None => ("-".into(), "-".into()),
+            };
+            out += &format!("{:<44} {:<13} {:<30} {ready}\n", format!("{}/{}", m.namespace, m.name), m.phase, node);
+            if let Some(why) = cause(h, m) {
+                out += &format!("    {why}\n");
             }
         }
     }

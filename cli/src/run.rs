@@ -385,7 +385,24 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
         refresh(&providers, &l.model.stack, &mut state, Adopt::Known, &Events::none()).await?;
     }
     drop(guard);
-    let health = crate::health::health(&l.model, &state);
+    let mut health = crate::health::health(&l.model, &state);
+    // The pool's machines, when state records MachineSets and the cluster can be read.
+    let sets: Vec<(String, String)> = state
+        .resources
+        .iter()
+        .filter(|(a, _)| a.rtype == xcsp_core::ResourceType::K8sMachineSet)
+        .filter_map(|(_, r)| r.id.as_deref()?.split_once('/').map(|(ns, n)| (ns.to_string(), n.to_string())))
+        .collect();
+    if !sets.is_empty()
+        && let Ok(found) = cluster::find(&l.model)
+    {
+        let mut config = xcsp_kube::KubeConfig::new(&found.path);
+        config.context = found.context.clone();
+        match xcsp_kube::pool::machines(&config, &sets).await {
+            Ok(m) => health.machines = m,
+            Err(e) => report::warn(format_args!("cannot read the pool's machines: {e}")),
+        }
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&health).expect("status serializes"));
     } else {

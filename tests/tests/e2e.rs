@@ -198,6 +198,25 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     assert!(applied.contains("Apply complete! Resources: 38 added"), "{applied}");
     assert_eq!(tunnels_up(&clouds, state), 4);
+    // The pool's machines, as CAPI reports them: one per MachineSet (a zone each), and no Node,
+    // since the local cluster boots no VM; status says so for each.
+    // (A Machine appears when its VM would be made: a few seconds after its MachineSet here.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (status, machines) = loop {
+        let out = clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap();
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let machines = status["machines"].as_array().cloned().unwrap_or_default();
+        if machines.len() >= 2 || Instant::now() > deadline {
+            break (status, machines);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(machines.len(), 2, "{status}");
+    assert!(machines.iter().all(|m| m["node"].is_null() && m["namespace"] == "openshift-cluster-api"), "{status}");
+    let sets: std::collections::BTreeSet<&str> = machines.iter().filter_map(|m| m["machine_set"].as_str()).collect();
+    assert_eq!(sets.len(), 2, "{status}");
+    let text = ok(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
+    assert_eq!(text.matches("no Node").count(), 2, "{text}");
 
     // The spec's tags are on both clouds' resources, beside xcsp's own.
     let vgws = clouds.ec2("DescribeVpnGateways");

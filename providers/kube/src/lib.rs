@@ -7,6 +7,7 @@
 //! or GitOps; [`KubeProvider`] applies them to the cluster with server-side apply.
 
 mod kubeconfig;
+pub mod pool;
 mod provider;
 pub mod survey;
 

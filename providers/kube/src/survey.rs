@@ -54,7 +54,8 @@ pub struct Survey {
     pub clusters: Vec<(String, String)>,
 }
 
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+/// A served type by group, version, kind and plural.
+pub(crate) fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 

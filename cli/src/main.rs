@@ -123,8 +123,9 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         replace: Vec<String>,
     },
-    /// New pre-shared keys for the links' tunnels, one tunnel at a time: each waits for every
-    /// tunnel of its link to be up on both sides before the next.
+    /// New pre-shared keys for the links' tunnels, one tunnel at a time.
+    ///
+    /// Each key waits for every tunnel of its link to be up on both sides before the next.
     RotateKeys {
         #[command(flatten)]
         spec: SpecArgs,
@@ -139,8 +140,10 @@ enum Command {
         #[arg(long, default_value_t = 600)]
         timeout: u64,
     },
-    /// Refresh every interval and repair drift (a resource gone or changed out of band) with the
-    /// same engine, lock and state as apply: shown only, or applied with --auto-approve.
+    /// Refresh every interval and repair drift (shown only without --auto-approve).
+    ///
+    /// Drift is a resource gone or changed out of band; the repair uses the same engine, lock
+    /// and state as apply.
     Watch {
         #[command(flatten)]
         spec: SpecArgs,
@@ -165,8 +168,9 @@ enum Command {
         #[arg(long)]
         sweep: bool,
     },
-    /// Show each tunnel's state as both clouds report it, and each link's conditions. Exit 0 when
-    /// every tunnel of the spec's links is up on both sides, 2 when one is not.
+    /// Show each tunnel as both clouds report it, each link's conditions and the pool's machines.
+    ///
+    /// Exit 0 when every tunnel of the spec's links is up on both sides, 2 when one is not.
     Status {
         #[command(flatten)]
         spec: SpecArgs,
@@ -175,16 +179,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Read the cluster and say whether the pool can join it, before anything changes: its
-    /// infrastructure, the Cluster API it serves, and where CAPZ runs and as whom.
+    /// Read the cluster and say whether the pool can join it, before anything changes.
+    ///
+    /// What is read: its infrastructure, the Cluster API it serves, and where CAPZ runs and as whom.
     Preflight {
         #[command(flatten)]
         spec: SpecArgs,
         #[arg(long)]
         json: bool,
     },
-    /// Draw an apply or destroy from its `--json` events as SVG on stdout: a bar per operation,
-    /// grouped by cloud, the critical path darker, waits as ticks (`xcsp timeline run.jsonl > run.svg`).
+    /// Draw an apply or destroy from its `--json` events as SVG (`xcsp timeline run.jsonl > run.svg`).
+    ///
+    /// A bar per operation, grouped by cloud, the critical path darker, waits as ticks.
     Timeline {
         /// The JSON lines `xcsp apply --json` (or destroy) printed.
         events: PathBuf,

@@ -58,6 +58,11 @@ struct Running {
     bar: Option<ProgressBar>,
 }
 
+/// ", about 3m10s to go": the last estimate less the time since it came.
+fn eta_text(eta: Option<(Instant, Duration)>) -> String {
+    eta.map(|(at, left)| format!(", about {} to go", elapsed(left.saturating_sub(at.elapsed())))).unwrap_or_default()
+}
+
 /// Renders events until the sender side closes. `total` sizes the overall bar.
 pub fn spawn(mode: Mode, mut rx: UnboundedReceiver<Event>, total: usize) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -72,6 +77,8 @@ pub fn spawn(mode: Mode, mut rx: UnboundedReceiver<Event>, total: usize) -> Join
         });
         let spinner = ProgressStyle::with_template("{spinner} {msg}").expect("valid template");
         let mut running: BTreeMap<Address, Running> = BTreeMap::new();
+        // The engine's last estimate of the time left, and when it came.
+        let mut eta: Option<(Instant, Duration)> = None;
         let mut tick = tokio::time::interval(if mode == Mode::Live { Duration::from_secs(1) } else { RHYTHM });
         tick.tick().await;
         let say = |line: String| match &overall {
@@ -90,6 +97,13 @@ pub fn spawn(mode: Mode, mut rx: UnboundedReceiver<Event>, total: usize) -> Join
                             None if mode == Mode::Lines => say(line),
                             None => {}
                         }
+                    }
+                    match &overall {
+                        Some(o) => o.set_message(format!("{} running{}", running.len(), eta_text(eta))),
+                        None if mode == Mode::Lines && !running.is_empty() && eta.is_some() => {
+                            say(format!("{} running{} (estimate)", running.len(), eta_text(eta)))
+                        }
+                        None => {}
                     }
                     continue;
                 }
@@ -145,6 +159,7 @@ pub fn spawn(mode: Mode, mut rx: UnboundedReceiver<Event>, total: usize) -> Join
                     say(format!("{address}: {} failed: {error}", op.doing().to_lowercase()));
                 }
                 Event::Skipped { address, because } => say(format!("{address}: skipped ({because})")),
+                Event::Estimate { remaining } => eta = Some((Instant::now(), remaining)),
                 Event::Stopping { in_flight } => say(format!(
                     "Interrupt: starting nothing new, waiting for {in_flight} running operation(s) to finish (Ctrl-C again to abandon them)"
                 )),
@@ -153,7 +168,7 @@ pub fn spawn(mode: Mode, mut rx: UnboundedReceiver<Event>, total: usize) -> Join
                 )),
             }
             if let Some(o) = &overall {
-                o.set_message(format!("{} running", running.len()));
+                o.set_message(format!("{} running{}", running.len(), eta_text(eta)));
             }
         }
         if let Some(o) = overall {

@@ -55,6 +55,13 @@ pub enum Event {
         address: Address,
         because: String,
     },
+    /// How long the rest of the run should take: the longest remaining chain of typical
+    /// durations, scaled by how the finished operations compared with theirs. Sent at the start
+    /// and after each operation ends.
+    Estimate {
+        #[serde(with = "millis")]
+        remaining: Duration,
+    },
     /// Ctrl-C: no new operations start; those in flight are awaited.
     Stopping {
         in_flight: usize,
@@ -68,7 +75,9 @@ pub enum Event {
 impl Event {
     pub fn address(&self) -> Option<&Address> {
         match self {
-            Event::Refreshing { .. } | Event::Stopping { .. } | Event::Abandoning { .. } => None,
+            Event::Refreshing { .. } | Event::Estimate { .. } | Event::Stopping { .. } | Event::Abandoning { .. } => {
+                None
+            }
             Event::Adopted { address, .. }
             | Event::Vanished { address }
             | Event::Started { address, .. }

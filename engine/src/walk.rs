@@ -315,6 +315,10 @@ struct Walker<'r> {
     waiting_on: HashMap<Address, usize>,
     successors: HashMap<Address, Vec<Address>>,
     priority: HashMap<Address, Duration>,
+    /// Each item's remaining chain of typical durations (for the estimate, whatever the order).
+    paths: HashMap<Address, Duration>,
+    /// Typical and actual durations of the finished operations, summed.
+    pace: (Duration, Duration),
     ready: BinaryHeap<(Duration, Reverse<u64>, Address)>,
     seq: u64,
     limit: HashMap<ProviderKind, usize>,
@@ -341,8 +345,9 @@ impl<'r> Walker<'r> {
             }
         }
         let costs = items.keys().map(|a| (a.clone(), typical_duration(a.rtype))).collect();
+        let paths = remaining_paths(&costs, &successors);
         let priority = match run.order {
-            Order::CriticalPath => remaining_paths(&costs, &successors),
+            Order::CriticalPath => paths.clone(),
             Order::Fifo => HashMap::new(),
         };
         let limit = run.limits.per_provider.clone();
@@ -352,6 +357,8 @@ impl<'r> Walker<'r> {
             waiting_on,
             successors,
             priority,
+            paths,
+            pace: (Duration::ZERO, Duration::ZERO),
             ready: BinaryHeap::new(),
             seq: 0,
             limit,
@@ -370,6 +377,26 @@ impl<'r> Walker<'r> {
             w.make_ready(a);
         }
         w
+    }
+
+    /// The run's remaining time as [`Event::Estimate`] states it: per item not yet finished, its
+    /// remaining chain of typical durations (less what a running one has already taken), scaled
+    /// by the finished operations' actual/typical ratio; the longest of them.
+    fn estimate(&self) -> Duration {
+        let (typical, actual) = self.pace;
+        let scale = if typical.is_zero() { 1.0 } else { actual.as_secs_f64() / typical.as_secs_f64() };
+        let failed: HashSet<&Address> = self.summary.failed.iter().map(|(a, _, _)| a).collect();
+        let secs = self
+            .items
+            .keys()
+            .filter(|a| !self.finished.contains(*a) && !failed.contains(a))
+            .map(|a| {
+                let chain = self.paths.get(a).copied().unwrap_or_default().as_secs_f64() * scale;
+                let spent = self.started.get(a).map(|t| t.elapsed().as_secs_f64()).unwrap_or_default();
+                (chain - spent).max(0.0)
+            })
+            .fold(0.0f64, f64::max);
+        Duration::from_secs_f64(secs)
     }
 
     fn make_ready(&mut self, a: Address) {
@@ -471,6 +498,7 @@ async fn walk(
     store: &mut dyn Store,
 ) -> Result<Summary, StateError> {
     let mut w = Walker::new(run, items);
+    run.events.send(Event::Estimate { remaining: w.estimate() });
     let mut tasks: JoinSet<TaskResult> = JoinSet::new();
     let mut task_kind: HashMap<tokio::task::Id, (Address, ProviderKind)> = HashMap::new();
     let mut cancel = run.cancel.clone();
@@ -542,6 +570,11 @@ async fn walk(
                         let cap = w.limit.entry(kind).or_insert(max);
                         *cap = (*cap + 1).min(max);
                         w.complete(&address);
+                        let typical = typical_duration(address.rtype);
+                        if !typical.is_zero() {
+                            w.pace = (w.pace.0 + typical, w.pace.1 + elapsed);
+                        }
+                        run.events.send(Event::Estimate { remaining: w.estimate() });
                     }
                     Err(StepError::Provider(ProviderError::Throttled { .. }))
                         if w.throttled.get(&address).copied().unwrap_or(0) < run.retries.throttled =>

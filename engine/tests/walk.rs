@@ -585,3 +585,24 @@ async fn a_resource_asked_to_be_replaced_is_and_what_uses_it_changes_with_it() {
     assert_eq!(&h.log()[calls..calls + 2], &[(Action::Delete, key.clone()), (Action::Create, key.clone())]);
     assert_ne!(state.resources[&key].id, before.id);
 }
+
+#[tokio::test]
+async fn the_estimate_starts_at_the_critical_path_and_ends_at_zero() {
+    let graph = example("public");
+    let h = harness(Limits::default(), Order::CriticalPath);
+    let mut state = State::new("test");
+    let summary = h.apply(&graph, &mut state).await;
+    assert!(summary.succeeded());
+    let mut rx = h.events;
+    let mut estimates = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        if let Event::Estimate { remaining } = e {
+            estimates.push(remaining);
+        }
+    }
+    // Before anything ran: the gateway's typical 40 minutes and what follows it.
+    assert!(estimates[0] >= Duration::from_secs(40 * 60), "{estimates:?}");
+    // One after each operation, and nothing left at the end.
+    assert_eq!(estimates.len(), 1 + summary.done.len(), "{estimates:?}");
+    assert_eq!(*estimates.last().unwrap(), Duration::ZERO);
+}

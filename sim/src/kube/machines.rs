@@ -107,7 +107,9 @@ impl Store {
                 .filter(|(_, o)| owner_uid(&o.value) == Some(uid))
                 .map(|(k, _)| !self.deleting.contains_key(k))
                 .collect();
-            let ready = owned.iter().filter(|r| **r).count();
+            // A ready replica is a Machine whose Node is Ready (CAPI `machineset_controller.go`,
+            // the status calculation over `noderefutil.IsNodeReady`); no Node registers here.
+            let ready = 0;
             let Some(ms) = self.objects.get(ms_key).cloned() else { continue };
             let mut next = ms.clone();
             let st = &mut next.value["status"];
@@ -169,7 +171,10 @@ impl Store {
             &json!({}),
             &super::store::owned_part(kind, &machine),
         );
-        machine["status"] = json!({"phase": "Running", "bootstrapReady": true, "infrastructureReady": true});
+        // CAPI's phases (`machine_controller_phases.go`, `reconcilePhase`): the bootstrap data is
+        // there (`dataSecretName`), so Provisioning; Provisioned needs the infrastructure provider
+        // to report the VM ready, Running a Node. No infrastructure provider runs here.
+        machine["status"] = json!({"phase": "Provisioning", "bootstrapReady": true, "infrastructureReady": false});
         self.insert_new(kind, machine, managers, world);
     }
 }

@@ -8,7 +8,7 @@ use xcsp_aws::{AwsConfig, AwsProvider};
 use xcsp_azure::{AzureConfig, AzureProvider, Cloud};
 use xcsp_core::ProviderKind;
 use xcsp_engine::Providers;
-use xcsp_kube::{KubeConfig, KubeProvider};
+use xcsp_kube::KubeProvider;
 use xcsp_local::LocalProvider;
 use xcsp_plans::spec::AzureCloud;
 use xcsp_plans::validate::Model;
@@ -59,9 +59,7 @@ pub async fn providers(
     if kinds.contains(&ProviderKind::Kubernetes)
         && let Some(found) = cluster
     {
-        let mut config = KubeConfig::new(&found.path);
-        config.context = found.context.clone();
-        let p = KubeProvider::new(config)
+        let p = KubeProvider::new(found.client_config())
             .await
             .map_err(|e| CliError::Kubeconfig { detail: e.to_string(), from: found.from.to_string() })?;
         providers = providers.with(Arc::new(p));

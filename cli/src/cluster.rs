@@ -24,6 +24,15 @@ pub struct Kubeconfig {
     pub from: &'static str,
 }
 
+impl Kubeconfig {
+    /// How the Kubernetes clients reach it: this file and context.
+    pub fn client_config(&self) -> xcsp_kube::KubeConfig {
+        let mut config = xcsp_kube::KubeConfig::new(&self.path);
+        config.context = self.context.clone();
+        config
+    }
+}
+
 const HELP: &str = "set KUBECONFIG=FILE, or `kubeconfig = \"FILE\"` in the spec's cluster block (`oc login` writes one); \
      or set `kubernetes_objects = \"render\"` in the cluster block to leave the objects out and write them with `xcsp render DIR`";
 

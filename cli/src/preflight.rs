@@ -6,8 +6,8 @@
 
 use miette::Severity;
 use xcsp_core::{Problem, ResourceType};
+use xcsp_kube::Survey;
 use xcsp_kube::survey::{CAPZ_DEPLOYMENT, OPENSHIFT_CAPI_NAMESPACE};
-use xcsp_kube::{KubeConfig, Survey};
 use xcsp_plans::graph::ResourceGraph;
 use xcsp_plans::spec::KubernetesObjects;
 use xcsp_plans::validate::Model;
@@ -17,9 +17,7 @@ use crate::report::{self, CliError};
 
 /// Reads the cluster `found` names.
 pub async fn survey(found: &Kubeconfig) -> Result<Survey, String> {
-    let mut config = KubeConfig::new(&found.path);
-    config.context = found.context.clone();
-    xcsp_kube::survey(&config).await
+    xcsp_kube::survey(&found.client_config()).await
 }
 
 fn with_severity(severity: Severity, p: Problem) -> Problem {

@@ -396,9 +396,7 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
     if !sets.is_empty()
         && let Ok(found) = cluster::find(&l.model)
     {
-        let mut config = xcsp_kube::KubeConfig::new(&found.path);
-        config.context = found.context.clone();
-        match xcsp_kube::pool::machines(&config, &sets).await {
+        match xcsp_kube::pool::machines(&found.client_config(), &sets).await {
             Ok(m) => health.machines = m,
             Err(e) => report::warn(format_args!("cannot read the pool's machines: {e}")),
         }

@@ -230,10 +230,16 @@ impl Drop for Held {
 /// The stack's backend, locked for `operation`, and its state (new if there is none yet).
 pub async fn open(l: &Loaded, args: &StateArgs, operation: &str) -> miette::Result<(Arc<dyn Backend>, Held, State)> {
     let backend = backend(l, args).await?;
+    let (held, state) = locked(l, &backend, operation).await?;
+    Ok((backend, held, state))
+}
+
+/// `backend` locked for `operation`, and its state (new if there is none yet).
+pub async fn locked(l: &Loaded, backend: &Arc<dyn Backend>, operation: &str) -> miette::Result<(Held, State)> {
     let lock = backend.lock(&holder(), operation).await?;
     let held = Held { backend: backend.clone(), id: lock.id };
     let state = backend.read().await?.unwrap_or_else(|| State::new(&l.model.stack));
-    Ok((backend, held, state))
+    Ok((held, state))
 }
 
 /// Saves through the backend after every step of a run.

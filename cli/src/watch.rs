@@ -12,8 +12,8 @@ use xcsp_engine::{Action, Adopt, Events};
 use xcsp_plans::Loaded;
 use xcsp_plans::plan;
 
-use crate::backend::{Saver, open};
-use crate::run::{interrupts, new_run, print_failures, reach, refresh};
+use crate::backend::{Saver, backend, locked};
+use crate::run::{in_reach, interrupts, new_run, print_failures, reach, refresh};
 use crate::{RunArgs, StateArgs, health};
 
 /// `30s`, `2m`, `1h` or plain seconds.
@@ -49,11 +49,18 @@ pub async fn watch(l: &Loaded, args: &StateArgs, run_args: &RunArgs, every: Dura
         every.as_secs(),
         if repair { "repairs are applied" } else { "repairs are only shown: --auto-approve applies them" }
     );
+    // The backend and the providers (credential chains, token caches, clients) are made once;
+    // each cycle takes the lock, refreshes and, if asked, repairs.
+    let backend = backend(l, args).await?;
+    let (_, providers) = {
+        let (_held, state) = locked(l, &backend, "watch").await?;
+        reach(l, &state, repair).await?
+    };
     loop {
         let started = Instant::now();
         {
-            let (backend, _held, mut state) = open(l, args, "watch").await?;
-            let (graph, providers) = reach(l, &state, repair).await?;
+            let (_held, mut state) = locked(l, &backend, "watch").await?;
+            let graph = in_reach(l, &state);
             refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
             backend.write(&mut state).await?;
             let p = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes());
@@ -71,7 +78,7 @@ pub async fn watch(l: &Loaded, args: &StateArgs, run_args: &RunArgs, every: Dura
                 println!("{} {tunnels}; drift, not repaired: {}", now(), changes.join(", "));
             } else {
                 println!("{} {tunnels}; repairing: {}", now(), changes.join(", "));
-                let mut run = new_run(l, providers, run_args, Events::none(), cancel.clone());
+                let mut run = new_run(l, providers.clone(), run_args, Events::none(), cancel.clone());
                 run.approved = Some(p.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
                 let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut Saver(backend.clone())).await?;
                 if summary.succeeded() {

@@ -81,9 +81,13 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
         }
         let changed: Vec<String> = summary.done.iter().filter(|(a, _)| a != key).map(|(a, _)| a.to_string()).collect();
         println!("{key}: new key given to {}", changed.join(", "));
-        // The tunnel is back when every tunnel of its link is up on both sides again.
+        // The tunnel is back when every tunnel of its link is up on both sides again: only what
+        // the tunnels' health is read from is polled.
+        let polled =
+            [ResourceType::AwsVpnConnection, ResourceType::AzureLocalNetworkGateway, ResourceType::AzureVpnConnection];
         loop {
-            refresh(&providers, &l.model.stack, &mut state, Adopt::Known, &Events::none()).await?;
+            xcsp_engine::refresh_only(&providers, &l.model.stack, &mut state, &polled, Adopt::Known, &Events::none())
+                .await?;
             let h = health::health(&l.model, &state);
             let link = h.links.iter().find(|x| x.name == key.name);
             if link.is_some_and(|x| x.conditions.iter().any(|c| c.kind == "TunnelEstablished" && c.status == "True")) {

@@ -16,6 +16,6 @@ pub mod schedule;
 pub mod walk;
 
 pub use events::{Event, Events};
-pub use refresh::{Adopt, Refreshed, refresh};
+pub use refresh::{Adopt, Refreshed, refresh, refresh_only};
 pub use walk::{Limits, Order, Providers, Retries, Run, StepError, Store, Summary, apply, destroy};
 pub use xcsp_plans::plan::Action;

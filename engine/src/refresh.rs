@@ -36,13 +36,10 @@ pub struct Refreshed {
     pub not_refreshed: Vec<ProviderKind>,
 }
 
-/// The resource types refresh reads: those of every configured cloud provider.
-fn refreshable(providers: &Providers) -> Vec<ResourceType> {
-    ResourceType::ALL
-        .iter()
-        .copied()
-        .filter(|t| t.provider() != ProviderKind::Local && providers.get(t.provider()).is_some())
-        .collect()
+/// Whether refresh reads this type: one of a configured cloud provider (what lives only in state
+/// is never read back).
+fn readable(providers: &Providers, t: ResourceType) -> bool {
+    t.provider() != ProviderKind::Local && providers.get(t.provider()).is_some()
 }
 
 /// Reads every resource of the stack and updates `state` (in memory; the caller saves).
@@ -53,7 +50,21 @@ pub async fn refresh(
     adopt: Adopt,
     events: &Events,
 ) -> Result<Refreshed, ProviderError> {
-    let types = refreshable(providers);
+    refresh_only(providers, stack, state, ResourceType::ALL, adopt, events).await
+}
+
+/// [`refresh`] of the resources of `types` alone (those of a configured provider): what a
+/// caller polling a few of them needs (`xcsp rotate-keys` waiting for tunnels), without reading
+/// the rest of the stack each time. Only records of the types read can vanish.
+pub async fn refresh_only(
+    providers: &Providers,
+    stack: &str,
+    state: &mut State,
+    types: &[ResourceType],
+    adopt: Adopt,
+    events: &Events,
+) -> Result<Refreshed, ProviderError> {
+    let types: Vec<ResourceType> = types.iter().copied().filter(|t| readable(providers, *t)).collect();
     // Identity by id first: every recorded resource is looked up by the id state holds.
     let known: Vec<Observed> = state
         .resources

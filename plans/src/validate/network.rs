@@ -288,19 +288,23 @@ fn check_sku(sku: &Sp<String>, routing: Routing, problems: &mut Problems) {
     problems.push(problem);
 }
 
+/// A list the spec gives per tunnel must have one item per tunnel of the link.
+fn per_tunnel(n: &Network, given: usize, (code, what): (&'static str, &str), help: &str, problems: &mut Problems) {
+    if given != TUNNELS {
+        let message = format!("{given} {what} given; the link has {TUNNELS} tunnels");
+        problems.push(err(code, message, &n.span, "").with_help(help));
+    }
+}
+
 fn check_inside_cidrs(n: &Network, cidrs: &[Sp<Ipv4Net>], problems: &mut Problems) {
     let link_local: Ipv4Net = "169.254.0.0/16".parse().expect("valid");
-    if cidrs.len() != TUNNELS {
-        problems.push(
-            err(
-                "xcsp::tunnel::count",
-                format!("{} tunnel inside CIDRs given; the link has {TUNNELS} tunnels", cidrs.len()),
-                &n.span,
-                "",
-            )
-            .with_help("give one /30 per tunnel, or leave `tunnel_inside_cidrs` out to let xcsp allocate them"),
-        );
-    }
+    per_tunnel(
+        n,
+        cidrs.len(),
+        ("xcsp::tunnel::count", "tunnel inside CIDRs"),
+        "give one /30 per tunnel, or leave `tunnel_inside_cidrs` out to let xcsp allocate them",
+        problems,
+    );
     for (i, c) in cidrs.iter().enumerate() {
         let net = c.value;
         let problem = if net.prefix_len() != 30 {
@@ -351,17 +355,13 @@ fn check_inside_cidrs(n: &Network, cidrs: &[Sp<Ipv4Net>], problems: &mut Problem
 
 /// PSK problems carry no source label: the snippet would print the secret.
 fn check_psks(n: &Network, keys: &[Sp<xcsp_core::Value>], problems: &mut Problems) {
-    if keys.len() != TUNNELS {
-        problems.push(
-            err(
-                "xcsp::psk::count",
-                format!("{} pre-shared keys given; the link has {TUNNELS} tunnels", keys.len()),
-                &n.span,
-                "",
-            )
-            .with_help("give one key per tunnel, or leave `preshared_keys` out to let xcsp generate them"),
-        );
-    }
+    per_tunnel(
+        n,
+        keys.len(),
+        ("xcsp::psk::count", "pre-shared keys"),
+        "give one key per tunnel, or leave `preshared_keys` out to let xcsp generate them",
+        problems,
+    );
     for (i, k) in keys.iter().enumerate() {
         let text = k.value.as_str().unwrap_or_default();
         let reason = if !(8..=64).contains(&text.len()) {

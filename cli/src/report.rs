@@ -181,7 +181,7 @@ pub enum CliError {
     #[diagnostic(
         code(xcsp::cli::rotation),
         help(
-            "every finished step is in state; once the tunnel is back (`xcsp status`), run `xcsp rotate-keys` again or `xcsp apply`"
+            "every finished step is in state, and so are the keys left to rotate: once the tunnel is back (`xcsp status`), `xcsp rotate-keys` resumes (a key already new is given to its tunnel, not replaced again)"
         )
     )]
     RotationStopped { key: Address, why: String },

@@ -4,16 +4,21 @@
 //! every tunnel of the link is up on both sides before the next; a tunnel that does not come back
 //! stops the rotation with what is known. Every step is in state as apply records it, so an
 //! interrupted rotation is finished by the next `xcsp apply` (the key in state is the one both
-//! sides are given) or by running `rotate-keys` again.
+//! sides are given) or by running `rotate-keys` again. State also records the rotation itself
+//! (`State::rotation`: when it started and the keys it has left), so a second `rotate-keys`
+//! resumes it: a key already made by it is given to its tunnel and waited for, never replaced
+//! twice, and the keys it had finished are left alone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use time::format_description::well_known::Rfc3339;
 use xcsp_core::{Address, ResourceType};
 use xcsp_engine::{Action, Adopt, Events};
 use xcsp_plans::Loaded;
 use xcsp_plans::plan;
+use xcsp_state::Rotation;
 
 use crate::backend::{Saver, open};
 use crate::report::CliError;
@@ -29,25 +34,47 @@ pub struct Options {
 
 pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Options) -> miette::Result<ExitCode> {
     let (backend, _held, mut state) = open(l, args, "rotate-keys").await?;
-    let keys: Vec<Address> = l
-        .graph
-        .nodes()
-        .filter(|n| n.address.rtype == ResourceType::PresharedKey)
-        .filter(|n| opts.link.as_ref().is_none_or(|link| n.address.name == *link))
-        .filter(|n| state.resources.get(&n.address).is_some_and(|r| r.id.is_some()))
-        .map(|n| n.address.clone())
-        .collect();
-    if keys.is_empty() {
-        return Err(CliError::NoKeys { link: opts.link.clone() }.into());
-    }
+    // A rotation under way resumes with the keys it has left (none left: it is over).
+    let resumed = state.rotation.clone().map(|r| {
+        let left: Vec<Address> = r.keys.into_iter().filter(|k| rotatable(l, &state, k)).collect();
+        (r.started, left)
+    });
+    let (started, keys) = match resumed.filter(|(_, left)| !left.is_empty()) {
+        Some((started, left)) => {
+            println!("Resuming the rotation started {started}: {} keys left.", left.len());
+            if let Some(link) = &opts.link {
+                println!("(`--link {link}` applies to the next rotation, once this one is finished)");
+            }
+            (started, left)
+        }
+        None => {
+            let keys: Vec<Address> = l
+                .graph
+                .nodes()
+                .filter(|n| n.address.rtype == ResourceType::PresharedKey)
+                .filter(|n| opts.link.as_ref().is_none_or(|link| n.address.name == *link))
+                .filter(|n| rotatable(l, &state, &n.address))
+                .map(|n| n.address.clone())
+                .collect();
+            if keys.is_empty() {
+                return Err(CliError::NoKeys { link: opts.link.clone() }.into());
+            }
+            (now(), keys)
+        }
+    };
     let (graph, providers) = reach(l, &state, false).await?;
     refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
     backend.write(&mut state).await?;
-    // Nothing else may be pending: a rotation changes the keys and what uses them, no more.
+    // Nothing else may be pending: a rotation changes the keys and what uses them, no more. What
+    // uses a key this rotation already made may still be waiting for it (the run stopped between
+    // the key and its tunnel): that is the rotation's own work, finished below.
+    let fresh: Vec<&Address> = keys.iter().filter(|k| made_since(&state, k, &started)).collect();
+    let unfinished: BTreeSet<&Address> =
+        graph.nodes().filter(|n| n.dependencies().iter().any(|d| fresh.contains(&d))).map(|n| &n.address).collect();
     let pending: Vec<String> = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes())
         .changes
         .into_iter()
-        .filter(|c| c.action != Action::NoOp)
+        .filter(|c| c.action != Action::NoOp && !unfinished.contains(&c.address))
         .map(|c| c.address.to_string())
         .collect();
     if !pending.is_empty() {
@@ -55,11 +82,18 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
     }
     println!("xcsp will replace {} pre-shared keys, one tunnel at a time:", keys.len());
     for k in &keys {
+        if fresh.contains(&k) {
+            println!("  - {k} (already new: given to its tunnel and waited for, not replaced again)");
+            continue;
+        }
         let age =
             state.resources[k].attributes.get("created").and_then(|v| v.as_str()).unwrap_or("before xcsp recorded it");
         println!("  - {k} (made {age})");
     }
     confirm(run_args, "Do you want to rotate these keys?")?;
+    // What is left of the rotation is in state before the first key changes, and after each.
+    state.rotation = Some(Rotation { started: started.clone(), keys: keys.clone() });
+    backend.write(&mut state).await?;
     let cancel = interrupts();
     for key in &keys {
         if *cancel.borrow() > 0 {
@@ -67,8 +101,13 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
                 CliError::RotationStopped { key: key.clone(), why: "interrupted before its turn".into() }.into()
             );
         }
-        let started = Instant::now();
-        let replace: BTreeMap<Address, String> = [(key.clone(), "xcsp rotate-keys".to_string())].into_iter().collect();
+        let started_key = Instant::now();
+        // A key this rotation made already is given to what uses it; any other is replaced.
+        let replace: BTreeMap<Address, String> = if made_since(&state, key, &started) {
+            BTreeMap::new()
+        } else {
+            [(key.clone(), "xcsp rotate-keys".to_string())].into_iter().collect()
+        };
         let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
         let mut run = new_run(l, providers.clone(), run_args, Events::none(), cancel.clone());
         run.approved = Some(p.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
@@ -80,7 +119,11 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
             return Err(CliError::RotationStopped { key: key.clone(), why: "its change did not apply".into() }.into());
         }
         let changed: Vec<String> = summary.done.iter().filter(|(a, _)| a != key).map(|(a, _)| a.to_string()).collect();
-        println!("{key}: new key given to {}", changed.join(", "));
+        if changed.is_empty() {
+            println!("{key}: its tunnel has the new key already");
+        } else {
+            println!("{key}: new key given to {}", changed.join(", "));
+        }
         // The tunnel is back when every tunnel of its link is up on both sides again: only what
         // the tunnels' health is read from is polled.
         let polled =
@@ -94,11 +137,11 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
                 println!(
                     "{key}: every tunnel of `{}` up on both sides after {:.1} s",
                     key.name,
-                    started.elapsed().as_secs_f64()
+                    started_key.elapsed().as_secs_f64()
                 );
                 break;
             }
-            if started.elapsed() > opts.timeout {
+            if started_key.elapsed() > opts.timeout {
                 let why = link
                     .and_then(|x| x.conditions.first())
                     .map_or("the link is not in the spec".to_string(), |c| c.message.clone());
@@ -106,10 +149,44 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
             }
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
+        if let Some(r) = state.rotation.as_mut() {
+            r.keys.retain(|k| k != key);
+        }
         backend.write(&mut state).await?;
     }
+    state.rotation = None;
+    backend.write(&mut state).await?;
     println!("\nRotated {} keys; every tunnel up on both sides.", keys.len());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Said by plan and apply while a rotation is under way: they finish what a stopped rotation left
+/// half-done (a key not yet given to its tunnel), but only `rotate-keys` goes on to the next key.
+pub fn note_under_way(state: &xcsp_state::State) {
+    if let Some(r) = state.rotation.as_ref().filter(|r| !r.keys.is_empty()) {
+        crate::report::note(format_args!(
+            "a key rotation started {} has {} keys left ({}): `xcsp rotate-keys` resumes it.",
+            r.started,
+            r.keys.len(),
+            r.keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+}
+
+/// A generated key of the spec that state records as made.
+fn rotatable(l: &Loaded, state: &xcsp_state::State, key: &Address) -> bool {
+    l.graph.get(key).is_some() && state.resources.get(key).is_some_and(|r| r.id.is_some())
+}
+
+fn now() -> String {
+    time::OffsetDateTime::now_utc().format(&Rfc3339).unwrap_or_default()
+}
+
+/// Whether state records `key` as made at or after `since` (both RFC 3339).
+fn made_since(state: &xcsp_state::State, key: &Address, since: &str) -> bool {
+    let parse = |s: &str| time::OffsetDateTime::parse(s, &Rfc3339).ok();
+    let made = state.resources.get(key).and_then(|r| r.attributes.get("created")).and_then(|v| v.as_str());
+    matches!((made.and_then(parse), parse(since)), (Some(m), Some(s)) if m >= s)
 }
 
 /// Per link with `psk_rotation_days`, its oldest generated key older than that, with the reason

@@ -148,6 +148,7 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> miette::Re
     check_issuers(l, opts.offline).await?;
     crate::preflight::before_changes(&l.model, &l.graph, opts.offline).await?;
     let (_, guard, mut state) = open(l, args, "plan").await?;
+    crate::rotate::note_under_way(&state);
     let graph = in_reach(l, &state);
     let kinds = needed(&graph, &state);
     let kube = kubeconfig(l, &kinds, false)?;
@@ -236,6 +237,7 @@ pub async fn apply(
     replace: &[String],
 ) -> miette::Result<ExitCode> {
     let (backend, _held, mut state) = open(l, args, "apply").await?;
+    crate::rotate::note_under_way(&state);
     let mut from_file: Option<SavedPlan> = None;
     if let Some(path) = saved {
         let bytes =

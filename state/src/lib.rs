@@ -37,6 +37,20 @@ pub struct State {
     pub lineage: String,
     pub stack: String,
     pub resources: BTreeMap<Address, ResourceState>,
+    /// A key rotation under way (`xcsp rotate-keys`), so that an interrupted one resumes where it
+    /// stopped rather than starting over. Absent from the file when none is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<Rotation>,
+}
+
+/// A key rotation under way: when it started and the keys it has still to finish.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rotation {
+    /// RFC 3339. A key made since then is already this rotation's new key: a resumed rotation
+    /// gives it to its tunnel and waits for it, and does not replace it again.
+    pub started: String,
+    /// Still to finish, in the order they are rotated.
+    pub keys: Vec<Address>,
 }
 
 impl State {
@@ -47,6 +61,7 @@ impl State {
             lineage: uuid::Uuid::new_v4().to_string(),
             stack: stack.to_string(),
             resources: BTreeMap::new(),
+            rotation: None,
         }
     }
 

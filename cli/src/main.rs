@@ -5,6 +5,7 @@
 mod backend;
 mod clouds;
 mod cluster;
+mod cost;
 mod discovery;
 mod health;
 mod preflight;

@@ -171,10 +171,14 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> miette::Re
             source,
         })?;
     }
+    let cost = crate::cost::estimate(&l.model, &p);
     if opts.json {
-        println!("{}", serde_json::to_string_pretty(&p.redacted()).expect("plans serialize"));
+        // The plan as it is saved, with its monthly cost beside it.
+        let mut shown = serde_json::to_value(p.redacted()).expect("plans serialize");
+        shown["cost"] = serde_json::to_value(&cost).expect("estimates serialize");
+        println!("{}", serde_json::to_string_pretty(&shown).expect("plans serialize"));
     } else {
-        print!("{}", plan::render(&p));
+        print!("{}{}", plan::render(&p), crate::cost::render(&cost));
     }
     Ok(if opts.detailed_exitcode && p.has_changes() { ExitCode::from(2) } else { ExitCode::SUCCESS })
 }
@@ -263,7 +267,7 @@ pub async fn apply(
     let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
     let changes = p.changes.iter().filter(|c| c.action != Action::NoOp).count();
     if mode != Mode::Json {
-        print!("{}", plan::render(&p));
+        print!("{}{}", plan::render(&p), crate::cost::render(&crate::cost::estimate(&l.model, &p)));
     }
     if !p.has_changes() {
         return Ok(ExitCode::SUCCESS);

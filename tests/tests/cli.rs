@@ -22,6 +22,29 @@ fn detailed_exitcode_is_2_with_changes_and_1_on_errors() {
     assert!(stderr.contains("xcsp::cidr::overlap") && stderr.contains("overlap/spec.xcsp.hcl:"), "{stderr}");
 }
 
+/// The plan states its monthly cost, in its text and in `--json`: the same figures, unknown
+/// prices said as such (the arithmetic is pinned by `cost`'s unit tests).
+#[test]
+fn plan_shows_the_monthly_cost_in_text_and_json() {
+    let text = xcsp().args(["plan", "--offline"]).arg(root().join("examples/public")).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout).to_string();
+    assert!(
+        text.contains("+ aws_vpn_connection.link[0]") && text.contains("+$36.50  a VPN connection in us-east-1"),
+        "{text}"
+    );
+    assert!(text.contains("no price for a VpnGw2AZ VPN gateway in eastus"), "{text}");
+    let json = xcsp().args(["plan", "--offline", "--json"]).arg(root().join("examples/public")).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let cost = &v["cost"];
+    let total = cost["delta_cents"].as_i64().unwrap();
+    let listed: i64 = cost["items"].as_array().unwrap().iter().filter_map(|i| i["after_cents"].as_i64()).sum();
+    assert_eq!(total, listed, "{cost}");
+    let dollars = format!("This plan: +${}.{:02} a month", total / 100, total % 100);
+    assert!(text.contains(&dollars), "{dollars} in {text}");
+    assert_eq!(cost["currency"], "USD");
+    assert!(v["changes"].is_array(), "the plan itself is unchanged: {v}");
+}
+
 #[test]
 fn variables_come_from_flags_over_the_environment() {
     // The IL5 example with its resource group and VNet range taken from variables.

@@ -1,0 +1,429 @@
+//! The monthly cost of a plan: what each change adds or takes away, and what the stack costs
+//! once it is applied, from the price table `prices/prices.json` (list prices, each with its
+//! source and date). A resource whose price the table lacks is unknown, and says what it would
+//! need; nothing is guessed. Money is counted in cents.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+use xcsp_core::provider::Attributes;
+use xcsp_core::{Address, ResourceType};
+use xcsp_plans::Model;
+use xcsp_plans::plan::{Action, Plan};
+
+const TABLE: &str = include_str!("../../prices/prices.json");
+
+#[derive(Debug, Deserialize)]
+struct Table {
+    currency: String,
+    hours_per_month: u32,
+    read: String,
+    free: Vec<Free>,
+    disk_tiers: BTreeMap<String, serde_json::Value>,
+    prices: Vec<Price>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Free {
+    types: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Price {
+    item: String,
+    region: String,
+    monthly: f64,
+    source: String,
+}
+
+fn table() -> &'static Table {
+    static T: OnceLock<Table> = OnceLock::new();
+    T.get_or_init(|| {
+        serde_json::from_str(TABLE).expect("prices/prices.json is the table's shape (a unit test reads it)")
+    })
+}
+
+/// One resource's monthly cost.
+#[derive(Debug, Clone, PartialEq)]
+enum Cost {
+    /// No charge of its own.
+    Free,
+    /// Cents a month, what was priced ("VpnGw1 in eastus") and the table's source keys.
+    Known { cents: i64, what: String, sources: Vec<String> },
+    /// What the table would need.
+    Unknown(String),
+}
+
+impl Cost {
+    fn cents(&self) -> Option<i64> {
+        match self {
+            Cost::Free => Some(0),
+            Cost::Known { cents, .. } => Some(*cents),
+            Cost::Unknown(_) => None,
+        }
+    }
+}
+
+/// What a plan costs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Estimate {
+    pub currency: String,
+    pub hours_per_month: u32,
+    /// The date the table's figures were read.
+    pub prices_read: String,
+    /// The changes that move the monthly cost, or whose cost is unknown.
+    pub items: Vec<Item>,
+    /// Changes that do not move the cost: resources at no charge of their own, updates that
+    /// leave the price as it was.
+    pub free: usize,
+    /// The change a month, of the known parts (cents).
+    pub delta_cents: i64,
+    /// The stack a month once applied, of the known parts (cents).
+    pub total_after_cents: i64,
+    /// Resources of the applied stack whose price is unknown.
+    pub unknown_after: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    pub address: String,
+    pub action: Action,
+    /// Cents a month before and after; `None` when unknown.
+    pub before_cents: Option<i64>,
+    pub after_cents: Option<i64>,
+    /// What was priced, or what is missing for a price.
+    pub what: String,
+    pub sources: Vec<String>,
+}
+
+impl Item {
+    fn delta(&self) -> Option<i64> {
+        let before = if self.action == Action::Create { Some(0) } else { self.before_cents };
+        let after = if self.action == Action::Delete { Some(0) } else { self.after_cents };
+        Some(after? - before?)
+    }
+}
+
+/// The cost of `plan` for the stack `model` describes.
+pub fn estimate(model: &Model, plan: &Plan) -> Estimate {
+    let t = table();
+    // Templates by name, so that a MachineSet is priced by the template it names.
+    let mut templates: BTreeMap<(bool, String), &Attributes> = BTreeMap::new();
+    for c in plan.changes.iter().filter(|c| c.address.rtype == ResourceType::K8sAzureMachineTemplate) {
+        for (after, attrs) in [(false, &c.before), (true, &c.after)] {
+            if let Some(a) = attrs
+                && let Some(name) = a.get("name").and_then(|v| v.as_str())
+            {
+                templates.insert((after, name.to_string()), a);
+            }
+        }
+    }
+    let price = |address: &Address, attrs: &Attributes, after: bool| {
+        cost(model, address.rtype, attrs, |name| templates.get(&(after, name.to_string())).copied())
+    };
+    let mut items = Vec::new();
+    let mut free = 0;
+    let (mut total_after, mut unknown_after) = (0, 0);
+    for c in &plan.changes {
+        let after = c.after.as_ref().filter(|_| c.action != Action::Delete).map(|a| price(&c.address, a, true));
+        match after.as_ref().map(Cost::cents) {
+            Some(Some(cents)) => total_after += cents,
+            Some(None) => unknown_after += 1,
+            None => {}
+        }
+        if c.action == Action::NoOp {
+            continue;
+        }
+        let before = c.before.as_ref().filter(|_| c.action != Action::Create).map(|a| price(&c.address, a, false));
+        let shown = if c.action == Action::Delete { before.clone() } else { after.clone() };
+        let (what, sources) = match shown.unwrap_or(Cost::Free) {
+            Cost::Free => (String::new(), vec![]),
+            Cost::Known { what, sources, .. } => (what, sources),
+            Cost::Unknown(why) => (why, vec![]),
+        };
+        let item = Item {
+            address: c.address.to_string(),
+            action: c.action,
+            before_cents: before.as_ref().and_then(Cost::cents),
+            after_cents: after.as_ref().and_then(Cost::cents),
+            what,
+            sources,
+        };
+        // A change that does not move the cost is counted, not listed.
+        if item.what.is_empty() || (c.action == Action::Update && item.delta() == Some(0)) {
+            free += 1;
+            continue;
+        }
+        items.push(item);
+    }
+    let delta_cents = items.iter().filter_map(Item::delta).sum();
+    Estimate {
+        currency: t.currency.clone(),
+        hours_per_month: t.hours_per_month,
+        prices_read: t.read.clone(),
+        items,
+        free,
+        delta_cents,
+        total_after_cents: total_after,
+        unknown_after,
+    }
+}
+
+/// One resource's monthly cost from its attributes; `template` finds an AzureMachineTemplate by name.
+fn cost<'a>(
+    model: &Model,
+    rtype: ResourceType,
+    attrs: &Attributes,
+    template: impl Fn(&str) -> Option<&'a Attributes>,
+) -> Cost {
+    let t = table();
+    let name = rtype.as_str();
+    let free = t.free.iter().flat_map(|f| &f.types).any(|ty| match ty.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => ty == name,
+    });
+    let text = |k: &str| attrs.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+    let aws = model.aws.region.value.as_str();
+    let azure = model.azure.location.value.as_str();
+    match rtype {
+        ResourceType::K8sMachineSet => machines(attrs, azure, template),
+        _ if free => Cost::Free,
+        ResourceType::AwsVpnConnection => lookup("aws_vpn_connection", aws, "a VPN connection"),
+        ResourceType::AzureVpnGateway => {
+            let sku = text("sku");
+            lookup(&format!("azure_vpn_gateway/{sku}"), azure, &format!("a {sku} VPN gateway"))
+        }
+        ResourceType::AzureVpnConnection => lookup("azure_vpn_connection", azure, "a site-to-site connection"),
+        ResourceType::AzurePublicIp => {
+            let (sku, allocation) = (text("sku"), text("allocation"));
+            lookup(&format!("azure_public_ip/{sku}/{allocation}"), azure, &format!("a {sku} {allocation} public IP"))
+        }
+        other => Cost::Unknown(format!("no price for {} in the table", other.as_str())),
+    }
+}
+
+/// A MachineSet's machines: replicas times the VM size and the OS disk of its template.
+fn machines<'a>(attrs: &Attributes, location: &str, template: impl Fn(&str) -> Option<&'a Attributes>) -> Cost {
+    let replicas = attrs.get("replicas").and_then(|v| v.as_i64()).unwrap_or(0);
+    let name = attrs.get("infrastructure_template").and_then(|v| v.as_str()).unwrap_or_default();
+    let Some(tpl) = template(name) else {
+        return Cost::Unknown(format!("its machine template {name} is not in the plan"));
+    };
+    let size = tpl.get("vm_size").and_then(|v| v.as_str()).unwrap_or_default();
+    let disk_type = tpl.get("os_disk_type").and_then(|v| v.as_str()).unwrap_or_default();
+    let disk_gb = tpl.get("os_disk_size_gb").and_then(|v| v.as_i64()).unwrap_or(0);
+    let vm = lookup(&format!("azure_vm/{size}"), location, &format!("a {size} VM"));
+    let disk = match tier(disk_type, disk_gb) {
+        Some(tier) => {
+            lookup(&format!("azure_disk/{disk_type}/{tier}"), location, &format!("a {disk_type} {tier} OS disk"))
+        }
+        None => Cost::Unknown(format!("no {disk_type} tier of {disk_gb} GiB in the table")),
+    };
+    match (vm, disk) {
+        (Cost::Known { cents: v, sources: mut s, .. }, Cost::Known { cents: d, sources: ds, .. }) => {
+            for x in ds {
+                if !s.contains(&x) {
+                    s.push(x);
+                }
+            }
+            Cost::Known {
+                cents: replicas * (v + d),
+                what: format!("{replicas} × {size} VM and {disk_type} {disk_gb} GiB OS disk in {location}"),
+                sources: s,
+            }
+        }
+        (Cost::Unknown(why), _) | (_, Cost::Unknown(why)) => Cost::Unknown(why),
+        _ => Cost::Free,
+    }
+}
+
+/// The disk tier that holds `gb` (disks are billed by the smallest tier at least their size).
+fn tier(disk_type: &str, gb: i64) -> Option<String> {
+    let tiers = table().disk_tiers.get(disk_type)?.as_array()?;
+    tiers
+        .iter()
+        .filter_map(|t| Some((t.get(0)?.as_str()?, t.get(1)?.as_i64()?)))
+        .find(|(_, size)| *size >= gb)
+        .map(|(name, _)| name.to_string())
+}
+
+fn lookup(item: &str, region: &str, what: &str) -> Cost {
+    match table().prices.iter().find(|p| p.item == item && p.region == region) {
+        Some(p) => Cost::Known {
+            cents: (p.monthly * 100.0).round() as i64,
+            what: format!("{what} in {region}"),
+            sources: vec![p.source.clone()],
+        },
+        None => Cost::Unknown(format!("no price for {what} in {region}")),
+    }
+}
+
+/// `$1,234.56`, with a sign when asked.
+fn money(cents: i64, signed: bool) -> String {
+    let sign = match (signed, cents.signum()) {
+        (true, 1) => "+",
+        (_, -1) => "-",
+        _ => "",
+    };
+    let abs = cents.unsigned_abs();
+    let dollars = (abs / 100).to_string();
+    let mut grouped = String::new();
+    for (i, ch) in dollars.chars().enumerate() {
+        if i > 0 && (dollars.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(ch);
+    }
+    format!("{sign}${grouped}.{:02}", abs % 100)
+}
+
+/// The estimate as the plan shows it.
+pub fn render(e: &Estimate) -> String {
+    if e.items.is_empty() && e.free == 0 {
+        return String::new();
+    }
+    let mut out = format!(
+        "\nMonthly cost, list prices in {} ({} hours a month; prices/prices.json, read {}):\n",
+        e.currency, e.hours_per_month, e.prices_read
+    );
+    let width = e.items.iter().map(|i| i.address.len()).max().unwrap_or(0);
+    for i in &e.items {
+        let sign = match i.action {
+            Action::Create => "+",
+            Action::Delete => "-",
+            Action::Replace => "±",
+            _ => "~",
+        };
+        let amount = i.delta().map_or("unknown".to_string(), |d| money(d, true));
+        out.push_str(&format!("  {sign} {:width$}  {amount:>12}  {}\n", i.address, i.what));
+    }
+    if e.free > 0 {
+        out.push_str(&format!("  ({} more changes that do not move the cost)\n", e.free));
+    }
+    let unknown = e.items.iter().filter(|i| i.delta().is_none()).count();
+    let parts = if unknown > 0 { format!(", and {unknown} changes of unknown cost") } else { String::new() };
+    out.push_str(&format!("  This plan: {} a month{parts}.\n", money(e.delta_cents, true)));
+    let after = if e.unknown_after > 0 {
+        format!(
+            "{} a month for the priced parts; {} resources of unknown cost",
+            money(e.total_after_cents, false),
+            e.unknown_after
+        )
+    } else {
+        format!("{} a month", money(e.total_after_cents, false))
+    };
+    out.push_str(&format!("  The stack once applied: {after}.\n"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loaded(dir: &str, edit: impl Fn(String) -> String) -> xcsp_plans::Loaded {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(dir);
+        for f in std::fs::read_dir(&src).unwrap() {
+            let f = f.unwrap().path();
+            if f.extension().is_some_and(|e| e == "hcl") {
+                std::fs::write(tmp.path().join(f.file_name().unwrap()), edit(std::fs::read_to_string(&f).unwrap()))
+                    .unwrap();
+            }
+        }
+        xcsp_plans::load(tmp.path(), &Default::default()).unwrap_or_else(|_| panic!("the spec loads"))
+    }
+
+    fn plan_of(l: &xcsp_plans::Loaded) -> Plan {
+        xcsp_plans::plan::diff(&l.model.stack, &l.model.digest, &l.graph, &BTreeMap::new())
+    }
+
+    #[test]
+    fn the_table_reads_and_every_price_names_a_source_it_has() {
+        let raw: serde_json::Value = serde_json::from_str(TABLE).unwrap();
+        let t = table();
+        assert!(!t.prices.is_empty());
+        for p in &t.prices {
+            assert!(raw["sources"].get(&p.source).is_some(), "{} names no source", p.item);
+            assert!(p.monthly > 0.0, "{}", p.item);
+        }
+        for (key, s) in raw["sources"].as_object().unwrap() {
+            assert!(s["date"].is_string(), "{key} has a date");
+        }
+    }
+
+    /// The public example with a VpnGw1AZ gateway and an NC8as_T4_v3 pool: every part priced.
+    /// 2 VPN connections 2 × 36.50 = 73.00; the gateway 153.30; its 2 public IPs 2 × 3.65 =
+    /// 7.30; 4 site-to-site connections 4 × 10.95 = 43.80; 1 machine, 548.96 + a 128 GiB P10
+    /// disk 19.71 = 568.67. Total 846.07.
+    #[test]
+    fn a_plan_of_the_public_example_adds_up() {
+        let l = loaded("public", |s| {
+            s.replace("azure_asn      = 65020", "azure_asn      = 65020\n  gateway_sku    = \"VpnGw1AZ\"")
+                .replace("Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3")
+        });
+        let e = estimate(&l.model, &plan_of(&l));
+        let cents = |addr_prefix: &str| -> Vec<Option<i64>> {
+            e.items.iter().filter(|i| i.address.starts_with(addr_prefix)).map(Item::delta).collect()
+        };
+        assert_eq!(cents("aws_vpn_connection."), [Some(3650), Some(3650)], "{e:#?}");
+        assert_eq!(cents("azure_virtual_network_gateway."), [Some(15330)]);
+        assert_eq!(cents("azure_public_ip."), [Some(365), Some(365)]);
+        assert_eq!(cents("azure_virtual_network_gateway_connection."), [Some(1095); 4]);
+        assert_eq!(cents("k8s_machine_set."), [Some(56867)]);
+        assert_eq!(e.delta_cents, 84607);
+        assert_eq!(e.total_after_cents, 84607);
+        assert_eq!(e.unknown_after, 0);
+        let shown = render(&e);
+        assert!(shown.contains("This plan: +$846.07 a month."), "{shown}");
+        assert!(shown.contains("The stack once applied: $846.07 a month."), "{shown}");
+        assert!(shown.contains("1 × Standard_NC8as_T4_v3 VM and Premium_LRS 128 GiB OS disk in eastus"), "{shown}");
+    }
+
+    /// What the table lacks is unknown and said so, and the known parts still add up.
+    #[test]
+    fn the_il5_example_prices_nothing_it_has_no_source_for() {
+        let l = loaded("il5-govcloud", |s| s);
+        let e = estimate(&l.model, &plan_of(&l));
+        let shown = render(&e);
+        assert!(shown.contains("no price for a VpnGw2AZ VPN gateway in usgovvirginia"), "{shown}");
+        assert!(shown.contains("no price for a VPN connection in us-gov-west-1"), "{shown}");
+        assert!(e.items.iter().all(|i| i.delta().is_none()), "{e:#?}");
+        assert_eq!(e.delta_cents, 0);
+        assert!(shown.contains("changes of unknown cost"), "{shown}");
+        assert!(e.free > 10, "the free parts are counted, not listed: {shown}");
+    }
+
+    #[test]
+    fn a_replica_more_costs_one_machine_and_a_destroy_takes_everything_away() {
+        let l = loaded("public", |s| s.replace("Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3"));
+        let p = plan_of(&l);
+        let recorded: BTreeMap<Address, Attributes> =
+            p.changes.iter().map(|c| (c.address.clone(), c.after.clone().unwrap())).collect();
+        let two = loaded("public", |s| {
+            s.replace("Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3").replace("replicas    = 1", "replicas    = 2")
+        });
+        let more = xcsp_plans::plan::diff(&two.model.stack, &two.model.digest, &two.graph, &recorded);
+        let e = estimate(&two.model, &more);
+        let machines: Vec<_> = e.items.iter().filter(|i| i.address.starts_with("k8s_machine_set.")).collect();
+        assert_eq!(machines.len(), 1, "{e:#?}");
+        assert_eq!((machines[0].before_cents, machines[0].after_cents), (Some(56867), Some(113734)));
+        assert_eq!(e.delta_cents, 56867, "{e:#?}");
+        // A gateway priced 0 would not say "unknown": the VpnGw2AZ default has no price.
+        assert_eq!(e.unknown_after, 1, "the VpnGw2AZ gateway");
+        // Destroying the stack (the spec's graph emptied) takes back all it cost.
+        let gone = xcsp_plans::plan::diff(
+            &two.model.stack,
+            &two.model.digest,
+            &xcsp_plans::ResourceGraph::new(vec![]).unwrap(),
+            &recorded,
+        );
+        let e = estimate(&l.model, &gone);
+        assert!(gone.changes.iter().all(|c| c.action == Action::Delete));
+        let priced: i64 = e.items.iter().filter_map(Item::delta).sum();
+        assert_eq!((e.delta_cents, priced), (-(56867 + 7300 + 730 + 4380), e.delta_cents), "{e:#?}");
+        assert_eq!(e.total_after_cents, 0);
+        assert_eq!(money(-123456789, true), "-$1,234,567.89");
+        assert_eq!(money(5, false), "$0.05");
+    }
+}

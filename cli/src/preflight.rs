@@ -5,10 +5,9 @@
 //! from the spec, as they always did.
 
 use miette::Severity;
-use xcsp_core::{Problem, ResourceType};
+use xcsp_core::Problem;
 use xcsp_kube::Survey;
 use xcsp_kube::survey::{CAPZ_DEPLOYMENT, OPENSHIFT_CAPI_NAMESPACE};
-use xcsp_plans::graph::ResourceGraph;
 use xcsp_plans::spec::KubernetesObjects;
 use xcsp_plans::validate::Model;
 
@@ -25,7 +24,7 @@ fn with_severity(severity: Severity, p: Problem) -> Problem {
 }
 
 /// The spec against the cluster. Errors stop plan and apply; warnings are said and the run goes on.
-pub fn check(model: &Model, graph: &ResourceGraph, s: &Survey) -> Vec<Problem> {
+pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
     let applying = model.cluster.kubernetes_objects.value == KubernetesObjects::Apply;
     // What the cluster would refuse stops an apply of the objects; with "render" it is said.
     let stop = if applying { Severity::Error } else { Severity::Warning };
@@ -129,33 +128,12 @@ pub fn check(model: &Model, graph: &ResourceGraph, s: &Survey) -> Vec<Problem> {
             }
         }
     }
-    // cluster-capi-operator admits one Cluster in openshift-cluster-api, the cluster's own.
-    let ours = graph.nodes().filter(|n| n.address.rtype == ResourceType::K8sCluster).filter_map(|n| {
-        let text = |k: &str| n.attributes.get(k).and_then(|v| v.as_str()).map(String::from);
-        (text("namespace")? == OPENSHIFT_CAPI_NAMESPACE).then(|| text("name")).flatten()
-    });
-    if let Some(own) = s.clusters.iter().find(|(name, _)| *name == infra.name) {
-        for name in ours.filter(|n| *n != own.0) {
-            problems.push(with_severity(
-                stop,
-                Problem::error(
-                    "xcsp::cluster::second_cluster",
-                    format!(
-                        "OpenShift admits one Cluster in {OPENSHIFT_CAPI_NAMESPACE}, the cluster's own `{}` ({}): the pool's Cluster `{name}` would be refused there",
-                        own.0, own.1
-                    ),
-                )
-                .label(&cluster.kubernetes_objects.span, "the pool's objects go to this cluster (kubernetes_objects)")
-                .with_help("set kubernetes_objects = \"render\" until xcsp places a pool's objects in a namespace of their own"),
-            ));
-        }
-    }
     problems
 }
 
 /// Plan and apply: reads the cluster when a kubeconfig is in reach (and not `--offline`); says
 /// the warnings; stops on errors. Without a kubeconfig, nothing is read.
-pub async fn before_changes(model: &Model, graph: &ResourceGraph, offline: bool) -> miette::Result<()> {
+pub async fn before_changes(model: &Model, offline: bool) -> miette::Result<()> {
     if offline {
         return Ok(());
     }
@@ -167,7 +145,7 @@ pub async fn before_changes(model: &Model, graph: &ResourceGraph, offline: bool)
             return Ok(());
         }
     };
-    stop_on_errors(check(model, graph, &survey))
+    stop_on_errors(check(model, &survey))
 }
 
 /// Says the warnings; the errors become the command's error.
@@ -183,7 +161,7 @@ pub fn stop_on_errors(problems: Vec<Problem>) -> miette::Result<()> {
 pub async fn command(l: &xcsp_plans::Loaded, json: bool) -> miette::Result<std::process::ExitCode> {
     let found = crate::cluster::find(&l.model)?;
     let s = survey(&found).await.map_err(|detail| CliError::Kubeconfig { detail, from: found.from.into() })?;
-    let problems = check(&l.model, &l.graph, &s);
+    let problems = check(&l.model, &s);
     if json {
         let said: Vec<serde_json::Value> = problems
             .iter()
@@ -193,6 +171,10 @@ pub async fn command(l: &xcsp_plans::Loaded, json: bool) -> miette::Result<std::
         println!("{}", serde_json::to_string_pretty(&out).expect("json"));
     } else {
         print!("{}", describe(&s));
+        let ns = xcsp_plans::spec::pool_namespace(&l.model.stack, &l.model.cluster);
+        println!(
+            "Pool objects: namespace {ns} (the pool's own: {OPENSHIFT_CAPI_NAMESPACE} admits one Cluster, OpenShift's)"
+        );
     }
     stop_on_errors(problems)?;
     if !json {

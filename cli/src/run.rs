@@ -72,7 +72,7 @@ pub(crate) fn in_reach(l: &Loaded, state: &State) -> ResourceGraph {
     }
     if recorded > 0 {
         report::note(format_args!(
-            "kubernetes_objects = \"render\", but state records {recorded} CAPZ/CAPI objects an earlier run applied: they stay in this run (applied, refreshed and destroyed by xcsp) until `xcsp state rm ADDR` hands them over."
+            "kubernetes_objects = \"render\", but state records {recorded} Kubernetes objects an earlier run applied: they stay in this run (applied, refreshed and destroyed by xcsp) until `xcsp state rm ADDR` hands them over."
         ));
         return l.graph.clone();
     }
@@ -81,7 +81,7 @@ pub(crate) fn in_reach(l: &Loaded, state: &State) -> ResourceGraph {
     let left_out = l.graph.len() - kept.len();
     if left_out > 0 {
         report::note(format_args!(
-            "kubernetes_objects = \"render\", so the {left_out} CAPZ/CAPI objects of the spec are left out of this run: write them with `xcsp render DIR` for oc apply or GitOps."
+            "kubernetes_objects = \"render\", so the {left_out} Kubernetes objects of the spec (the CAPZ/CAPI objects and their namespace) are left out of this run: write them with `xcsp render DIR` for oc apply or GitOps."
         ));
     }
     ResourceGraph::new(kept).expect("no resource depends on a Kubernetes object")
@@ -146,7 +146,7 @@ pub(crate) async fn refresh(
 
 pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> miette::Result<ExitCode> {
     check_issuers(l, opts.offline).await?;
-    crate::preflight::before_changes(&l.model, &l.graph, opts.offline).await?;
+    crate::preflight::before_changes(&l.model, opts.offline).await?;
     let (_, guard, mut state) = open(l, args, "plan").await?;
     crate::rotate::note_under_way(&state);
     let graph = in_reach(l, &state);
@@ -254,7 +254,7 @@ pub async fn apply(
         from_file = Some(saved);
     }
     check_issuers(l, run_args.offline).await?;
-    crate::preflight::before_changes(&l.model, &l.graph, run_args.offline).await?;
+    crate::preflight::before_changes(&l.model, run_args.offline).await?;
     let (graph, providers) = reach(l, &state, true).await?;
     let mode = Mode::pick(run_args.json);
     let (tx, rx) = mpsc::unbounded_channel();

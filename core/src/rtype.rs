@@ -74,6 +74,7 @@ resource_types! {
     AzureUserAssignedIdentity => "azure_user_assigned_identity", Azure;
     AzureFederatedCredential => "azure_federated_identity_credential", Azure;
     AzureRoleAssignment => "azure_role_assignment", Azure;
+    K8sNamespace => "k8s_namespace", Kubernetes;
     K8sAzureClusterIdentity => "k8s_azure_cluster_identity", Kubernetes;
     K8sAzureCluster => "k8s_azure_cluster", Kubernetes;
     K8sCluster => "k8s_cluster", Kubernetes;
@@ -140,6 +141,7 @@ impl ResourceType {
                 ("role", "role assignments are immutable"),
                 ("principal", "role assignments are immutable"),
             ],
+            K8sNamespace => &[("name", "a Kubernetes object's name is part of its identity")],
             K8sAzureClusterIdentity
             | K8sAzureCluster
             | K8sCluster

@@ -97,6 +97,7 @@ pub const CLUSTER: BlockSpec = BlockSpec {
         opt("kubeconfig", Ty::String),
         opt("kube_context", Ty::String),
         opt("kubernetes_objects", Ty::String),
+        opt("namespace", Ty::String),
     ],
     blocks: &[],
     computed: &[],

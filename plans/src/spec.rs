@@ -76,7 +76,29 @@ pub struct Cluster {
     /// The kubeconfig context to use instead of its current one.
     pub kube_context: Option<Sp<String>>,
     pub kubernetes_objects: Sp<KubernetesObjects>,
+    /// The namespace of the pool's CAPZ/CAPI objects, when the spec names one (else
+    /// [`pool_namespace`] derives it from the stack).
+    pub namespace: Option<Sp<String>>,
     pub span: Span,
+}
+
+/// The namespace the pool's CAPZ/CAPI objects live in: the spec's `cluster.namespace`, else
+/// `xcsp-<stack>` (lower case, `_` and `.` as `-`, at most 63 characters). Never
+/// `openshift-cluster-api`: OpenShift admits one Cluster there, its own (validate refuses it).
+pub fn pool_namespace(stack: &str, cluster: &Cluster) -> String {
+    namespace_for(stack, cluster.namespace.as_ref().map(|n| n.value.as_str()))
+}
+
+fn namespace_for(stack: &str, explicit: Option<&str>) -> String {
+    if let Some(ns) = explicit {
+        return ns.to_string();
+    }
+    let derived: String = format!("xcsp-{stack}")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .take(63)
+        .collect();
+    derived.trim_end_matches('-').to_string()
 }
 
 /// What xcsp does with the pool's CAPZ/CAPI objects.
@@ -262,4 +284,20 @@ pub struct Backend {
     pub server_side_encryption: Option<String>,
     /// Client-side encryption: `enforced` refuses to read or write plaintext state and plans.
     pub encryption: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_namespace_is_a_dns_label_made_from_the_stack() {
+        assert_eq!(namespace_for("il5-gpu", None), "xcsp-il5-gpu");
+        assert_eq!(namespace_for("IL5_GPU.a", None), "xcsp-il5-gpu-a");
+        let ns = namespace_for(&"a".repeat(63), None);
+        assert_eq!((ns.len(), ns.starts_with("xcsp-a")), (63, true));
+        // Cut at 63, a trailing `-` goes too.
+        assert_eq!(namespace_for(&format!("{}_x", "b".repeat(57)), None), format!("xcsp-{}", "b".repeat(57)));
+        assert_eq!(namespace_for("il5-gpu", Some("gpu-pools")), "gpu-pools");
+    }
 }

@@ -77,7 +77,7 @@ impl Clouds {
         let all = self.get("/_sim/kube/objects")["items"].as_array().cloned().unwrap_or_default();
         let mut out: Vec<(String, String)> = all
             .iter()
-            .filter(|o| o["namespace"] == "openshift-cluster-api" && o["kind"] != "Machine")
+            .filter(|o| o["namespace"] == "xcsp-il5-gpu" && o["kind"] != "Machine")
             .map(|o| (o["kind"].as_str().unwrap_or_default().into(), o["name"].as_str().unwrap_or_default().into()))
             .collect();
         out.sort();
@@ -196,7 +196,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let state = dir.path();
     ok(&clouds.xcsp(state).arg("plan").arg(il5()).output().unwrap());
     let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(applied.contains("Apply complete! Resources: 38 added"), "{applied}");
+    assert!(applied.contains("Apply complete! Resources: 39 added"), "{applied}");
     assert_eq!(tunnels_up(&clouds, state), 4);
     // The pool's machines, as CAPI reports them: one per MachineSet (a zone each), and no Node,
     // since the local cluster boots no VM; status says so for each.
@@ -212,7 +212,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(250));
     };
     assert_eq!(machines.len(), 2, "{status}");
-    assert!(machines.iter().all(|m| m["node"].is_null() && m["namespace"] == "openshift-cluster-api"), "{status}");
+    assert!(machines.iter().all(|m| m["node"].is_null() && m["namespace"] == "xcsp-il5-gpu"), "{status}");
     let sets: std::collections::BTreeSet<&str> = machines.iter().filter_map(|m| m["machine_set"].as_str()).collect();
     assert_eq!(sets.len(), 2, "{status}");
     let text = ok(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
@@ -250,7 +250,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         all.iter().filter(|o| o["kind"] == "Machine").count()
     };
     while machines() < 2 && Instant::now() < deadline {
-        clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/openshift-cluster-api/machines");
+        clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines");
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!(machines(), 2, "{:#?}", clouds.get("/_sim/kube/objects"));
@@ -258,7 +258,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let resources = &state_json["resources"];
     let client_id = resources["azure_user_assigned_identity.capz"]["attributes"]["client_id"].as_str().unwrap();
     let aci = clouds.kube_get(&format!(
-        "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/openshift-cluster-api/azureclusteridentities/{}",
+        "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/azureclusteridentities/{}",
         resources["k8s_azure_cluster_identity.capz"]["attributes"]["name"].as_str().unwrap()
     ));
     assert_eq!(aci["spec"]["clientID"], client_id, "{aci}");
@@ -299,8 +299,10 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     ok(&clouds.xcsp(state).arg("render").arg(&objects).arg(il5()).output().unwrap());
     let mut files: Vec<_> = std::fs::read_dir(&objects).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
-    assert_eq!(files.len(), 7);
-    let identity = std::fs::read_to_string(&files[0]).unwrap();
+    assert_eq!(files.len(), 8);
+    let namespace = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(namespace.contains("kind: Namespace") && namespace.contains("name: xcsp-il5-gpu"), "{namespace}");
+    let identity = std::fs::read_to_string(&files[1]).unwrap();
     assert!(identity.contains("kind: AzureClusterIdentity") && identity.contains("clientID:"), "{identity}");
 
     // No secret in what a user sees.
@@ -318,10 +320,15 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     }
 
     let destroyed = ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(destroyed.contains("38 destroyed"), "{destroyed}");
+    assert!(destroyed.contains("39 destroyed"), "{destroyed}");
     assert_eq!(clouds.aws_live(), (0, 0, 0));
     assert_eq!(clouds.arm_count(), 0);
     assert_eq!(clouds.kube_objects(), vec![]);
+    let all = clouds.get("/_sim/kube/objects")["items"].clone();
+    assert!(
+        !all.as_array().unwrap().iter().any(|o| o["kind"] == "Namespace" && o["name"] == "xcsp-il5-gpu"),
+        "the pool's namespace went too: {all}"
+    );
     // The cluster went first: the MachineSet was scaled to zero, its machines removed, then it
     // and every other object deleted, all before the first Azure delete.
     let journal = clouds.get("/_sim/journal")["entries"].as_array().cloned().unwrap_or_default();
@@ -681,7 +688,7 @@ fn tunnel_option_and_vm_size_edits_converge_in_one_apply() {
     let after = template(&clouds);
     assert_eq!(after.len(), 1);
     assert_ne!(after, before);
-    let sets = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/openshift-cluster-api/machinesets");
+    let sets = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machinesets");
     let refs: Vec<&str> = sets["items"]
         .as_array()
         .unwrap()
@@ -690,7 +697,7 @@ fn tunnel_option_and_vm_size_edits_converge_in_one_apply() {
         .collect();
     assert_eq!(refs, vec![after[0].as_str(); 2]);
     let amt = clouds.kube_get(&format!(
-        "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/openshift-cluster-api/azuremachinetemplates/{}",
+        "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/azuremachinetemplates/{}",
         after[0]
     ));
     assert_eq!(amt["spec"]["template"]["spec"]["vmSize"], "Standard_ND96amsr_A100_v4");

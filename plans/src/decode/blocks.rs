@@ -180,6 +180,7 @@ fn decode_cluster(f: &Fields, problems: &mut Problems) -> Option<Cluster> {
             KubernetesObjects::Apply,
             problems,
         ),
+        namespace: f.get_string("namespace", problems),
         span: f.head(),
     })
 }

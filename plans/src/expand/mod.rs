@@ -19,17 +19,31 @@ use pool::expand_pool;
 
 pub use crate::topology::{CONTROL_PLANE_PORTS, DEFAULT_INSIDE_CIDRS, WORKER_PORTS, machine_sets};
 
-/// The namespace OpenShift runs Cluster API in.
+/// The namespace OpenShift runs Cluster API in: the cluster's own Cluster lives there, and
+/// OpenShift admits no other (the pool's objects go to [`crate::spec::pool_namespace`]).
 pub const CAPI_NAMESPACE: &str = "openshift-cluster-api";
+
+/// The label of the `k8s_namespace` node the pool's objects live in.
+pub const NAMESPACE_NODE: &str = "pools";
 
 struct Builder<'m> {
     model: &'m Model,
+    /// The namespace of the pool's Kubernetes objects, and its node once added.
+    namespace: String,
+    namespace_node: Option<Address>,
     nodes: Vec<Node>,
     /// What the nodes serve of the computed exports.
     exports: Vec<(Address, Served)>,
 }
 
 impl Builder<'_> {
+    /// Node `i` is made after the pool's namespace and deleted before it.
+    fn in_namespace(&mut self, i: usize) {
+        if let Some(ns) = self.namespace_node.clone() {
+            self.after(i, &ns);
+        }
+    }
+
     fn add(&mut self, rtype: T, name: &str, index: Option<u32>, attrs: Vec<(&str, Value)>) -> usize {
         let address = Address { rtype, name: name.to_string(), index };
         let mut attributes: IndexMap<String, Value> = attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
@@ -164,7 +178,8 @@ pub fn expand(model: &Model) -> Vec<Node> {
 
 /// [`expand`], with what each node serves of the computed exports.
 pub fn expanded(model: &Model) -> Expanded {
-    let mut b = Builder { model, nodes: Vec::new(), exports: Vec::new() };
+    let namespace = crate::spec::pool_namespace(&model.stack, &model.cluster);
+    let mut b = Builder { model, namespace, namespace_node: None, nodes: Vec::new(), exports: Vec::new() };
     let az = &model.azure;
     let rg = b.add(
         T::AzureResourceGroup,
@@ -181,6 +196,13 @@ pub fn expanded(model: &Model) -> Expanded {
         let vnet = expand_network(&mut b, n, &rg_addr);
         b.protect_since(start, n.prevent_destroy);
         vnets.insert(n.name.value.clone(), vnet);
+    }
+
+    // The pool's Kubernetes objects live in a namespace of their own, made first and deleted
+    // last (deleting it would take what is left in it).
+    if !model.identities.is_empty() || !model.pools.is_empty() {
+        let ns = b.add(T::K8sNamespace, NAMESPACE_NODE, None, vec![("name", Value::string(&b.namespace.clone()))]);
+        b.namespace_node = Some(b.addr(ns));
     }
 
     let mut identities = IndexMap::new();
@@ -223,15 +245,16 @@ pub fn expanded(model: &Model) -> Expanded {
             name,
             None,
             vec![
-                ("namespace", Value::string(CAPI_NAMESPACE)),
+                ("namespace", Value::string(&b.namespace)),
                 ("name", Value::string(format!("{}-{name}", model.cluster.infrastructure_name.value))),
                 ("type", Value::string("WorkloadIdentity")),
                 ("tenant_id", Value::string(&az.tenant_id.value)),
                 ("client_id", Value::Unknown),
-                ("allowed_namespaces", Value::strings([CAPI_NAMESPACE])),
+                ("allowed_namespaces", Value::strings([b.namespace.as_str()])),
             ],
         );
         b.input(aci, "client_id", &uai_addr, "client_id");
+        b.in_namespace(aci);
         // The controller can use the identity only once the federation and the role exist.
         let (fic_addr, ra_addr) = (b.addr(fic), b.addr(ra));
         b.after(aci, &fic_addr);
@@ -252,7 +275,7 @@ pub fn expanded(model: &Model) -> Expanded {
             AzureCloud::Public | AzureCloud::Custom => "AzurePublicCloud",
         };
         let mut attrs = vec![
-            ("namespace", Value::string(CAPI_NAMESPACE)),
+            ("namespace", Value::string(&b.namespace)),
             ("name", Value::string(format!("{infra}-{name}"))),
             ("location", Value::string(&az.location.value)),
             ("resource_group", Value::string(&az.resource_group.value)),
@@ -270,6 +293,7 @@ pub fn expanded(model: &Model) -> Expanded {
         }
         let ac = b.add(T::K8sAzureCluster, name, None, attrs);
         b.input(ac, "vnet", &vnet_addr, "name");
+        b.in_namespace(ac);
         let ident = identities[&first.identity.value].clone();
         b.after(ac, &ident);
         let ac_addr = b.addr(ac);
@@ -278,12 +302,13 @@ pub fn expanded(model: &Model) -> Expanded {
             name,
             None,
             vec![
-                ("namespace", Value::string(CAPI_NAMESPACE)),
+                ("namespace", Value::string(&b.namespace)),
                 ("name", Value::string(format!("{infra}-{name}"))),
                 ("infrastructure_ref", Value::string(format!("{infra}-{name}"))),
             ],
         );
         b.after(cl, &ac_addr);
+        b.in_namespace(cl);
         clusters.insert(name.clone(), b.addr(cl));
     }
 

@@ -4,7 +4,7 @@
 use indexmap::IndexMap;
 use xcsp_core::{Address, ResourceType as T, Value};
 
-use super::{Builder, CAPI_NAMESPACE};
+use super::Builder;
 use crate::exports::Read;
 use crate::spec::Image;
 use crate::topology::{self, WORKER_PORTS, machine_sets};
@@ -81,10 +81,12 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
     ];
     let digest = template_digest(&template_attrs);
     let template_name = format!("{infra}-{name}-{digest}");
-    let mut attrs = vec![("namespace", Value::string(CAPI_NAMESPACE)), ("name", Value::string(&template_name))];
+    let namespace = b.namespace.clone();
+    let mut attrs = vec![("namespace", Value::string(&namespace)), ("name", Value::string(&template_name))];
     attrs.extend(template_attrs);
     let amt = b.add(T::K8sAzureMachineTemplate, &format!("{name}-{digest}"), None, attrs);
     b.after(amt, &subnet_addr);
+    b.in_namespace(amt);
     let amt_addr = b.addr(amt);
     let mut labels: IndexMap<String, Value> = p.labels.value.clone();
     labels.insert("node.openshift.io/cloud-provider".into(), Value::string("azure"));
@@ -115,7 +117,7 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
     for (index, zone, replicas) in machine_sets(p) {
         let ms_name = topology::machine_set_name(infra, name, &model.azure.location.value, zone.as_deref());
         let mut attrs = vec![
-            ("namespace", Value::string(CAPI_NAMESPACE)),
+            ("namespace", Value::string(&namespace)),
             ("name", Value::string(ms_name)),
             ("cluster_name", Value::string(format!("{infra}-{}", p.network.value))),
             ("replicas", Value::int(replicas)),
@@ -147,7 +149,7 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
             name,
             None,
             vec![
-                ("namespace", Value::string(CAPI_NAMESPACE)),
+                ("namespace", Value::string(&namespace)),
                 ("name", Value::string(format!("{infra}-{name}"))),
                 ("cluster_name", Value::string(format!("{infra}-{}", p.network.value))),
                 ("selector", Value::string(format!("{infra}-{name}"))),

@@ -20,6 +20,9 @@ pub(super) fn check_cluster(spec: &Spec, problems: &mut Problems) {
                 .with_help("use the cluster's `oc get infrastructure cluster -o jsonpath='{.status.infrastructureName}'`: lowercase letters, digits and `-`"),
         );
     }
+    if let Some(ns) = &c.namespace {
+        check_namespace(ns, problems);
+    }
     check_https(&c.api_url, "the API URL", problems);
     check_https(&c.oidc_issuer_url, "the OIDC issuer", problems);
     // An IPsec tunnel lowers the path MTU, and Geneve adds 100 bytes on top of the overlay MTU.
@@ -117,5 +120,33 @@ pub(super) fn check_stack(spec: &Spec, problems: &mut Problems) {
                 .with_help("shorten the stack name or the block's label"),
             );
         }
+    }
+}
+
+/// The pool's namespace: a DNS-1123 label (Kubernetes refuses any other namespace name), and not
+/// `openshift-cluster-api`, where OpenShift admits one Cluster, its own, named after the
+/// infrastructure (openshift/cluster-capi-operator `pkg/webhook/cluster.go`, `ValidateCreate`).
+fn check_namespace(ns: &Sp<String>, problems: &mut Problems) {
+    let v = &ns.value;
+    let label = !v.is_empty()
+        && v.len() <= 63
+        && v.chars().all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-')
+        && !v.starts_with('-')
+        && !v.ends_with('-');
+    if !label {
+        problems.push(
+            err("xcsp::cluster::namespace", "not a valid namespace name", &ns.span, "")
+                .with_help("a namespace is a DNS label: 1-63 lowercase letters, digits and `-`, beginning and ending with a letter or digit"),
+        );
+    } else if v == "openshift-cluster-api" {
+        problems.push(
+            err(
+                "xcsp::cluster::namespace",
+                "the pool's objects cannot live in `openshift-cluster-api`",
+                &ns.span,
+                "OpenShift admits one Cluster there, the cluster's own",
+            )
+            .with_help("leave `namespace` out (xcsp uses `xcsp-<stack>`) or name a namespace of the pool's own"),
+        );
     }
 }

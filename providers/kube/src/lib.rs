@@ -1,7 +1,8 @@
 //! The Kubernetes side of a pool: the CAPZ/CAPI objects that make its machines, built from the
 //! graph's `k8s_*` nodes (with every value known), per the CRDs of CAPZ v1.26 and CAPI v1.13
-//! (served version v1beta1, which OpenShift's Cluster API uses) and OpenShift's conventions:
-//! namespace `openshift-cluster-api`, MachineSets bootstrapped from `worker-user-data`.
+//! (served version v1beta1, which OpenShift's Cluster API uses). They live in a namespace of the
+//! pool's own (`openshift-cluster-api` admits one Cluster, OpenShift's); MachineSets are
+//! bootstrapped from `worker-user-data`.
 //!
 //! [`object`] builds one object as JSON; [`render`] writes them as YAML documents for `oc apply`
 //! or GitOps; [`KubeProvider`] applies them to the cluster with server-side apply.
@@ -62,6 +63,13 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
     let mut meta = metadata(&a, stack);
     let ns = a.str_or_empty("namespace");
     Ok(match address.rtype {
+        T::K8sNamespace => {
+            // Cluster-wide: a Namespace is in none.
+            if let Some(m) = meta.as_object_mut() {
+                m.remove("namespace");
+            }
+            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": meta })
+        }
         T::K8sAzureClusterIdentity => json!({
             "apiVersion": CAPZ, "kind": "AzureClusterIdentity", "metadata": meta,
             "spec": {

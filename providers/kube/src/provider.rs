@@ -22,12 +22,21 @@ use xcsp_core::{ADDRESS_TAG, Address, ProviderKind, ResourceType as T, STACK_TAG
 /// The field manager xcsp applies as.
 pub const FIELD_MANAGER: &str = "xcsp";
 
+/// CAPI's condition for a Cluster whose control plane can take workers (`clusterv1.ControlPlaneInitializedCondition`).
+const CONTROL_PLANE_INITIALIZED: &str = "ControlPlaneInitialized";
+
 /// The annotation that marks infrastructure its provider leaves alone (CAPI `ManagedByAnnotation`).
 pub const MANAGED_BY: &str = "cluster.x-k8s.io/managed-by";
 
 /// The kind of a `k8s_*` resource type, as the API serves it.
 pub fn resource(rtype: T) -> Option<ApiResource> {
     let (group, kind, plural) = match rtype {
+        T::K8sNamespace => {
+            return Some(ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("", "v1", "Namespace"),
+                "namespaces",
+            ));
+        }
         T::K8sAzureClusterIdentity => {
             ("infrastructure.cluster.x-k8s.io", "AzureClusterIdentity", "azureclusteridentities")
         }
@@ -150,9 +159,14 @@ impl KubeProvider {
         Ok(KubeProvider { client: client(&config).await?, config })
     }
 
+    /// The API of `address`'s kind in `namespace`; a Namespace's own is cluster-wide.
     fn api(&self, address: &Address, namespace: &str) -> Result<Api<DynamicObject>, ProviderError> {
         let ar = resource(address.rtype).ok_or_else(|| failed(address, "NotKubernetes", "not a Kubernetes object"))?;
-        Ok(Api::namespaced_with(self.client.clone(), namespace, &ar))
+        Ok(if address.rtype == T::K8sNamespace {
+            Api::all_with(self.client.clone(), &ar)
+        } else {
+            Api::namespaced_with(self.client.clone(), namespace, &ar)
+        })
     }
 
     /// Runs `call` until it succeeds, fails for good, or `timeout` passes; 429, 5xx and
@@ -198,15 +212,57 @@ impl KubeProvider {
             let ready = Patch::Merge(&ready);
             self.retry(a, || api.patch_status(name, &params, &ready)).await?;
         }
+        if a.rtype == T::K8sCluster {
+            self.control_plane_initialized(a, &api, name).await?;
+        }
         let mut out = req.attributes.clone();
         out.insert("uid".into(), Value::string(applied.metadata.uid.clone().unwrap_or_default()));
-        Ok(Observed { address: a.clone(), id: format!("{ns}/{name}"), attributes: out })
+        Ok(Observed { address: a.clone(), id: object_id(ns, name), attributes: out })
+    }
+
+    /// The pool's Cluster has no control plane of its own (the cluster's is OpenShift's), so CAPI
+    /// would never mark it initialized, and without that it never watches the Nodes that match
+    /// its Machines (openshift/cluster-api `machine_controller.go` `watchClusterNodes`). OpenShift
+    /// marks its own Cluster the same way (openshift/cluster-capi-operator
+    /// `corecluster_controller.go` `ensureCoreClusterControlPlaneInitializedCondition`); xcsp does
+    /// it for the Cluster it manages. Other conditions are kept: the status is read, the condition
+    /// set or replaced, and written back against the version read (a conflict is tried again).
+    async fn control_plane_initialized(
+        &self,
+        a: &Address,
+        api: &Api<DynamicObject>,
+        name: &str,
+    ) -> Result<(), ProviderError> {
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            let current = self.retry(a, || api.get_status(name)).await?;
+            let mut conditions: Vec<serde_json::Value> =
+                current.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+            if conditions.iter().any(|c| c["type"] == CONTROL_PLANE_INITIALIZED && c["status"] == "True") {
+                return Ok(());
+            }
+            conditions.retain(|c| c["type"] != CONTROL_PLANE_INITIALIZED);
+            let now = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+            let at = now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+            conditions.push(json!({ "type": CONTROL_PLANE_INITIALIZED, "status": "True", "lastTransitionTime": at }));
+            let patch = json!({
+                "metadata": { "resourceVersion": current.metadata.resource_version },
+                "status": { "conditions": conditions },
+            });
+            let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+            let patch = Patch::Merge(&patch);
+            match api.patch_status(name, &params, &patch).await {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 && Instant::now() < deadline => continue,
+                Err(e) => return Err(classify(a, e).unwrap_or_else(|e| e)),
+            }
+        }
     }
 
     async fn remove(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<(), ProviderError> {
         let a = req.address;
         let id = req.id.unwrap_or_default();
-        let Some((ns, name)) = id.split_once('/') else {
+        let Some((ns, name)) = split_id(a, id) else {
             return Err(failed(a, "BadId", format!("`{id}` is not namespace/name")));
         };
         let api = self.api(a, ns)?;
@@ -292,8 +348,8 @@ impl KubeProvider {
             if out.iter().any(|o| &o.id == id) {
                 continue;
             }
-            let Some((ns, name)) = id.split_once('/') else { continue };
-            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
+            let Some((ns, name)) = split_id(address, id) else { continue };
+            let api = self.api(address, ns)?;
             if let Some(o) = self.retry(address, || api.get_opt(name)).await? {
                 out.push(observe(&o, address.clone()));
             }
@@ -324,7 +380,17 @@ fn observe(o: &DynamicObject, address: Address) -> Observed {
         }
         _ => {}
     }
-    Observed { address, id: format!("{ns}/{name}"), attributes }
+    Observed { id: object_id(&ns, &name), address, attributes }
+}
+
+/// An object's id in state: `namespace/name`, or the name of a cluster-wide object.
+fn object_id(ns: &str, name: &str) -> String {
+    if ns.is_empty() { name.to_string() } else { format!("{ns}/{name}") }
+}
+
+/// `(namespace, name)` from an id; a Namespace's id is its name.
+fn split_id<'a>(address: &Address, id: &'a str) -> Option<(&'a str, &'a str)> {
+    if address.rtype == T::K8sNamespace { Some(("", id)) } else { id.split_once('/') }
 }
 
 impl Provider for KubeProvider {

@@ -24,14 +24,14 @@ async fn admin(base: &str, path: &str) -> Json {
     reqwest::get(format!("{base}/_sim/{path}")).await.expect("the sim answers").json().await.expect("JSON")
 }
 
-/// (kind, name, resourceVersion) of every object the sim holds of `kinds`.
-async fn objects(base: &str) -> Vec<(String, String, String)> {
+/// (kind, name, resourceVersion) of every object the sim holds in namespace `ns`.
+async fn objects(base: &str, ns: &str) -> Vec<(String, String, String)> {
     let all = admin(base, "kube/objects").await;
     let mut out: Vec<(String, String, String)> = all["items"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|o| o["namespace"] == json!("openshift-cluster-api"))
+        .filter(|o| o["namespace"] == json!(ns))
         .map(|o| {
             let s = |k: &str| o[k].as_str().unwrap_or_default().to_string();
             (s("kind"), s("name"), s("resourceVersion"))
@@ -64,6 +64,9 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/il5-govcloud");
     let loaded = xcsp_plans::load(&path, &Default::default()).unwrap_or_else(|_| panic!("the example loads"));
     let stack = loaded.model.stack.clone();
+    // The pool's own namespace: OpenShift admits one Cluster in openshift-cluster-api, its own.
+    let ns = xcsp_plans::spec::pool_namespace(&stack, &loaded.model.cluster);
+    assert_ne!(ns, "openshift-cluster-api");
     // What the Azure side would give: an identity's client id, the VNet's name.
     let made_up = |from: &Address, output: &str| Some(Value::string(format!("{output}-of-{}", from.name)));
     let nodes: Vec<_> = loaded
@@ -74,16 +77,19 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         .collect();
     assert_eq!(
         nodes.len(),
-        7,
-        "AzureClusterIdentity, AzureCluster, Cluster, AzureMachineTemplate, a MachineSet per zone, MachineHealthCheck"
+        8,
+        "Namespace, AzureClusterIdentity, AzureCluster, Cluster, AzureMachineTemplate, a MachineSet per zone, MachineHealthCheck"
     );
+    assert_eq!(nodes[0].address.rtype, T::K8sNamespace, "the namespace comes first");
 
     let mut made: Vec<Observed> = Vec::new();
     for n in &nodes {
         let attrs = n.filled(made_up);
         let req = Request { stack: &stack, address: &n.address, id: None, attributes: &attrs };
         let o = kube.write(req, &Recorder::default()).await.unwrap_or_else(|e| panic!("apply {}: {e}", n.address));
-        assert_eq!(o.id, format!("openshift-cluster-api/{}", attrs["name"].as_str().unwrap()));
+        let name = attrs["name"].as_str().unwrap();
+        let id = if n.address.rtype == T::K8sNamespace { name.to_string() } else { format!("{ns}/{name}") };
+        assert_eq!(o.id, id);
         made.push(o);
     }
     // The AzureCluster xcsp manages is ready (CAPZ leaves an externally managed one to its
@@ -94,11 +100,9 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     )
     .await
     .unwrap();
-    let azure_clusters: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
-        kube::Client::try_from(config).unwrap(),
-        "openshift-cluster-api",
-        &xcsp_kube::resource(T::K8sAzureCluster).unwrap(),
-    );
+    let client = kube::Client::try_from(config).unwrap();
+    let azure_clusters: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), &ns, &xcsp_kube::resource(T::K8sAzureCluster).unwrap());
     let ac = nodes.iter().find(|n| n.address.rtype == T::K8sAzureCluster).unwrap();
     let ac = azure_clusters.get(ac.attributes["name"].as_str().unwrap()).await.unwrap();
     assert_eq!(ac.data["status"]["ready"], true, "{:?}", ac.data);
@@ -108,7 +112,19 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         "{:?}",
         ac.data
     );
-    let first = objects(&base).await;
+    // The pool's Cluster is marked initialized, as OpenShift marks its own: it has no control
+    // plane of its own, and CAPI watches its Nodes only once it is.
+    let clusters: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client, &ns, &xcsp_kube::resource(T::K8sCluster).unwrap());
+    let cl = nodes.iter().find(|n| n.address.rtype == T::K8sCluster).unwrap();
+    let cl = clusters.get(cl.attributes["name"].as_str().unwrap()).await.unwrap();
+    let conditions = cl.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    assert!(
+        conditions.iter().any(|c| c["type"] == "ControlPlaneInitialized" && c["status"] == "True"),
+        "{:?}",
+        cl.data
+    );
+    let first = objects(&base, &ns).await;
     let kinds: Vec<&str> = first.iter().map(|(k, _, _)| k.as_str()).filter(|k| *k != "Machine").collect();
     assert_eq!(
         kinds,
@@ -130,7 +146,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         let req = Request { stack: &stack, address: &n.address, id: id.as_deref(), attributes: &attrs };
         kube.write(req, &Recorder::default()).await.unwrap();
     }
-    let again: Vec<_> = objects(&base).await.into_iter().filter(|(k, _, _)| k != "Machine").collect();
+    let again: Vec<_> = objects(&base, &ns).await.into_iter().filter(|(k, _, _)| k != "Machine").collect();
     let before: Vec<_> = first.iter().filter(|(k, _, _)| k != "Machine").cloned().collect();
     assert_eq!(again, before, "a no-op apply changes nothing");
 
@@ -150,7 +166,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     let requests = admin(&base, "counters").await["requests"].clone();
     let kube_calls: Vec<(&String, &Json)> =
         requests.as_object().unwrap().iter().filter(|(k, _)| k.starts_with("kube ")).collect();
-    assert_eq!(kube_calls.len(), 6, "{kube_calls:?}");
+    assert_eq!(kube_calls.len(), 7, "{kube_calls:?}");
     assert!(kube_calls.iter().all(|(k, v)| k.starts_with("kube list") && **v == json!(1)), "{kube_calls:?}");
 
     // Scaled by hand: refresh shows the new count (drift), and an apply that would scale it back
@@ -214,7 +230,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
 
     // Destroy in reverse: each zone's MachineSet waits for its machine to go first.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while objects(&base).await.iter().filter(|(k, _, _)| k == "Machine").count() < 2 {
+    while objects(&base, &ns).await.iter().filter(|(k, _, _)| k == "Machine").count() < 2 {
         assert!(std::time::Instant::now() < deadline, "the MachineSet made its machines");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -226,7 +242,12 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     }
     let said = progress.0.lock().unwrap().clone();
     assert!(said.iter().filter(|s| s.contains("waiting for 1 machine of MachineSet")).count() >= 2, "{said:?}");
-    assert_eq!(objects(&base).await, vec![], "nothing left");
+    assert_eq!(objects(&base, &ns).await, vec![], "nothing left");
+    let namespaces = admin(&base, "kube/objects").await["items"].clone();
+    assert!(
+        !namespaces.as_array().unwrap().iter().any(|o| o["kind"] == "Namespace" && o["name"] == json!(ns)),
+        "the namespace went last: {namespaces}"
+    );
     // Gone already: deleting again is fine.
     let o = &made[0];
     let attrs = nodes[0].filled(made_up);

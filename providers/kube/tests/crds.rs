@@ -34,9 +34,10 @@ fn problems(object: &Json) -> Vec<String> {
     out
 }
 
-/// The IL5 example's objects, with the values apply would fill in (client id, VNet name).
+/// The IL5 example's CAPZ/CAPI objects, with the values apply would fill in (client id, VNet
+/// name); the Namespace they live in is left out (it has no CRD).
 fn il5_objects() -> Vec<Json> {
-    example_objects("il5-govcloud")
+    example_objects("il5-govcloud").into_iter().filter(|o| o["kind"] != "Namespace").collect()
 }
 
 fn example_objects(example: &str) -> Vec<Json> {
@@ -76,10 +77,22 @@ fn the_il5_objects_are_valid_against_the_capz_and_capi_crds() {
             "MachineHealthCheck"
         ]
     );
+    // All in the pool's own namespace, made first: OpenShift admits one Cluster in
+    // openshift-cluster-api, its own.
+    let all = example_objects("il5-govcloud");
+    assert_eq!(
+        all[0],
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": "xcsp-il5-gpu",
+            "labels": {"xcsp.io/stack": "il5-gpu"},
+            "annotations": {"xcsp.io/address": "k8s_namespace.pools"},
+        }})
+    );
     for o in &objects {
         assert_eq!(problems(o), Vec::<String>::new(), "{}", serde_json::to_string_pretty(o).unwrap());
-        assert_eq!(o["metadata"]["namespace"], "openshift-cluster-api");
+        assert_eq!(o["metadata"]["namespace"], "xcsp-il5-gpu");
     }
+    assert_eq!(objects[0]["spec"]["allowedNamespaces"]["list"], json!(["xcsp-il5-gpu"]));
     let ms = &objects[4];
     assert_eq!(ms["spec"]["template"]["spec"]["bootstrap"]["dataSecretName"], "worker-user-data");
     assert_eq!(ms["spec"]["template"]["metadata"]["labels"]["node.openshift.io/cloud-provider"], "azure");
@@ -103,7 +116,7 @@ fn the_il5_objects_are_valid_against_the_capz_and_capi_crds() {
 /// refused (publisher, offer, sku and version required); it is an image by id.
 #[test]
 fn the_public_example_with_an_image_id_is_valid_too() {
-    let objects = example_objects("public");
+    let objects: Vec<Json> = example_objects("public").into_iter().filter(|o| o["kind"] != "Namespace").collect();
     assert!(!objects.is_empty());
     for o in &objects {
         assert_eq!(problems(o), Vec::<String>::new(), "{}", serde_json::to_string_pretty(o).unwrap());
@@ -140,16 +153,19 @@ fn the_validator_rejects_a_wrong_type_and_a_missing_required_field() {
 
 #[test]
 fn render_writes_one_yaml_document_per_object_in_apply_order() {
-    let objects = il5_objects();
+    let objects = example_objects("il5-govcloud");
     let files = xcsp_kube::render(&objects);
-    assert_eq!(files[0].0, "01-azureclusteridentity-il5-gpu-x7k2p-capz.yaml");
-    assert_eq!(files[4].0, "05-machineset-il5-gpu-x7k2p-gpu-usgovvirginia1.yaml");
+    assert_eq!(files[0].0, "01-namespace-xcsp-il5-gpu.yaml");
+    assert_eq!(files[1].0, "02-azureclusteridentity-il5-gpu-x7k2p-capz.yaml");
+    assert_eq!(files[5].0, "06-machineset-il5-gpu-x7k2p-gpu-usgovvirginia1.yaml");
     let mut golden = String::new();
     for ((name, text), o) in files.iter().zip(&objects) {
         let back: Json = serde_norway::from_str(text).unwrap();
         assert_eq!(&back, o);
         // What `xcsp render` writes passes the API server's schema check as written.
-        assert_eq!(problems(&back), Vec::<String>::new(), "{name}");
+        if back["kind"] != "Namespace" {
+            assert_eq!(problems(&back), Vec::<String>::new(), "{name}");
+        }
         golden.push_str(&format!("# {name}\n{text}"));
     }
     insta::assert_snapshot!("il5_rendered_objects", golden);

@@ -1,7 +1,8 @@
 """The Kubernetes Python client against the sim's Kubernetes API, with jsonschema checking every
 CAPZ/CAPI object the sim returns against the CRD schemas of the reference set.
 
-kubeconfig from `xcsp-sim --kubeconfig`; CustomObjectsApi create, get, list by label, merge patch,
+kubeconfig from `xcsp-sim --kubeconfig` (https, the server certificate verified against the CA
+the kubeconfig carries; refused against the system's roots); CustomObjectsApi create, get, list by label, merge patch,
 server-side apply (apply-patch+yaml, field manager, conflicts, force), the status subresource and
 MachineSet scale; refusals: an invalid label, schema violations (422 with the API server's Status
 as the client's ApiException carries it), a malformed label selector, an AzureMachineTemplate spec
@@ -136,6 +137,19 @@ def apply(group_version, plural, name, body, manager="peers", force=None):
 
 def schemas():
     SCHEMAS.update(load_schemas())
+
+
+def over_tls():
+    """The kubeconfig names an https server and carries a CA; the client verifies the server's
+    certificate against it, and a client that trusts only the usual roots (certifi) is refused."""
+    conf = client.Configuration.get_default_copy()
+    assert conf.host.startswith("https://127.0.0.1:"), conf.host
+    assert conf.verify_ssl and conf.ssl_ca_cert, (conf.verify_ssl, conf.ssl_ca_cert)
+    untrusting = client.Configuration.get_default_copy()
+    untrusting.ssl_ca_cert = None
+    untrusting.retries = 0
+    e = raises(Exception, client.VersionApi(client.ApiClient(untrusting)).get_code)
+    assert "CERTIFICATE_VERIFY_FAILED" in str(e), e
 
 
 def version_and_discovery():
@@ -305,6 +319,7 @@ def schema_check_catches_a_bad_object():
 
 suite.check("the CRD schemas of the reference set load into jsonschema", schemas)
 suite.check("the jsonschema check flags a wrong type", schema_check_catches_a_bad_object)
+suite.check("over TLS: https, the kubeconfig's CA trusted, the usual roots refused", over_tls)
 suite.check("version and discovery", version_and_discovery)
 suite.check("AzureCluster: create, get, list by label selector, AlreadyExists", create_get_list)
 suite.check("merge patch of labels and spec", merge_patch)

@@ -57,11 +57,9 @@ async fn journal(State(sim): S) -> Json<Value> {
     Json(json!({ "entries": sim.world.journal_entries() }))
 }
 
-/// A kubeconfig whose server is the address this request came to.
-async fn kubeconfig(State(sim): S, headers: axum::http::HeaderMap) -> Response {
-    let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
-    ([(axum::http::header::CONTENT_TYPE, "application/yaml")], sim.kube.kubeconfig(&format!("http://{host}")))
-        .into_response()
+/// A kubeconfig for the Kubernetes API's TLS endpoint, with its CA and the bearer token.
+async fn kubeconfig(State(sim): S) -> Response {
+    ([(axum::http::header::CONTENT_TYPE, "application/yaml")], sim.kube.kubeconfig()).into_response()
 }
 
 /// Every Kubernetes object: apiVersion, kind, namespace, name, resourceVersion, deleting.

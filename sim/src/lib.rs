@@ -2,13 +2,14 @@
 //! emulator, the AWS EC2 fidelity layer in front of moto, and a Kubernetes API subset.
 //!
 //! Start one in-process for a test with [`SimServer::start`]; the binary `xcsp-sim` does the same
-//! on a port given by `--port`. See `sim/README.md` for what is and is not emulated.
+//! on a port given by `--port` (and the Kubernetes API over TLS on `--kube-port`). See `sim/README.md` for what is and is not emulated.
 
 pub mod admin;
 pub mod arm;
 pub mod aws;
 pub mod kube;
 pub mod server;
+pub mod tls;
 pub mod world;
 
 pub use server::{Sim, SimServer, StartError};

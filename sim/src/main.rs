@@ -1,4 +1,5 @@
-//! `xcsp-sim`: serves the sim world on 127.0.0.1 and prints its address on one line.
+//! `xcsp-sim`: serves the sim world on 127.0.0.1 and prints its addresses on one line: the plain
+//! port (ARM, EC2, `/_sim/`) and the Kubernetes API's TLS port.
 
 use clap::Parser;
 use std::io::Write;
@@ -8,9 +9,12 @@ use xcsp_sim::{Profile, SimConfig, SimServer};
 #[derive(Parser, Debug)]
 #[command(name = "xcsp-sim", version)]
 struct Args {
-    /// Port on 127.0.0.1 (0 = a free port).
+    /// Port on 127.0.0.1 for ARM, EC2 and the admin API, plain HTTP (0 = a free port).
     #[arg(long, default_value_t = 0, env = "XCSP_SIM_PORT")]
     port: u16,
+    /// Port on 127.0.0.1 for the Kubernetes API, over TLS only (0 = a free port).
+    #[arg(long, default_value_t = 0, env = "XCSP_SIM_KUBE_PORT")]
+    kube_port: u16,
     /// Latency profile: instant, fast or realistic.
     #[arg(long, default_value = "fast", env = "XCSP_SIM_LATENCY")]
     latency: Profile,
@@ -33,7 +37,7 @@ struct Args {
     /// Create an OpenShift IPI cluster's network in moto: INFRA_NAME:REGION (repeatable; implies --aws).
     #[arg(long, value_name = "INFRA:REGION")]
     fixture: Vec<String>,
-    /// Write a kubeconfig for the Kubernetes API (server, token, context `xcsp-sim`) to PATH at start.
+    /// Write a kubeconfig for the Kubernetes API (https server, its CA, token, context `xcsp-sim`) to PATH at start.
     #[arg(long, value_name = "PATH")]
     kubeconfig: Option<std::path::PathBuf>,
     /// The Kubernetes API's bearer token (generated when absent). Env `XCSP_SIM_KUBE_TOKEN`.
@@ -91,7 +95,7 @@ fn main() {
             capz: args.capz,
         });
     }
-    let server = match SimServer::start(config, args.port) {
+    let server = match SimServer::start_on(config, args.port, args.kube_port) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("xcsp-sim: {e}");
@@ -107,7 +111,8 @@ fn main() {
     // Read the CRDs now, so that a missing reference directory is reported at start.
     server.sim.kube.registry();
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "xcsp-sim listening on {}", server.base_url);
+    // The plain base URL stays the fourth word; the Kubernetes API's is the sixth.
+    let _ = writeln!(out, "xcsp-sim listening on {} kubernetes {}", server.base_url, server.kube_url);
     let _ = out.flush();
     let raised = args.aws_rules_per_group != xcsp_sim::aws::AWS_RULES_PER_GROUP;
     let moto = if args.aws || raised || !args.fixture.is_empty() {

@@ -1,6 +1,7 @@
-//! The HTTP front: one axum router serving the admin API under `/_sim/`, the Kubernetes API under
-//! `/api`, `/apis` and `/version`, EC2 form posts to `/`, and everything else as ARM (token
-//! endpoint included); request ids, counters, faults and throttling happen here.
+//! The HTTP fronts: on the plain port one axum router serving the admin API under `/_sim/`, EC2
+//! form posts to `/`, and everything else as ARM (token endpoint included); on a second port the
+//! Kubernetes API (`/api`, `/apis`, `/version`) over TLS only, as a real API server serves it.
+//! Request ids, counters, faults and throttling happen here.
 
 use crate::admin;
 use crate::arm::{self, Arm, Ctx, Reply, auth, error::ArmError, path};
@@ -11,6 +12,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,9 +29,10 @@ pub struct Sim {
 }
 
 impl Sim {
-    pub fn new(config: SimConfig) -> Sim {
+    /// A world whose Kubernetes API is served at `kube` (the kubeconfig names it).
+    pub fn new(config: SimConfig, kube: crate::kube::Endpoint) -> Sim {
         let world = World::new(config.clone());
-        let kube = crate::kube::Kube::new(&world, config.kube_token.clone(), config.kube_crds_dir.clone());
+        let kube = crate::kube::Kube::new(&world, config.kube_token.clone(), config.kube_crds_dir.clone(), kube);
         Sim { world, arm: Arm::default(), aws: Default::default(), kube, initial: config }
     }
 
@@ -43,9 +46,25 @@ impl Sim {
     }
 }
 
-/// Builds the router for a sim.
+/// Builds the router of a sim's plain port: admin, EC2 and ARM.
 pub fn router(sim: Arc<Sim>) -> Router {
     Router::new().nest("/_sim", admin::router()).fallback(entry).with_state(sim)
+}
+
+/// Builds the router of a sim's TLS port: the Kubernetes API and nothing else (any other path is
+/// the API server's 404, after authentication, as on a real one).
+pub fn kube_router(sim: Arc<Sim>) -> Router {
+    Router::new().fallback(kube_entry).with_state(sim)
+}
+
+async fn kube_entry(
+    State(sim): State<Arc<Sim>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    crate::kube::serve(&sim, method, &uri, &headers, &body).await
 }
 
 fn json_response(status: StatusCode, body: Option<serde_json::Value>, headers: &[(String, String)]) -> Response {
@@ -83,7 +102,7 @@ pub(crate) fn dropped(world: &World) -> Response {
 
 async fn entry(State(sim): State<Arc<Sim>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     if crate::kube::is_kube_path(uri.path()) {
-        return crate::kube::serve(&sim, method, &uri, &headers, &body).await;
+        return crate::kube::only_over_tls(&sim);
     }
     if crate::aws::is_ec2(&method, uri.path(), &headers) {
         return crate::aws::serve(&sim, &headers, &body).await;
@@ -267,11 +286,15 @@ fn negotiated_status(sim: &Sim, body: &mut serde_json::Value) {
     }
 }
 
-/// A sim serving on a loopback port, on a thread of its own (usable from sync and async code).
+/// A sim serving on two loopback ports, on a thread of its own (usable from sync and async code):
+/// ARM, EC2 and the admin API on plain HTTP, the Kubernetes API over TLS.
 pub struct SimServer {
     /// `http://127.0.0.1:PORT` (no trailing slash).
     pub base_url: String,
     pub addr: SocketAddr,
+    /// The Kubernetes API: `https://127.0.0.1:PORT` (no trailing slash), what the kubeconfig names.
+    pub kube_url: String,
+    pub kube_addr: SocketAddr,
     pub sim: Arc<Sim>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -284,16 +307,33 @@ pub enum StartError {
     Bind { port: u16, source: std::io::Error },
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 impl SimServer {
-    /// Starts a sim on `127.0.0.1:port` (0 = a free port) in a background thread.
+    /// Starts a sim on `127.0.0.1:port` (0 = a free port), with the Kubernetes API on a free
+    /// port of its own, in a background thread.
     pub fn start(config: SimConfig, port: u16) -> Result<SimServer, StartError> {
-        let listener =
-            std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|source| StartError::Bind { port, source })?;
-        listener.set_nonblocking(true).map_err(|source| StartError::Bind { port, source })?;
-        let addr = listener.local_addr().map_err(|source| StartError::Bind { port, source })?;
-        let sim = Arc::new(Sim::new(config));
+        SimServer::start_on(config, port, 0)
+    }
+
+    /// Starts a sim on `127.0.0.1:port` and its Kubernetes API over TLS on `127.0.0.1:kube_port`
+    /// (0 = a free port), with a CA and server certificate made now, in a background thread.
+    pub fn start_on(config: SimConfig, port: u16, kube_port: u16) -> Result<SimServer, StartError> {
+        let bind = |port: u16| -> Result<(std::net::TcpListener, SocketAddr), StartError> {
+            let listener =
+                std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|source| StartError::Bind { port, source })?;
+            listener.set_nonblocking(true).map_err(|source| StartError::Bind { port, source })?;
+            let addr = listener.local_addr().map_err(|source| StartError::Bind { port, source })?;
+            Ok((listener, addr))
+        };
+        let (listener, addr) = bind(port)?;
+        let (kube_listener, kube_addr) = bind(kube_port)?;
+        let certificates = crate::tls::Certificates::generate()?;
+        let kube_url = format!("https://{kube_addr}");
+        let endpoint = crate::kube::Endpoint { url: kube_url.clone(), ca_pem: certificates.ca_pem.clone() };
+        let sim = Arc::new(Sim::new(config, endpoint));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -302,25 +342,45 @@ impl SimServer {
             .build()
             .map_err(StartError::Runtime)?;
         let app = router(sim.clone());
+        let kube_app = kube_router(sim.clone());
         let thread = std::thread::Builder::new()
             .name("xcsp-sim".into())
             .spawn(move || {
                 rt.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                    let _ = axum::serve(listener, app)
-                        .with_graceful_shutdown(async {
-                            let _ = rx.await;
-                        })
-                        .await;
+                    let kube_listener = tokio::net::TcpListener::from_std(kube_listener).expect("listener");
+                    let kube_listener =
+                        crate::tls::TlsListener::new(kube_listener, &certificates).expect("the TLS listener");
+                    // One shutdown signal for both servers.
+                    let (stop, _) = tokio::sync::watch::channel(false);
+                    let stopped = |mut w: tokio::sync::watch::Receiver<bool>| async move {
+                        let _ = w.wait_for(|s| *s).await;
+                    };
+                    let plain = axum::serve(listener, app).with_graceful_shutdown(stopped(stop.subscribe()));
+                    let kube = axum::serve(kube_listener, kube_app).with_graceful_shutdown(stopped(stop.subscribe()));
+                    let signal = async {
+                        let _ = rx.await;
+                        let _ = stop.send(true);
+                    };
+                    let _ = tokio::join!(plain.into_future(), kube.into_future(), signal);
                 });
             })
             .map_err(StartError::Runtime)?;
-        Ok(SimServer { base_url: format!("http://{addr}"), addr, sim, shutdown: Some(tx), thread: Some(thread) })
+        Ok(SimServer {
+            base_url: format!("http://{addr}"),
+            addr,
+            kube_url,
+            kube_addr,
+            sim,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        })
     }
 
-    /// A kubeconfig for this sim's Kubernetes API (plain http, bearer token, context `xcsp-sim`).
+    /// A kubeconfig for this sim's Kubernetes API (its TLS endpoint and CA, the bearer token,
+    /// context `xcsp-sim`).
     pub fn kubeconfig(&self) -> String {
-        self.sim.kube.kubeconfig(&self.base_url)
+        self.sim.kube.kubeconfig()
     }
 
     /// Stops serving and waits for the server thread.

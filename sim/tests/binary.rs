@@ -1,24 +1,35 @@
-//! The `xcsp-sim` binary: prints its address on one machine-readable line and serves there;
-//! `--kubeconfig` writes a kubeconfig whose token the Kubernetes API accepts.
+//! The `xcsp-sim` binary: prints its addresses on one machine-readable line (the plain port, the
+//! Kubernetes API's TLS port) and serves there; `--kubeconfig` writes a kubeconfig for the TLS
+//! port, with the CA that signed its certificate and a token the Kubernetes API accepts.
 
+use base64::Engine as _;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
+/// `xcsp-sim listening on http://127.0.0.1:PORT kubernetes https://127.0.0.1:PORT`: (plain, kube).
+fn addresses(line: &str) -> (String, String) {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        ["xcsp-sim", "listening", "on", base, "kubernetes", kube] => (base.to_string(), kube.to_string()),
+        _ => panic!("unexpected first line {line:?}"),
+    }
+}
+
 #[test]
-fn the_binary_prints_its_address_and_serves_with_the_requested_profile() {
+fn the_binary_prints_its_addresses_and_serves_with_the_requested_profile() {
+    // A port free a moment ago, for --kube-port.
+    let kube_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_xcsp-sim"))
-        .args(["--port", "0", "--latency", "instant", "--no-throttle"])
+        .args(["--port", "0", "--latency", "instant", "--no-throttle", "--kube-port", &kube_port.to_string()])
         .stdout(Stdio::piped())
         .spawn()
         .expect("xcsp-sim starts");
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let result = std::panic::catch_unwind(|| {
-        let base = line
-            .trim()
-            .strip_prefix("xcsp-sim listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        let (base, kube) = addresses(&line);
         assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+        assert_eq!(kube, format!("https://127.0.0.1:{kube_port}"));
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let health = reqwest::get(format!("{base}/_sim/health")).await.unwrap().text().await.unwrap();
@@ -54,14 +65,22 @@ fn the_binary_writes_a_kubeconfig_whose_token_the_kubernetes_api_accepts() {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let result = std::panic::catch_unwind(|| {
-        let base = line.trim().strip_prefix("xcsp-sim listening on ").expect("the address line").to_string();
+        let (_, kube) = addresses(&line);
         let kubeconfig = std::fs::read_to_string(&path).expect("the kubeconfig is written before the address line");
-        assert!(kubeconfig.contains(&format!("server: {base}\n")), "{kubeconfig}");
+        assert!(kubeconfig.contains(&format!("server: {kube}\n")), "{kubeconfig}");
         assert!(kubeconfig.contains("token: t0ken\n") && kubeconfig.contains("current-context: xcsp-sim"));
+        let ca = kubeconfig
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
+            .expect("the CA is in the kubeconfig");
+        let ca = base64::engine::general_purpose::STANDARD.decode(ca).expect("base64");
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
-            let http = reqwest::Client::new();
-            let url = format!("{base}/api/v1/namespaces");
+            let http = reqwest::Client::builder()
+                .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("the CA is PEM"))
+                .build()
+                .unwrap();
+            let url = format!("{kube}/api/v1/namespaces");
             assert_eq!(http.get(&url).send().await.unwrap().status(), 401);
             let ok = http.get(&url).bearer_auth("t0ken").send().await.unwrap();
             assert_eq!(ok.status(), 200);
@@ -92,7 +111,7 @@ fn time_scale_takes_a_fraction_and_is_refused_where_it_cannot_apply() {
     };
     // As BENCHMARKS.md writes it: served, with the scale it says.
     let (line, _) = run(&["--latency", "fast", "--time-scale", "1/60", "--no-throttle"]);
-    let base = line.trim().strip_prefix("xcsp-sim listening on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
+    let (base, _) = addresses(&line);
     assert!(base.starts_with("http://127.0.0.1:"), "{base}");
     for (args, says) in [
         (&["--latency", "realistic", "--time-scale", "0.1"][..], "--latency fast only"),

@@ -432,7 +432,12 @@ async fn requests_need_the_worlds_bearer_token() {
     let api: Api<DynamicObject> = Api::namespaced_with(intruder, NS, &amt());
     let s = api_error(api.list(&ListParams::default()).await.unwrap_err());
     assert_eq!((s.code, s.reason.as_str()), (401, "Unauthorized"));
-    let raw = reqwest::get(format!("{}/apis/cluster.x-k8s.io/v1beta1/machinesets", server.base_url)).await.unwrap();
+    let trusting = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(server.sim.kube.endpoint.ca_pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let raw =
+        trusting.get(format!("{}/apis/cluster.x-k8s.io/v1beta1/machinesets", server.kube_url)).send().await.unwrap();
     assert_eq!(raw.status(), 401);
     let body: Value = raw.json().await.unwrap();
     assert_eq!((body["kind"].as_str(), body["reason"].as_str()), (Some("Status"), Some("Unauthorized")));
@@ -476,7 +481,7 @@ async fn admin_lists_objects_journals_deletes_in_order_counts_and_resets() {
     let kubeconfig = http.get(format!("{base}/_sim/kubeconfig")).send().await.unwrap().text().await.unwrap();
     let kc = Kubeconfig::from_yaml(&kubeconfig).unwrap();
     assert_eq!(kc.current_context.as_deref(), Some("xcsp-sim"));
-    assert_eq!(kc.clusters[0].cluster.as_ref().unwrap().server.as_deref(), Some(base.as_str()));
+    assert_eq!(kc.clusters[0].cluster.as_ref().unwrap().server.as_deref(), Some(server.kube_url.as_str()));
 
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &amt());
     api.patch(

@@ -60,13 +60,25 @@ impl Clouds {
         Clouds { child, url, moto, kubeconfig, _dir: dir }
     }
 
-    /// A Kubernetes API read with the kubeconfig's bearer token, as a client makes it.
+    /// A Kubernetes API read as a client makes it with the kubeconfig: its server (the sim's TLS
+    /// port), trusting its CA, with its bearer token.
     fn kube_get(&self, path: &str) -> serde_json::Value {
+        use base64::Engine as _;
         let kubeconfig = std::fs::read_to_string(&self.kubeconfig).unwrap();
-        let token = kubeconfig.lines().find_map(|l| l.trim().strip_prefix("token:")).expect("a token").trim();
-        let token = token.trim_matches('"');
+        let field = |name: &str| {
+            let value =
+                kubeconfig.lines().find_map(|l| l.trim().strip_prefix(name)).unwrap_or_else(|| panic!("{name}"));
+            value.trim().trim_matches('"').to_string()
+        };
+        let (server, token) = (field("server:"), field("token:"));
+        assert!(server.starts_with("https://"), "the kubeconfig names {server}");
+        let ca = self._dir.path().join("kube-ca.pem");
+        let pem = base64::engine::general_purpose::STANDARD.decode(field("certificate-authority-data:")).unwrap();
+        std::fs::write(&ca, pem).unwrap();
         let out = Command::new("curl")
-            .args(["-sf", "-H", &format!("Authorization: Bearer {token}"), &format!("{}{path}", self.url)])
+            .args(["-sf", "--cacert"])
+            .arg(&ca)
+            .args(["-H", &format!("Authorization: Bearer {token}"), &format!("{server}{path}")])
             .output()
             .expect("curl");
         serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)

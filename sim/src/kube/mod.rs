@@ -1,7 +1,7 @@
 //! The Kubernetes API subset: discovery, the CAPZ/CAPI custom resources and core Namespaces,
 //! Secrets and ConfigMaps, with get/list/create/replace/merge patch/server-side apply/delete,
-//! bearer-token auth, CRD-schema admission, and a MachineSet controller. Served on the sim's port
-//! under `/api`, `/apis` and `/version`; see `sim/README.md` ("Kubernetes API").
+//! bearer-token auth, CRD-schema admission, and a MachineSet controller. Served over TLS on a port
+//! of its own (`crate::tls`) under `/api`, `/apis` and `/version`; see `sim/README.md` ("Kubernetes API").
 
 pub mod fields;
 pub mod kinds;
@@ -29,11 +29,21 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use store::{Registry, Store, WriteCtx};
 
+/// Where the Kubernetes API is served: its `https://` URL and the PEM of the CA its server
+/// certificate chains to.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub url: String,
+    pub ca_pem: String,
+}
+
 /// The Kubernetes side of the world: the token, the objects and the CRD schemas.
 #[derive(Debug)]
 pub struct Kube {
     /// The one bearer token the API accepts (kept across resets).
     pub token: String,
+    /// Where the API is served (what the kubeconfig names).
+    pub endpoint: Endpoint,
     pub store: Mutex<Store>,
     registry: Mutex<Option<Arc<Registry>>>,
     crds_dir: PathBuf,
@@ -42,9 +52,10 @@ pub struct Kube {
 impl Kube {
     /// `token`: the bearer token to accept (generated when `None`). `crds_dir`: where the CRDs are
     /// (default [`schema::crds_dir`]); they are read at the first Kubernetes request.
-    pub fn new(world: &World, token: Option<String>, crds_dir: Option<PathBuf>) -> Kube {
+    pub fn new(world: &World, token: Option<String>, crds_dir: Option<PathBuf>, endpoint: Endpoint) -> Kube {
         Kube {
             token: token.unwrap_or_else(|| format!("xcsp-sim-{}", uuid::Uuid::new_v4().simple())),
+            endpoint,
             store: Mutex::new(Store::new(world)),
             registry: Mutex::new(None),
             crds_dir: crds_dir.unwrap_or_else(schema::crds_dir),
@@ -71,10 +82,14 @@ impl Kube {
         *self.registry.lock().expect("registry lock") = None;
     }
 
-    /// A kubeconfig for `server` (the sim's base URL) with this world's token; context `xcsp-sim`.
-    pub fn kubeconfig(&self, server: &str) -> String {
+    /// A kubeconfig for the API's TLS endpoint, trusting its CA (`certificate-authority-data`:
+    /// the PEM, base64), with this world's token; cluster, user and context `xcsp-sim`.
+    pub fn kubeconfig(&self) -> String {
+        use base64::Engine as _;
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: xcsp-sim\n  cluster:\n    server: {server}\nusers:\n- name: xcsp-sim\n  user:\n    token: {token}\ncontexts:\n- name: xcsp-sim\n  context:\n    cluster: xcsp-sim\n    user: xcsp-sim\n    namespace: default\ncurrent-context: xcsp-sim\npreferences: {{}}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: xcsp-sim\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: xcsp-sim\n  user:\n    token: {token}\ncontexts:\n- name: xcsp-sim\n  context:\n    cluster: xcsp-sim\n    user: xcsp-sim\n    namespace: default\ncurrent-context: xcsp-sim\npreferences: {{}}\n",
+            server = self.endpoint.url,
+            ca = base64::engine::general_purpose::STANDARD.encode(&self.endpoint.ca_pem),
             token = self.token
         )
     }
@@ -111,6 +126,19 @@ pub fn is_kube_path(path: &str) -> bool {
         || path.starts_with("/api/")
         || path == "/apis"
         || path.starts_with("/apis/")
+}
+
+/// The answer on the sim's plain-HTTP port to a Kubernetes path: 400 `BadRequest` naming the TLS
+/// endpoint. A real API server has no plain port (insecure serving went in Kubernetes 1.20); the
+/// sim's plain port belongs to ARM, EC2 and `/_sim/`, and says where to go rather than answering
+/// as ARM, or in a way a client could take for an empty cluster.
+pub fn only_over_tls(sim: &Sim) -> Response {
+    let e = KubeError::bad_request(format!(
+        "the Kubernetes API is served over TLS only, at {} (GET /_sim/kubeconfig for a kubeconfig)",
+        sim.kube.endpoint.url
+    ));
+    sim.world.count(|c| *c.requests.entry("kube plain-http".into()).or_default() += 1);
+    (e.code, [(axum::http::header::CONTENT_TYPE, "application/json")], e.body().to_string()).into_response()
 }
 
 /// A boolean query parameter as the API server reads it (kubernetes/apimachinery

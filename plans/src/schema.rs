@@ -98,6 +98,7 @@ pub const CLUSTER: BlockSpec = BlockSpec {
         opt("kube_context", Ty::String),
         opt("kubernetes_objects", Ty::String),
         opt("namespace", Ty::String),
+        opt("ssh_public_key", Ty::String),
     ],
     blocks: &[],
     computed: &[],

@@ -79,6 +79,10 @@ pub struct Cluster {
     /// The namespace of the pool's CAPZ/CAPI objects, when the spec names one (else
     /// [`pool_namespace`] derives it from the stack).
     pub namespace: Option<Sp<String>>,
+    /// The SSH public key the pool's VMs are made with (`ssh-rsa ...`, as install-config's
+    /// `sshKey`): Azure refuses a Linux VM without one, and outside `openshift-cluster-api` no
+    /// CAPZ webhook generates it.
+    pub ssh_public_key: Option<Sp<String>>,
     pub span: Span,
 }
 

@@ -181,6 +181,7 @@ fn decode_cluster(f: &Fields, problems: &mut Problems) -> Option<Cluster> {
             problems,
         ),
         namespace: f.get_string("namespace", problems),
+        ssh_public_key: f.get_string("ssh_public_key", problems),
         span: f.head(),
     })
 }

@@ -78,6 +78,8 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
         ("os_disk_type", Value::string(&p.os_disk_type.value)),
         ("subnet", Value::string(&subnet_name)),
         ("accelerated_networking", Value::Bool(p.accelerated_networking)),
+        // Validate makes sure a pool's cluster block has one.
+        ("ssh_public_key", Value::string(c.ssh_public_key.as_ref().map(|k| k.value.as_str()).unwrap_or_default())),
     ];
     let digest = template_digest(&template_attrs);
     let template_name = format!("{infra}-{name}-{digest}");

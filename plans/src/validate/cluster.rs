@@ -23,6 +23,19 @@ pub(super) fn check_cluster(spec: &Spec, problems: &mut Problems) {
     if let Some(ns) = &c.namespace {
         check_namespace(ns, problems);
     }
+    match &c.ssh_public_key {
+        Some(key) => check_ssh_key(key, problems),
+        None if !spec.pools.is_empty() => problems.push(
+            err(
+                "xcsp::cluster::ssh_public_key",
+                "the pool's VMs need an SSH public key",
+                &c.span,
+                "no `ssh_public_key` in the cluster block",
+            )
+            .with_help("CAPZ sends the key to Azure, which refuses a Linux VM without one, and outside openshift-cluster-api no CAPZ webhook generates it; use the cluster's own: `oc get machineconfig 99-worker-ssh -o jsonpath='{.spec.config.passwd.users[0].sshAuthorizedKeys[0]}'`"),
+        ),
+        None => {}
+    }
     check_https(&c.api_url, "the API URL", problems);
     check_https(&c.oidc_issuer_url, "the OIDC issuer", problems);
     // An IPsec tunnel lowers the path MTU, and Geneve adds 100 bytes on top of the overlay MTU.
@@ -148,5 +161,68 @@ fn check_namespace(ns: &Sp<String>, problems: &mut Problems) {
             )
             .with_help("leave `namespace` out (xcsp uses `xcsp-<stack>`) or name a namespace of the pool's own"),
         );
+    }
+}
+
+/// The SSH public key: `ssh-rsa BLOB [comment]` whose blob is an RSA key of at least 2048 bits,
+/// what Azure takes for a Linux VM (compute API `SshPublicKey.keyData`: "at least 2048-bit and in
+/// ssh-rsa format"). The blob is RFC 4253's `ssh-rsa` encoding: string type, mpint e, mpint n.
+fn check_ssh_key(key: &Sp<String>, problems: &mut Problems) {
+    let bits = rsa_bits(&key.value);
+    let why = match bits {
+        Ok(b) if b >= 2048 => return,
+        Ok(b) => format!("an RSA key of {b} bits; Azure takes 2048 bits or more"),
+        Err(why) => why,
+    };
+    problems.push(
+        err("xcsp::cluster::ssh_public_key", "not an SSH public key Azure takes", &key.span, &why)
+            .with_help("an `ssh-rsa` public key of at least 2048 bits, one line as in ~/.ssh/id_rsa.pub"),
+    );
+}
+
+/// The modulus length of an `ssh-rsa` public key line, or why it is not one.
+fn rsa_bits(line: &str) -> Result<usize, String> {
+    use base64::Engine;
+    let mut parts = line.split_whitespace();
+    let kind = parts.next().unwrap_or_default();
+    if kind != "ssh-rsa" {
+        return Err(format!("`{}` is not `ssh-rsa`", kind.chars().take(20).collect::<String>()));
+    }
+    let blob = base64::engine::general_purpose::STANDARD
+        .decode(parts.next().unwrap_or_default())
+        .map_err(|_| "its key is not base64".to_string())?;
+    // RFC 4253 section 6.6: string "ssh-rsa", mpint e, mpint n; each a u32 length, then bytes.
+    let mut rest = blob.as_slice();
+    let mut field = || -> Option<&[u8]> {
+        let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        let value = rest.get(4..4 + len)?;
+        rest = &rest[4 + len..];
+        Some(value)
+    };
+    let malformed = || "its key is not an ssh-rsa key blob".to_string();
+    if field().ok_or_else(malformed)? != b"ssh-rsa" {
+        return Err(malformed());
+    }
+    let _e = field().ok_or_else(malformed)?;
+    let n = field().ok_or_else(malformed)?;
+    let n: &[u8] = &n[n.iter().take_while(|b| **b == 0).count()..];
+    Ok(n.first().map_or(0, |first| n.len() * 8 - first.leading_zeros() as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rsa_bits;
+
+    /// Keys made with `ssh-keygen -t rsa -b 2048|1024` and `-t ed25519`.
+    #[test]
+    fn the_ssh_key_is_read_for_its_type_and_length() {
+        let k2048 = include_str!("../../../tests/cases/ssh-key/rsa2048.pub");
+        let k1024 = include_str!("../../../tests/cases/ssh-key/rsa1024.pub");
+        let ed = include_str!("../../../tests/cases/ssh-key/ed25519.pub");
+        assert_eq!(rsa_bits(k2048), Ok(2048));
+        assert_eq!(rsa_bits(k1024), Ok(1024));
+        assert!(rsa_bits(ed).unwrap_err().contains("is not `ssh-rsa`"));
+        assert!(rsa_bits("ssh-rsa !!!").unwrap_err().contains("not base64"));
+        assert!(rsa_bits("ssh-rsa AAAAB3NzaC1yc2E=").unwrap_err().contains("not an ssh-rsa key blob"));
     }
 }

@@ -16,6 +16,7 @@ pub use kubeconfig::server;
 pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider, MANAGED_BY, resource};
 pub use survey::{Survey, survey};
 
+use base64::Engine;
 use serde_json::{Value as Json, json};
 use xcsp_core::attrs::Reader;
 use xcsp_core::provider::Attributes;
@@ -124,10 +125,18 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
                         "diskSizeGB": a.opt_int("os_disk_size_gb").unwrap_or(128),
                         "managedDisk": { "storageAccountType": a.str_or_empty("os_disk_type") },
                     },
+                    // What CAPZ's AzureMachine webhook would default, which runs only in
+                    // openshift-cluster-api there (cluster-capi-operator's manifests-gen scopes
+                    // every provider webhook to it): CAPZ `azuremachine_default.go`,
+                    // `SetDefaultsAzureMachine`. The SSH key is base64 of the key line, as the
+                    // webhook writes it and `virtualmachines/spec.go` decodes it for Azure.
+                    "sshPublicKey": base64::engine::general_purpose::STANDARD.encode(a.str_or_empty("ssh_public_key").trim()),
                     "networkInterfaces": [{
                         "subnetName": a.str_or_empty("subnet"),
                         "acceleratedNetworking": a.bool("accelerated_networking"),
+                        "privateIPConfigs": 1,
                     }],
+                    "diagnostics": { "boot": { "storageAccountType": "Managed" } },
                     "disableExtensionOperations": true,
                     // CAPZ copies these onto the VM, its NIC and disks: Azure tag keys (no `/`).
                     "additionalTags": { tags::AZURE.stack: stack, tags::AZURE.address: address.to_string() },

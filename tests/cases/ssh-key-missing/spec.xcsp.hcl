@@ -1,0 +1,26 @@
+cluster {
+  infrastructure_name = "t-1"
+  api_url             = "https://api.t:6443"
+  oidc_issuer_url     = "https://issuer.t"
+  machine_network     = "10.0.0.0/16"
+  overlay_mtu         = 1300
+}
+aws { region = "us-gov-west-1" }
+azure {
+  cloud           = "usgovernment"
+  subscription_id = "11111111-2222-3333-4444-555555555555"
+  tenant_id       = "66666666-7777-8888-9999-000000000000"
+  location        = "usgovtexas"
+  resource_group  = "rg"
+}
+network "link" {
+  vnet_cidr      = "10.200.0.0/16"
+  gateway_subnet = "10.200.255.0/27"
+}
+workload_identity "capz" {}
+worker_pool "gpu" {
+  vm_size     = "Standard_NC4as_T4_v3"
+  subnet_cidr = "10.200.1.0/24"
+  zones       = ["1", "2"]
+  image_id    = "x"
+}

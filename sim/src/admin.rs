@@ -34,6 +34,7 @@ pub fn router() -> Router<Arc<Sim>> {
         .route("/journal", get(journal))
         .route("/kubeconfig", get(kubeconfig))
         .route("/kube/objects", get(kube_objects))
+        .route("/machines", get(machines))
         .route("/kube/crds", get(kube_crds))
 }
 
@@ -63,6 +64,11 @@ async fn kubeconfig(State(sim): S) -> Response {
 }
 
 /// Every Kubernetes object: apiVersion, kind, namespace, name, resourceVersion, deleting.
+/// Each Machine: where CAPZ would hold it, and what CAPI needs before it matches a Node.
+async fn machines(State(sim): S) -> Json<Value> {
+    Json(json!({ "machines": sim.kube.machines(&sim.world) }))
+}
+
 async fn kube_objects(State(sim): S) -> Json<Value> {
     Json(json!({ "items": sim.kube.objects(&sim.world) }))
 }

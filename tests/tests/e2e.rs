@@ -229,6 +229,21 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     assert_eq!(sets.len(), 2, "{status}");
     let text = ok(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
     assert_eq!(text.matches("no Node").count(), 2, "{text}");
+    // Where CAPZ holds each machine, as the sim follows its reconcile: past the Cluster, the
+    // AzureCluster (ready: xcsp manages it), the identity, and held at the bootstrap data, which
+    // the pool's namespace does not have yet. CAPI would still need the Cluster's kubeconfig
+    // secret to match a Node; the Cluster is marked initialized already.
+    let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+    assert_eq!(held.len(), 2, "{held:?}");
+    for m in &held {
+        assert_eq!(m["held_at"], "bootstrap_data", "{m}");
+        assert!(m["message"].as_str().unwrap().contains("secrets \"worker-user-data\" not found"), "{m}");
+        assert_eq!(
+            m["node_ref_needs"],
+            serde_json::json!(["Secret xcsp-il5-gpu/il5-gpu-x7k2p-link-kubeconfig"]),
+            "{m}"
+        );
+    }
 
     // The spec's tags are on both clouds' resources, beside xcsp's own.
     let vgws = clouds.ec2("DescribeVpnGateways");

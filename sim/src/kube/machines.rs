@@ -158,6 +158,12 @@ impl Store {
         if let Some(labels) = template["metadata"]["labels"].as_object().filter(|l| !l.is_empty()) {
             machine["metadata"]["labels"] = Value::Object(labels.clone());
         }
+        // CAPI's MachineSet controller puts the cluster's name into the template's labels, so every
+        // Machine carries it (`machineset_controller.go` `reconcileMachineSetOwnerAndLabels`); CAPZ
+        // finds the Cluster by it.
+        if let Some(cluster) = ms["spec"]["clusterName"].as_str() {
+            machine["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"] = json!(cluster);
+        }
         if let Some(ann) = template["metadata"]["annotations"].as_object().filter(|a| !a.is_empty()) {
             machine["metadata"]["annotations"] = Value::Object(ann.clone());
         }

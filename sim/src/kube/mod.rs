@@ -4,6 +4,7 @@
 //! of its own (`crate::tls`) under `/api`, `/apis` and `/version`; see `sim/README.md` ("Kubernetes API").
 
 pub mod fields;
+pub mod joins;
 pub mod kinds;
 pub mod machines;
 pub mod meta;
@@ -100,6 +101,26 @@ impl Kube {
     }
 
     /// Every object: apiVersion, kind, namespace, name, resourceVersion, and whether it is being deleted.
+    /// Each Machine with where CAPZ holds it and what CAPI still needs to match a Node
+    /// ([`joins`]).
+    pub fn machines(&self, world: &World) -> Vec<Value> {
+        self.settle(world);
+        let s = self.store.lock().expect("store lock");
+        s.objects
+            .iter()
+            .filter(|(k, _)| k.0 == "cluster.x-k8s.io" && k.1 == "machines")
+            .map(|(k, o)| {
+                let held = joins::held(&s, &o.value);
+                json!({
+                    "namespace": k.2, "name": k.3,
+                    "machine_set": o.value["metadata"]["labels"]["cluster.x-k8s.io/set-name"],
+                    "held_at": held.step, "message": held.message, "source": held.source,
+                    "node_ref_needs": joins::node_ref_needs(&s, &o.value),
+                })
+            })
+            .collect()
+    }
+
     pub fn objects(&self, world: &World) -> Vec<Value> {
         self.settle(world);
         let s = self.store.lock().expect("store lock");

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use xcsp_tests::{bin, root};
 
-/// A running `xcsp-sim` with the IL5 cluster fixture and a Kubernetes API whose kubeconfig every
-/// `xcsp` run gets (`KUBECONFIG`); killed (with its moto) when dropped.
+/// A running `xcsp-sim` with the IL5 cluster fixture and an OpenShift Kubernetes API (CAPZ
+/// installed) whose kubeconfig every `xcsp` run gets (`KUBECONFIG`); killed (with its moto) when
+/// dropped.
 struct Clouds {
     child: Child,
     url: String,
@@ -37,7 +38,10 @@ impl Clouds {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         let mut child = Command::new(bin("xcsp-sim"))
-            .args(["--latency", "fast", "--fixture", "il5-gpu-x7k2p:us-gov-west-1", "--kubeconfig"])
+            // The IL5 cluster's network on AWS, and its API an OpenShift one with CAPZ installed as
+            // the seed proposes: OpenShift's admission sees every object xcsp applies.
+            .args(["--latency", "fast", "--fixture", "il5-gpu-x7k2p:us-gov-west-1"])
+            .args(["--openshift", "il5-gpu-x7k2p:us-gov-west-1", "--capz", "--kubeconfig"])
             .arg(&kubeconfig)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -233,6 +237,11 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     // AzureCluster (ready: xcsp manages it), the identity, and held at the bootstrap data, which
     // the pool's namespace does not have yet. CAPI would still need the Cluster's kubeconfig
     // secret to match a Node; the Cluster is marked initialized already.
+    let said = ok(&clouds.xcsp(state).arg("preflight").arg(il5()).output().unwrap());
+    assert!(
+        said.contains("Pool objects: namespace xcsp-il5-gpu") && said.contains("The cluster can take the pool."),
+        "{said}"
+    );
     let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
     assert_eq!(held.len(), 2, "{held:?}");
     for m in &held {

@@ -37,6 +37,28 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
                 .with_help("install Cluster API first, or set kubernetes_objects = \"render\""),
         );
     }
+    // xcsp writes the pool's objects in the version their CRDs in shared/reference serve; a cluster
+    // that serves another only (CAPI's v1beta2 contract, once v1beta1 is dropped) would answer
+    // every write 404. xcsp_kube renders `RENDERED_VERSION` of both groups.
+    for (group, served) in
+        [("cluster.x-k8s.io", &s.capi_versions), ("infrastructure.cluster.x-k8s.io", &s.capz_versions)]
+    {
+        if !served.is_empty() && !served.iter().any(|v| v == xcsp_kube::RENDERED_VERSION) {
+            problems.push(with_severity(
+                stop,
+                Problem::error(
+                    "xcsp::cluster::api_version",
+                    format!(
+                        "the cluster serves {group} {}; xcsp writes the pool's objects as {}",
+                        served.join(", "),
+                        xcsp_kube::RENDERED_VERSION
+                    ),
+                )
+                .label(&cluster.kubernetes_objects.span, "the pool's objects go to this cluster (kubernetes_objects)")
+                .with_help("set kubernetes_objects = \"render\" and convert the written objects, or use a cluster that serves that version"),
+            ));
+        }
+    }
     let Some(infra) = &s.openshift else {
         problems.push(
             Problem::warning(
@@ -210,4 +232,47 @@ fn describe(s: &Survey) -> String {
         out += &format!("Cluster API Cluster {OPENSHIFT_CAPI_NAMESPACE}/{name} ({kind})\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xcsp_kube::survey::{Capz, Infrastructure};
+
+    fn il5() -> Model {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/il5-govcloud");
+        xcsp_plans::load(&dir, &Default::default()).unwrap_or_else(|_| panic!("the example loads")).model
+    }
+
+    fn survey(capi: &[&str], capz: &[&str]) -> Survey {
+        Survey {
+            openshift: Some(Infrastructure {
+                name: "il5-gpu-x7k2p".into(),
+                platform: "AWS".into(),
+                api_internal_url: "https://api-int.il5.example.mil:6443".into(),
+            }),
+            capi_versions: capi.iter().map(|v| v.to_string()).collect(),
+            capz_versions: capz.iter().map(|v| v.to_string()).collect(),
+            capz: Some(Capz {
+                namespace: OPENSHIFT_CAPI_NAMESPACE.into(),
+                deployment: CAPZ_DEPLOYMENT.into(),
+                service_account: "capz-manager".into(),
+                audiences: vec!["api://AzureADTokenExchange".into()],
+            }),
+            clusters: vec![],
+        }
+    }
+
+    #[test]
+    fn a_cluster_that_serves_no_v1beta1_is_refused_naming_what_it_serves() {
+        let model = il5();
+        let codes = |s: &Survey| check(&model, s).iter().map(|p| p.code.to_string()).collect::<Vec<_>>();
+        assert_eq!(codes(&survey(&["v1beta2", "v1beta1"], &["v1beta1"])), Vec::<String>::new());
+        let only_new = check(&model, &survey(&["v1beta2"], &["v1beta1"]));
+        assert_eq!(only_new.len(), 1, "{only_new:?}");
+        assert_eq!(only_new[0].code, "xcsp::cluster::api_version");
+        assert!(only_new[0].is_error());
+        assert!(only_new[0].message.contains("cluster.x-k8s.io v1beta2; xcsp writes the pool's objects as v1beta1"));
+        assert_eq!(codes(&survey(&["v1beta1"], &["v1beta2"])), ["xcsp::cluster::api_version"]);
+    }
 }

@@ -22,6 +22,8 @@ use xcsp_core::attrs::Reader;
 use xcsp_core::provider::Attributes;
 use xcsp_core::{ADDRESS_TAG, Address, ResourceType as T, STACK_TAG, tags};
 
+/// The version of `cluster.x-k8s.io` and `infrastructure.cluster.x-k8s.io` the objects are written in.
+pub const RENDERED_VERSION: &str = "v1beta1";
 const CAPZ: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
 const CAPI: &str = "cluster.x-k8s.io/v1beta1";
 

@@ -49,7 +49,7 @@ pub fn resource(rtype: T) -> Option<ApiResource> {
         T::K8sMachineHealthCheck => ("cluster.x-k8s.io", "MachineHealthCheck", "machinehealthchecks"),
         _ => return None,
     };
-    Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1beta1", kind), plural))
+    Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, crate::RENDERED_VERSION, kind), plural))
 }
 
 fn machines() -> ApiResource {

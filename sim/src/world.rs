@@ -94,6 +94,9 @@ pub struct Faults {
     /// EC2 actions that start failing part-way: a test's way to stop a multi-call resource in
     /// the middle (a 5xx after some of its calls, or a kill while the client retries).
     pub aws_fail_actions: Vec<AwsActionFault>,
+    /// The outside IPs of AWS tunnels whose path is cut: IKE and dead-peer detection get no
+    /// answer, so the tunnel is DOWN on both sides; once restored it negotiates again.
+    pub cut_tunnels: Vec<String>,
 }
 
 /// The calls of one EC2 action after the first `after` (counted from when the fault was set, in
@@ -122,6 +125,7 @@ impl Default for Faults {
             aws_error_rate: 0.0,
             aws_drop_rate: 0.0,
             aws_fail_actions: Vec::new(),
+            cut_tunnels: Vec::new(),
         }
     }
 }
@@ -302,6 +306,8 @@ pub struct World {
     counters: Mutex<Counters>,
     rng: Mutex<StdRng>,
     journal: Mutex<Vec<JournalEntry>>,
+    /// When each tunnel's path was last cut or restored (`faults.cut_tunnels`), by outside IP.
+    cuts: Mutex<std::collections::BTreeMap<String, Instant>>,
     pub clock: Clock,
 }
 
@@ -313,6 +319,7 @@ impl World {
             counters: Mutex::new(Counters::default()),
             rng: Mutex::new(rng),
             journal: Mutex::new(Vec::new()),
+            cuts: Mutex::new(Default::default()),
             clock: Clock { offset: Mutex::new(Duration::ZERO) },
         }
     }
@@ -328,7 +335,26 @@ impl World {
 
     pub fn set_config(&self, config: SimConfig) {
         *self.rng.lock().expect("rng lock") = make_rng(config.seed);
-        *self.config.lock().expect("config lock") = config;
+        let mut current = self.config.lock().expect("config lock");
+        // A tunnel cut or restored now negotiates from now.
+        let (before, after) = (&current.faults.cut_tunnels, &config.faults.cut_tunnels);
+        let changed: Vec<String> = before
+            .iter()
+            .filter(|ip| !after.contains(ip))
+            .chain(after.iter().filter(|ip| !before.contains(ip)))
+            .cloned()
+            .collect();
+        let now = self.clock.now();
+        let mut cuts = self.cuts.lock().expect("cuts lock");
+        for ip in changed {
+            cuts.insert(ip, now);
+        }
+        *current = config;
+    }
+
+    /// When the path of the tunnel at `outside_ip` was last cut or restored.
+    pub fn cut_changed(&self, outside_ip: &str) -> Option<Instant> {
+        self.cuts.lock().expect("cuts lock").get(outside_ip).copied()
     }
 
     /// Applies a JSON merge patch (RFC 7396) to the configuration.
@@ -388,6 +414,7 @@ impl World {
         self.set_config(config);
         self.reset_counters();
         self.journal.lock().expect("journal lock").clear();
+        self.cuts.lock().expect("cuts lock").clear();
         *self.clock.offset.lock().expect("clock lock") = Duration::ZERO;
     }
 }

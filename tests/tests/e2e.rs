@@ -214,6 +214,19 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     assert!(applied.contains("Apply complete! Resources: 39 added"), "{applied}");
     assert_eq!(tunnels_up(&clouds, state), 4);
+    // A tunnel whose path is cut (a test's fault in the sim) is DOWN on both sides: status says so
+    // with exit 2, names the tunnel, and the link is whole again once the path is restored.
+    let cut = clouds.get("/_sim/tunnels")["tunnels"][1]["outside_ip"].as_str().unwrap().to_string();
+    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": [cut]}}));
+    let out = clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((out.status.code(), v["up"].as_u64()), (Some(2), Some(3)), "{v}");
+    let down: Vec<&serde_json::Value> =
+        v["tunnels"].as_array().unwrap().iter().filter(|t| t["aws_status"] != "UP").collect();
+    assert_eq!(down.len(), 1, "{v}");
+    assert_ne!(down[0]["azure_status"], "Connected", "both sides see it: {v}");
+    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
+    assert_eq!(tunnels_up(&clouds, state), 4, "restored, the tunnel negotiates again");
     // The pool's machines, as CAPI reports them: one per MachineSet (a zone each), and no Node,
     // since the local cluster boots no VM; status says so for each.
     // (A Machine appears when its VM would be made: a few seconds after its MachineSet here.)

@@ -260,13 +260,18 @@ fn judge(
 /// Every AWS tunnel's verdict.
 pub fn verdicts(sim: &Sim) -> Vec<Verdict> {
     let now = sim.world.clock.now();
-    let negotiation = Duration::from_secs_f64(30.0 * sim.world.config().duration_scale());
+    let config = sim.world.config();
+    let negotiation = Duration::from_secs_f64(30.0 * config.duration_scale());
     let vpn = sim.aws.vpn.lock().expect("vpn lock");
     let store = sim.arm.store.lock().expect("store lock");
     let mut out = Vec::new();
     for conn in vpn.conns.values().filter(|c| c.life.state(now) == "available") {
         for t in &conn.tunnels {
-            let (result, azure) = judge(&store, conn, t, vpn.cgws.get(&conn.cgw), vpn.vgws.get(&conn.vgw));
+            let (mut result, azure) = judge(&store, conn, t, vpn.cgws.get(&conn.cgw), vpn.vgws.get(&conn.vgw));
+            if config.faults.cut_tunnels.contains(&t.outside_ip) {
+                result = Err(format!("the path to {} is cut (faults.cut_tunnels): IKE gets no answer", t.outside_ip));
+            }
+            let restored = sim.world.cut_changed(&t.outside_ip);
             let (up, reason) = match result {
                 Ok(()) => {
                     // Negotiation starts over from the last change on either end.
@@ -275,7 +280,8 @@ pub fn verdicts(sim: &Sim) -> Vec<Verdict> {
                         .and_then(|id| by_id(&store, id))
                         .map(|a| a.changed_at.max(conn.life.ready))
                         .unwrap_or(conn.life.ready)
-                        .max(t.changed_at.unwrap_or(conn.life.ready));
+                        .max(t.changed_at.unwrap_or(conn.life.ready))
+                        .max(restored.unwrap_or(conn.life.ready));
                     if now >= since + negotiation {
                         (true, "IPsec and BGP established".to_string())
                     } else {

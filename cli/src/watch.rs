@@ -72,8 +72,22 @@ pub async fn watch(l: &Loaded, args: &StateArgs, run_args: &RunArgs, every: Dura
                 .map(|c| format!("{} {}", c.action.words(), c.address))
                 .collect();
             let tunnels = format!("{} of {} tunnels up", h.up, h.expected);
+            // A tunnel down with nothing to change is an outage on the path or a cloud's side,
+            // not drift: it is named with both clouds' view, for someone to look at.
+            for t in h.tunnels.iter().filter(|t| !t.up) {
+                println!(
+                    "{} down: {} ({}): AWS {} ({}), Azure {}",
+                    now(),
+                    t.tunnel,
+                    t.outside_ip,
+                    t.aws_status,
+                    t.aws_detail,
+                    t.azure_status
+                );
+            }
             if changes.is_empty() {
-                println!("{} {tunnels}; no drift", now());
+                let outage = if h.up < h.expected { ", nothing in the spec to change" } else { "" };
+                println!("{} {tunnels}; no drift{outage}", now());
             } else if !repair {
                 println!("{} {tunnels}; drift, not repaired: {}", now(), changes.join(", "));
             } else {

@@ -1258,6 +1258,17 @@ fn watch_repairs_a_vpn_connection_deleted_out_of_band_and_stops_on_ctrl_c() {
         }
     };
     wait_for("no drift", 0);
+    // A tunnel whose path is cut: named with both clouds' view, and nothing to repair.
+    let cut = clouds.get("/_sim/tunnels")["tunnels"][2]["outside_ip"].as_str().unwrap().to_string();
+    let from = said().len();
+    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": [cut.clone()]}}));
+    wait_for("no drift, nothing in the spec to change", from);
+    let cycle = said()[from..].to_string();
+    assert!(cycle.contains(&format!("({cut}): AWS DOWN (the path to {cut} is cut")), "{cycle}");
+    assert!(cycle.contains("3 of 4 tunnels up") && !cycle.contains("repairing"), "{cycle}");
+    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
+    let from = said().len();
+    wait_for("4 of 4 tunnels up; no drift", from);
     let conn = recorded(state)["resources"]["aws_vpn_connection.link[0]"]["id"].as_str().unwrap().to_string();
     let from = said().len();
     let deleted_at = Instant::now();

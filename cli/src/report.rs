@@ -185,6 +185,13 @@ pub enum CliError {
         )
     )]
     RotationStopped { key: Address, why: String },
+
+    #[error("a key rotation is under way with keys outside link `{link}`:{}", keys.iter().map(|k| format!("\n  - {k}")).collect::<String>())]
+    #[diagnostic(
+        code(xcsp::cli::rotation_under_way),
+        help("finish it first: `xcsp rotate-keys` without --link resumes it; then rotate link `{link}`")
+    )]
+    RotationUnderWay { link: String, keys: Vec<String> },
 }
 
 #[cfg(test)]

@@ -35,17 +35,21 @@ pub struct Options {
 pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Options) -> miette::Result<ExitCode> {
     let (backend, _held, mut state) = open(l, args, "rotate-keys").await?;
     // A rotation under way resumes with the keys it has left (none left: it is over).
-    let resumed = state.rotation.clone().map(|r| {
-        let left: Vec<Address> = r.keys.into_iter().filter(|k| rotatable(l, &state, k)).collect();
-        (r.started, left)
+    let resumed = state.rotation.clone().map(|mut r| {
+        r.keys.retain(|k| rotatable(l, &state, k));
+        r
     });
-    let (started, keys) = match resumed.filter(|(_, left)| !left.is_empty()) {
-        Some((started, left)) => {
-            println!("Resuming the rotation started {started}: {} keys left.", left.len());
-            if let Some(link) = &opts.link {
-                println!("(`--link {link}` applies to the next rotation, once this one is finished)");
+    let rotation = match resumed.filter(|r| !r.keys.is_empty()) {
+        Some(r) => {
+            if let Some(link) = opts.link.as_ref().filter(|link| r.keys.iter().any(|k| k.name != **link)) {
+                return Err(CliError::RotationUnderWay {
+                    link: link.clone(),
+                    keys: r.keys.iter().map(|k| k.to_string()).collect(),
+                }
+                .into());
             }
-            (started, left)
+            println!("Resuming the rotation started {}: {} keys left.", r.started, r.keys.len());
+            r
         }
         None => {
             let keys: Vec<Address> = l
@@ -59,22 +63,21 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
             if keys.is_empty() {
                 return Err(CliError::NoKeys { link: opts.link.clone() }.into());
             }
-            (now(), keys)
+            Rotation { started: now(), keys, made: BTreeMap::new() }
         }
     };
+    let keys = rotation.keys.clone();
     let (graph, providers) = reach(l, &state, false).await?;
     refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
     backend.write(&mut state).await?;
-    // Nothing else may be pending: a rotation changes the keys and what uses them, no more. What
-    // uses a key this rotation already made may still be waiting for it (the run stopped between
-    // the key and its tunnel): that is the rotation's own work, finished below.
-    let fresh: Vec<&Address> = keys.iter().filter(|k| made_since(&state, k, &started)).collect();
-    let unfinished: BTreeSet<&Address> =
-        graph.nodes().filter(|n| n.dependencies().iter().any(|d| fresh.contains(&d))).map(|n| &n.address).collect();
+    // Nothing else may be pending: a rotation changes the keys and what uses them, no more. A key
+    // this rotation made may not have reached its tunnel yet (the run stopped between the two):
+    // giving it is the rotation's own work, finished below, and the only change let through.
+    let fresh: Vec<&Address> = keys.iter().filter(|k| made_by(&state, &rotation, k)).collect();
     let pending: Vec<String> = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes())
         .changes
         .into_iter()
-        .filter(|c| c.action != Action::NoOp && !unfinished.contains(&c.address))
+        .filter(|c| c.action != Action::NoOp && !only_takes_keys(&graph, c, &fresh))
         .map(|c| c.address.to_string())
         .collect();
     if !pending.is_empty() {
@@ -92,7 +95,7 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
     }
     confirm(run_args, "Do you want to rotate these keys?")?;
     // What is left of the rotation is in state before the first key changes, and after each.
-    state.rotation = Some(Rotation { started: started.clone(), keys: keys.clone() });
+    state.rotation = Some(rotation);
     backend.write(&mut state).await?;
     let cancel = interrupts();
     for key in &keys {
@@ -103,7 +106,9 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
         }
         let started_key = Instant::now();
         // A key this rotation made already is given to what uses it; any other is replaced.
-        let replace: BTreeMap<Address, String> = if made_since(&state, key, &started) {
+        let made_before = created(&state, key);
+        let already = state.rotation.as_ref().is_some_and(|r| made_by(&state, r, key));
+        let replace: BTreeMap<Address, String> = if already {
             BTreeMap::new()
         } else {
             [(key.clone(), "xcsp rotate-keys".to_string())].into_iter().collect()
@@ -114,6 +119,13 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
         run.replace = replace.into_keys().collect();
         let mut store = Saver(backend.clone());
         let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut store).await?;
+        // The key this run made is this rotation's, whether or not its tunnel took it.
+        if let Some(made) = created(&state, key).filter(|c| Some(c) != made_before.as_ref()) {
+            if let Some(r) = state.rotation.as_mut() {
+                r.made.insert(key.clone(), made);
+            }
+            backend.write(&mut state).await?;
+        }
         if !summary.succeeded() {
             print_failures(&summary);
             return Err(CliError::RotationStopped { key: key.clone(), why: "its change did not apply".into() }.into());
@@ -182,11 +194,39 @@ fn now() -> String {
     time::OffsetDateTime::now_utc().format(&Rfc3339).unwrap_or_default()
 }
 
-/// Whether state records `key` as made at or after `since` (both RFC 3339).
-fn made_since(state: &xcsp_state::State, key: &Address, since: &str) -> bool {
-    let parse = |s: &str| time::OffsetDateTime::parse(s, &Rfc3339).ok();
-    let made = state.resources.get(key).and_then(|r| r.attributes.get("created")).and_then(|v| v.as_str());
-    matches!((made.and_then(parse), parse(since)), (Some(m), Some(s)) if m >= s)
+/// When state records `key` was made.
+fn created(state: &xcsp_state::State, key: &Address) -> Option<String> {
+    state.resources.get(key)?.attributes.get("created")?.as_str().map(String::from)
+}
+
+/// Whether the key state records is the one `rotation` made.
+fn made_by(state: &xcsp_state::State, rotation: &Rotation, key: &Address) -> bool {
+    rotation.made.get(key).is_some_and(|m| created(state, key).as_ref() == Some(m))
+}
+
+/// A change whose every differing attribute comes from one of `keys` (a key not yet given to
+/// what uses it), and nothing else.
+fn only_takes_keys(graph: &xcsp_plans::ResourceGraph, c: &plan::Change, keys: &[&Address]) -> bool {
+    let (Some(node), Some(before), Some(after)) = (graph.get(&c.address), &c.before, &c.after) else {
+        return false;
+    };
+    if c.action != Action::Update {
+        return false;
+    }
+    let from_keys: BTreeSet<&str> = node
+        .inputs
+        .iter()
+        .filter(|i| keys.contains(&&i.from))
+        .map(|i| i.attribute.split('[').next().unwrap_or_default())
+        .collect();
+    // The attributes the planner finds different (`plan::compare`): wanted, and not what is
+    // recorded; an unknown or a read-back-only value is no difference.
+    let differing: Vec<&String> = after
+        .iter()
+        .filter(|(k, v)| !before.get(*k).is_some_and(|r| v.matches_recorded(r)) && !v.has_unknown())
+        .map(|(k, _)| k)
+        .collect();
+    !differing.is_empty() && differing.iter().all(|k| from_keys.contains(k.as_str()))
 }
 
 /// Per link with `psk_rotation_days`, its oldest generated key older than that, with the reason

@@ -359,9 +359,16 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
         let summary = xcsp_engine::destroy(&run, &mut state, &mut store).await?;
         drop(run);
         let _ = view.await;
+        // A rotation under way ends with the keys it was rotating.
+        if state.rotation.is_some() && !state.resources.keys().any(|a| a.rtype == xcsp_core::ResourceType::PresharedKey)
+        {
+            state.rotation = None;
+            backend.write(&mut state).await?;
+        }
         Some(summary)
     } else {
         state.resources.clear();
+        state.rotation = None;
         backend.write(&mut state).await?;
         None
     };

@@ -135,7 +135,16 @@ async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what
 
     // What CAPI needs before it matches a Node: the condition, and the kubeconfig Secret with its label.
     let clusters = api(&client, "cluster.x-k8s.io", "Cluster", "clusters");
-    let initialized = json!({"status": {"conditions": [{"type": "ControlPlaneInitialized", "status": "True", "lastTransitionTime": "2026-11-24T00:00:00Z"}]}});
+    // The v1beta1 condition alone is not what CAPI's v1beta2 controllers read.
+    let v1 = json!({"status": {"conditions": [{"type": "ControlPlaneInitialized", "status": "True", "lastTransitionTime": "2026-11-24T00:00:00Z"}]}});
+    clusters.patch_status("c", &by, &Patch::Merge(v1)).await.unwrap();
+    let m = machine(&base).await;
+    assert_eq!(
+        m["node_ref_needs"],
+        json!(["the ControlPlaneInitialized condition on Cluster pool/c", "Secret pool/c-kubeconfig"]),
+        "{m}"
+    );
+    let initialized = json!({"status": {"v1beta2": {"conditions": [{"type": "ControlPlaneInitialized", "status": "True", "reason": "Initialized", "message": "", "lastTransitionTime": "2026-11-24T00:00:00Z"}]}}});
     clusters.patch_status("c", &by, &Patch::Merge(initialized)).await.unwrap();
     create(&secrets, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c-kubeconfig", "namespace": NS}, "data": {"value": "e30="}}))
         .await;

@@ -46,11 +46,14 @@ pub struct State {
 /// A key rotation under way: when it started and the keys it has still to finish.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rotation {
-    /// RFC 3339. A key made since then is already this rotation's new key: a resumed rotation
-    /// gives it to its tunnel and waits for it, and does not replace it again.
+    /// RFC 3339, for people.
     pub started: String,
     /// Still to finish, in the order they are rotated.
     pub keys: Vec<Address>,
+    /// The `created` of each key this rotation made: a key whose recorded `created` is this one
+    /// is already new, however long ago the rotation started.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub made: BTreeMap<Address, String>,
 }
 
 impl State {

@@ -199,6 +199,23 @@ impl KubeProvider {
             object["metadata"]["name"].as_str().unwrap_or_default(),
         );
         let api = self.api(a, ns)?;
+        if a.rtype == T::K8sNamespace {
+            // A namespace xcsp did not make is not taken over: destroy would delete it with
+            // whatever else is in it.
+            if let Some(found) = self.retry(a, || api.get_opt(name)).await? {
+                let owner = found.metadata.labels.as_ref().and_then(|l| l.get(STACK_TAG)).cloned();
+                if owner.as_deref() != Some(req.stack) {
+                    let whose = owner.map_or("made outside xcsp".to_string(), |o| format!("stack `{o}`'s"));
+                    return Err(failed(
+                        a,
+                        "NamespaceTaken",
+                        format!(
+                            "namespace {name} exists and is {whose}: the pool's objects need a namespace of their own (cluster.namespace)"
+                        ),
+                    ));
+                }
+            }
+        }
         let params = PatchParams::apply(FIELD_MANAGER);
         let patch = Patch::Apply(&object);
         let applied = self.retry(a, || api.patch(name, &params, &patch)).await?;
@@ -236,26 +253,49 @@ impl KubeProvider {
         let deadline = Instant::now() + self.config.timeout;
         loop {
             let current = self.retry(a, || api.get_status(name)).await?;
-            let mut conditions: Vec<serde_json::Value> =
-                current.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
-            if conditions.iter().any(|c| c["type"] == CONTROL_PLANE_INITIALIZED && c["status"] == "True") {
+            let status = &current.data["status"];
+            // Both shapes, as OpenShift writes them: the v1beta1 condition, and the v1beta2 one
+            // (reason `Initialized`, CAPI `ClusterControlPlaneInitializedReason`) that CAPI's
+            // v1beta2 controllers read; through the v1beta1 API it lives in `status.v1beta2`.
+            let (v1, v2) = (&status["conditions"], &status["v1beta2"]["conditions"]);
+            let set = |c: &serde_json::Value| {
+                c.as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == CONTROL_PLANE_INITIALIZED && c["status"] == "True"))
+            };
+            if set(v1) && set(v2) {
                 return Ok(());
             }
-            conditions.retain(|c| c["type"] != CONTROL_PLANE_INITIALIZED);
             let now = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
             let at = now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
-            conditions.push(json!({ "type": CONTROL_PLANE_INITIALIZED, "status": "True", "lastTransitionTime": at }));
+            let with = |list: &serde_json::Value, condition: serde_json::Value| {
+                let mut list: Vec<serde_json::Value> = list.as_array().cloned().unwrap_or_default();
+                list.retain(|c| c["type"] != CONTROL_PLANE_INITIALIZED);
+                list.push(condition);
+                list
+            };
             let patch = json!({
                 "metadata": { "resourceVersion": current.metadata.resource_version },
-                "status": { "conditions": conditions },
+                "status": {
+                    "conditions": with(v1, json!({ "type": CONTROL_PLANE_INITIALIZED, "status": "True", "lastTransitionTime": at })),
+                    "v1beta2": { "conditions": with(v2, json!({
+                        "type": CONTROL_PLANE_INITIALIZED, "status": "True", "reason": "Initialized", "message": "", "lastTransitionTime": at,
+                    })) },
+                },
             });
             let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
             let patch = Patch::Merge(&patch);
             match api.patch_status(name, &params, &patch).await {
                 Ok(_) => return Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 409 && Instant::now() < deadline => continue,
-                Err(e) => return Err(classify(a, e).unwrap_or_else(|e| e)),
+                // Someone wrote the status since it was read: read it again.
+                Err(kube::Error::Api(s)) if s.code == 409 && Instant::now() < deadline => {}
+                Err(e) => match classify(a, e) {
+                    Ok(passing) if Instant::now() < deadline => {
+                        tracing::debug!("{a}: {passing}; trying the status write again");
+                    }
+                    Ok(e) | Err(e) => return Err(e),
+                },
             }
+            tokio::time::sleep(self.config.poll_interval.min(Duration::from_millis(500))).await;
         }
     }
 

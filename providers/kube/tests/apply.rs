@@ -118,12 +118,14 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         kube::Api::namespaced_with(client, &ns, &xcsp_kube::resource(T::K8sCluster).unwrap());
     let cl = nodes.iter().find(|n| n.address.rtype == T::K8sCluster).unwrap();
     let cl = clusters.get(cl.attributes["name"].as_str().unwrap()).await.unwrap();
-    let conditions = cl.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
-    assert!(
-        conditions.iter().any(|c| c["type"] == "ControlPlaneInitialized" && c["status"] == "True"),
-        "{:?}",
-        cl.data
-    );
+    for conditions in [&cl.data["status"]["conditions"], &cl.data["status"]["v1beta2"]["conditions"]] {
+        let conditions = conditions.as_array().cloned().unwrap_or_default();
+        assert!(
+            conditions.iter().any(|c| c["type"] == "ControlPlaneInitialized" && c["status"] == "True"),
+            "both the v1beta1 and the v1beta2 condition: {:?}",
+            cl.data
+        );
+    }
     let first = objects(&base, &ns).await;
     let kinds: Vec<&str> = first.iter().map(|(k, _, _)| k.as_str()).filter(|k| *k != "Machine").collect();
     assert_eq!(

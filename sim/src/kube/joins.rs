@@ -62,7 +62,8 @@ pub fn held(store: &Store, machine: &Value) -> Held {
         }
     }
     // CAPI reads an infrastructure cluster of contract v1beta1 (CAPZ's AzureCluster) as provisioned
-    // from `status.ready`; CAPZ waits for the Cluster to say so.
+    // from `status.ready` and says so on the Cluster, which CAPZ waits for; no CAPI cluster
+    // controller runs here, so the sim reads the AzureCluster's readiness directly.
     if azure_cluster["status"]["ready"] != json!(true) {
         return at(
             "infrastructure",
@@ -109,8 +110,9 @@ pub fn node_ref_needs(store: &Store, machine: &Value) -> Vec<String> {
     };
     let mut needs = Vec::new();
     // cluster-api internal/controllers/machine/machine_controller.go watchClusterNodes: no Node
-    // watch until the control plane is initialized.
-    let initialized = cluster["status"]["conditions"]
+    // watch until the control plane is initialized, a v1beta2 condition (through the v1beta1 API
+    // the sim serves, `status.v1beta2.conditions`).
+    let initialized = cluster["status"]["v1beta2"]["conditions"]
         .as_array()
         .is_some_and(|c| c.iter().any(|c| c["type"] == "ControlPlaneInitialized" && c["status"] == "True"));
     if !initialized {

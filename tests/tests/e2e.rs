@@ -1178,7 +1178,8 @@ fn rotate_keys_one_tunnel_at_a_time_resumes_after_a_failure_and_a_kill_and_never
     assert_eq!(out.status.code(), Some(2), "{shown}");
     assert!(shown.contains("aws_vpn_connection.link[0]") && shown.contains("resumes it"), "{shown}");
     // Another link's rotation waits for this one to finish.
-    let out = clouds.xcsp(state).args(["rotate-keys", "--auto-approve", "--link", "other"]).arg(il5()).output().unwrap();
+    let out =
+        clouds.xcsp(state).args(["rotate-keys", "--auto-approve", "--link", "other"]).arg(il5()).output().unwrap();
     let said = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("xcsp::cli::rotation_under_way"), "{said}");

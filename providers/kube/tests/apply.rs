@@ -230,6 +230,27 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         other => panic!("an invalid identity type was accepted: {other:?}"),
     }
 
+    // A namespace that exists and is not this stack's is not taken over (destroy would delete it
+    // with whatever is in it).
+    let namespaces: kube::Api<kube::api::DynamicObject> =
+        kube::Api::all_with(amt_api.clone().into_client(), &xcsp_kube::resource(T::K8sNamespace).unwrap());
+    let theirs: kube::api::DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "someone-elses", "labels": {"xcsp.io/stack": "other"}}}),
+    )
+    .unwrap();
+    namespaces.create(&Default::default(), &theirs).await.unwrap();
+    let ns_node = &nodes[0];
+    let mut attrs = ns_node.filled(made_up);
+    attrs.insert("name".into(), Value::string("someone-elses"));
+    let req = Request { stack: &stack, address: &ns_node.address, id: None, attributes: &attrs };
+    match kube.write(req, &Recorder::default()).await {
+        Err(ProviderError::Failed { code, message, .. }) => {
+            assert_eq!(code, "NamespaceTaken");
+            assert!(message.contains("someone-elses exists and is stack `other`'s"), "{message}");
+        }
+        other => panic!("another stack's namespace was taken over: {other:?}"),
+    }
+
     // Destroy in reverse: each zone's MachineSet waits for its machine to go first.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while objects(&base, &ns).await.iter().filter(|(k, _, _)| k == "Machine").count() < 2 {

@@ -286,6 +286,38 @@ mod tests {
         state.resources.insert(a.clone(), ResourceState { id: Some(a.to_string()), attributes, dependencies: vec![] });
     }
 
+    /// A resumed rotation lets through a change that gives a key to its tunnel, and nothing more.
+    #[test]
+    fn only_a_change_that_gives_a_key_to_its_tunnel_passes() {
+        let l = loaded();
+        let key: Address = "xcsp_preshared_key.link[0]".parse().unwrap();
+        let attrs = |psk: &str, cidr: &str| -> xcsp_core::provider::Attributes {
+            [("tunnel1_psk", Value::sensitive(Value::string(psk))), ("tunnel1_inside_cidr", Value::string(cidr))]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect()
+        };
+        let change = |action, after: xcsp_core::provider::Attributes| plan::Change {
+            address: "aws_vpn_connection.link[0]".parse().unwrap(),
+            action,
+            before: Some(attrs("old-key", "169.254.21.0/30")),
+            after: Some(after),
+            replace_because: vec![],
+        };
+        let new_key = change(Action::Update, attrs("new-key", "169.254.21.0/30"));
+        assert!(only_takes_keys(&l.graph, &new_key, &[&key]));
+        // Not a key this rotation made, or not the key the tunnel takes from: refused.
+        assert!(!only_takes_keys(&l.graph, &new_key, &[]));
+        let other: Address = "xcsp_preshared_key.link[3]".parse().unwrap();
+        assert!(!only_takes_keys(&l.graph, &new_key, &[&other]));
+        // A key and something else (a spec edit, drift): refused.
+        let more = change(Action::Update, attrs("new-key", "169.254.21.8/30"));
+        assert!(!only_takes_keys(&l.graph, &more, &[&key]));
+        // Nothing different, or a replacement: not this rotation's to let through.
+        assert!(!only_takes_keys(&l.graph, &change(Action::Update, attrs("old-key", "169.254.21.0/30")), &[&key]));
+        assert!(!only_takes_keys(&l.graph, &change(Action::Replace, attrs("new-key", "169.254.21.0/30")), &[&key]));
+    }
+
     #[test]
     fn one_key_per_link_is_due_the_oldest_and_the_plan_says_why() {
         let l = loaded();

@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 use xcsp_core::provider::Attributes;
 use xcsp_core::{Address, ResourceType};
-use xcsp_plans::Model;
 use xcsp_plans::plan::{Action, Plan};
+use xcsp_plans::{Model, ResourceGraph};
 
 const TABLE: &str = include_str!("../../prices/prices.json");
 
@@ -83,6 +83,39 @@ pub struct Estimate {
     pub total_after_cents: i64,
     /// Resources of the applied stack whose price is unknown.
     pub unknown_after: usize,
+    /// With `kubernetes_objects = "render"`: the machines of the MachineSets the run leaves out,
+    /// which cost once someone applies the rendered objects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rendered_machines: Option<Rendered>,
+}
+
+/// The machines of the rendered MachineSets: cents a month of the priced ones, and how many
+/// MachineSets have no known price.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rendered {
+    pub cents: i64,
+    pub unknown: usize,
+}
+
+/// The machines of the MachineSets in `full` that `run` leaves out, priced from the spec's
+/// templates; `None` when the run leaves none out.
+pub fn rendered_machines(model: &Model, full: &ResourceGraph, run: &ResourceGraph) -> Option<Rendered> {
+    let templates: BTreeMap<String, &Attributes> = full
+        .nodes()
+        .filter(|n| n.address.rtype == ResourceType::K8sAzureMachineTemplate)
+        .filter_map(|n| Some((n.attributes.get("name")?.as_str()?.to_string(), &n.attributes)))
+        .collect();
+    let left_out: Vec<_> = full
+        .nodes()
+        .filter(|n| n.address.rtype == ResourceType::K8sMachineSet && run.get(&n.address).is_none())
+        .map(|n| machines(&n.attributes, &model.azure.location.value, |name| templates.get(name).copied()))
+        .collect();
+    if left_out.is_empty() {
+        return None;
+    }
+    let cents = left_out.iter().filter_map(Cost::cents).sum();
+    let unknown = left_out.iter().filter(|c| c.cents().is_none()).count();
+    Some(Rendered { cents, unknown })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -167,6 +200,7 @@ pub fn estimate(model: &Model, plan: &Plan) -> Estimate {
         delta_cents,
         total_after_cents: total_after,
         unknown_after,
+        rendered_machines: None,
     }
 }
 
@@ -314,6 +348,14 @@ pub fn render(e: &Estimate) -> String {
         format!("{} a month", money(e.total_after_cents, false))
     };
     out.push_str(&format!("  The stack once applied: {after}.\n"));
+    if let Some(r) = &e.rendered_machines {
+        let unknown =
+            if r.unknown > 0 { format!(", and {} MachineSets of unknown cost", r.unknown) } else { String::new() };
+        out.push_str(&format!(
+            "  Besides: the machines of the rendered objects (kubernetes_objects = \"render\"), once applied: {} a month{unknown}.\n",
+            money(r.cents, false)
+        ));
+    }
     out
 }
 
@@ -392,6 +434,32 @@ mod tests {
         assert_eq!(e.delta_cents, 0);
         assert!(shown.contains("changes of unknown cost"), "{shown}");
         assert!(e.free > 10, "the free parts are counted, not listed: {shown}");
+    }
+
+    /// With the objects rendered, the machines are not in the run, and are said apart.
+    #[test]
+    fn rendered_machine_sets_are_priced_apart() {
+        let l = loaded("public", |s| {
+            s.replace("Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3")
+                .replace("overlay_mtu         = 1300", "overlay_mtu         = 1300\n  kubernetes_objects  = \"render\"")
+        });
+        let run = ResourceGraph::new(
+            l.graph
+                .nodes()
+                .filter(|n| n.address.rtype.provider() != xcsp_core::ProviderKind::Kubernetes)
+                .cloned()
+                .collect(),
+        )
+        .unwrap();
+        let mut e =
+            estimate(&l.model, &xcsp_plans::plan::diff(&l.model.stack, &l.model.digest, &run, &BTreeMap::new()));
+        assert!(e.items.iter().all(|i| !i.address.starts_with("k8s_")));
+        e.rendered_machines = rendered_machines(&l.model, &l.graph, &run);
+        assert_eq!(e.rendered_machines, Some(Rendered { cents: 56867, unknown: 0 }));
+        assert!(render(&e).contains(
+            "the machines of the rendered objects (kubernetes_objects = \"render\"), once applied: $568.67 a month."
+        ));
+        assert_eq!(rendered_machines(&l.model, &l.graph, &l.graph), None, "nothing left out");
     }
 
     #[test]

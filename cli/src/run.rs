@@ -171,7 +171,8 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> miette::Re
             source,
         })?;
     }
-    let cost = crate::cost::estimate(&l.model, &p);
+    let mut cost = crate::cost::estimate(&l.model, &p);
+    cost.rendered_machines = crate::cost::rendered_machines(&l.model, &l.graph, &graph);
     if opts.json {
         // The plan as it is saved, with its monthly cost beside it.
         let mut shown = serde_json::to_value(p.redacted()).expect("plans serialize");
@@ -267,7 +268,9 @@ pub async fn apply(
     let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
     let changes = p.changes.iter().filter(|c| c.action != Action::NoOp).count();
     if mode != Mode::Json {
-        print!("{}{}", plan::render(&p), crate::cost::render(&crate::cost::estimate(&l.model, &p)));
+        let mut cost = crate::cost::estimate(&l.model, &p);
+        cost.rendered_machines = crate::cost::rendered_machines(&l.model, &l.graph, &graph);
+        print!("{}{}", plan::render(&p), crate::cost::render(&cost));
     }
     if !p.has_changes() {
         return Ok(ExitCode::SUCCESS);

@@ -178,8 +178,21 @@ fn recorded(state: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(state.join("state.json")).unwrap()).unwrap()
 }
 
+/// The local clouds with the IL5 example applied, and the directory its state is in.
+fn applied() -> (Clouds, tempfile::TempDir) {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    ok(&clouds.xcsp(dir.path()).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    (clouds, dir)
+}
+
+/// What a run said, stdout then stderr.
+fn text_of(out: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
 fn ok(out: &std::process::Output) -> String {
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = text_of(out);
     assert!(out.status.success(), "exit {:?}\n{text}", out.status.code());
     text
 }
@@ -639,10 +652,8 @@ impl Clouds {
 /// them to the new keys as a tag update, and a sweep finds one that state forgot.
 #[test]
 fn azure_resources_and_state_with_the_old_tag_keys_are_adopted_and_swept() {
-    let clouds = Clouds::start();
-    let dir = tempfile::tempdir().unwrap();
+    let (clouds, dir) = applied();
     let state = dir.path();
-    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     let retagged = clouds.retag_with_old_keys(|_| true);
     assert!(retagged >= 15, "{retagged} resources retagged");
     // A state file written by the version before: the recorded tags under the old keys too.
@@ -815,10 +826,8 @@ impl Clouds {
 /// member, shown attribute by attribute, and one apply repairs them all.
 #[test]
 fn a_revoked_rule_a_table_without_propagation_and_a_failed_gateway_are_drift_that_apply_repairs() {
-    let clouds = Clouds::start();
-    let dir = tempfile::tempdir().unwrap();
+    let (clouds, dir) = applied();
     let state = dir.path();
-    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     let recorded = recorded(state);
     let r = &recorded["resources"];
     let group = r["aws_security_group_ingress.link"]["attributes"]["security_group_ids"][0].as_str().unwrap();
@@ -879,10 +888,8 @@ fn a_revoked_rule_a_table_without_propagation_and_a_failed_gateway_are_drift_tha
 /// would be refused), and destroy --sweep still removes the untagged gateway.
 #[test]
 fn resources_whose_tags_were_removed_are_found_by_id_and_retagged() {
-    let clouds = Clouds::start();
-    let dir = tempfile::tempdir().unwrap();
+    let (clouds, dir) = applied();
     let state = dir.path();
-    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     let recorded = recorded(state);
     let cgw = recorded["resources"]["aws_customer_gateway.link[0]"]["id"].as_str().unwrap().to_string();
     let vnet = recorded["resources"]["azure_virtual_network.link"]["id"].as_str().unwrap().to_string();
@@ -1098,10 +1105,8 @@ fn apply_killed_part_way_through_the_rules_is_completed_by_the_next_apply() {
 /// the link comes back.
 #[test]
 fn a_vpn_connection_deleted_out_of_band_is_created_again_with_what_depends_on_it_shown() {
-    let clouds = Clouds::start();
-    let dir = tempfile::tempdir().unwrap();
+    let (clouds, dir) = applied();
     let state = dir.path();
-    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     let r = recorded(state);
     let conn = r["resources"]["aws_vpn_connection.link[0]"]["id"].as_str().unwrap().to_string();
     let deleted = clouds.ec2_with("DeleteVpnConnection", &[("VpnConnectionId", &conn)]);
@@ -1128,10 +1133,8 @@ fn a_vpn_connection_deleted_out_of_band_is_created_again_with_what_depends_on_it
 
 #[test]
 fn rotate_keys_one_tunnel_at_a_time_resumes_after_a_failure_and_a_kill_and_never_has_two_tunnels_down() {
-    let clouds = Clouds::start();
-    let dir = tempfile::tempdir().unwrap();
+    let (clouds, dir) = applied();
     let state = dir.path();
-    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_eq!(tunnels_up(&clouds, state), 4);
     let keys = |r: &serde_json::Value| -> Vec<String> {
         (0..4)
@@ -1164,7 +1167,7 @@ fn rotate_keys_one_tunnel_at_a_time_resumes_after_a_failure_and_a_kill_and_never
         &serde_json::json!({"faults": {"aws_fail_actions": [{"action": "ModifyVpnTunnelOptions", "after": 1}]}}),
     );
     let out = clouds.xcsp(state).args(["rotate-keys", "--auto-approve", "--link", "link"]).arg(il5()).output().unwrap();
-    let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let said = text_of(&out);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("xcsp_preshared_key.link[0]: every tunnel of `link` up"), "{said}");
     assert!(said.contains("the rotation stopped at xcsp_preshared_key.link[1]"), "{said}");
@@ -1174,7 +1177,7 @@ fn rotate_keys_one_tunnel_at_a_time_resumes_after_a_failure_and_a_kill_and_never
     assert_eq!(left.as_array().map(Vec::len), Some(3), "state keeps what is left of the rotation: {left}");
     // Plan tells the truth: the tunnel still has the old key, and the rotation is under way.
     let out = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
-    let shown = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let shown = text_of(&out);
     assert_eq!(out.status.code(), Some(2), "{shown}");
     assert!(shown.contains("aws_vpn_connection.link[0]") && shown.contains("resumes it"), "{shown}");
     // Another link's rotation waits for this one to finish.
@@ -1242,10 +1245,8 @@ fn rotate_keys_one_tunnel_at_a_time_resumes_after_a_failure_and_a_kill_and_never
 
 #[test]
 fn watch_repairs_a_vpn_connection_deleted_out_of_band_and_stops_on_ctrl_c() {
-    let clouds = Clouds::start();
-    let dir = tempfile::tempdir().unwrap();
+    let (clouds, dir) = applied();
     let state = dir.path();
-    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     let log = dir.path().join("watch.log");
     let mut watch = clouds
         .xcsp(state)
@@ -1369,10 +1370,8 @@ fn answers_lost_after_ec2_created_something_leave_no_twin() {
 /// next plan shows the change.
 #[test]
 fn applying_a_saved_plan_does_not_do_what_it_did_not_show() {
-    let clouds = Clouds::start();
-    let dir = tempfile::tempdir().unwrap();
+    let (clouds, dir) = applied();
     let state = dir.path();
-    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     // An edit the saved plan shows: a new tag on the Azure resources (the AWS side stays as it is).
     let spec = il5_copy(dir.path(), |t| {
         t.replacen(
@@ -1392,7 +1391,7 @@ fn applying_a_saved_plan_does_not_do_what_it_did_not_show() {
     clouds.revoke_machine_config_rule(&group);
     let before = clouds.ec2_calls("AuthorizeSecurityGroupIngress");
     let out = clouds.xcsp(state).args(["apply", "--auto-approve", "--plan"]).arg(&saved).arg(&spec).output().unwrap();
-    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let said = text_of(&out);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("aws_security_group_ingress.link") && said.contains("BeyondPlan"), "{said}");
     assert_eq!(clouds.ec2_calls("AuthorizeSecurityGroupIngress"), before, "nothing the saved plan did not show");

@@ -44,8 +44,7 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
     let nodes = nodes.list(&ListParams::default()).await.map_err(|e| format!("cannot list the Nodes: {e}"))?.items;
     let mut out = Vec::new();
     for (ns, set) in machine_sets {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), ns, &resource("cluster.x-k8s.io", "v1beta1", "Machine", "machines"));
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &crate::provider::machines());
         let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={set}"));
         let list = api.list(&selector).await.map_err(|e| format!("cannot list the Machines of {ns}/{set}: {e}"))?;
         for m in list.items {

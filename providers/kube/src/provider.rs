@@ -52,8 +52,12 @@ pub fn resource(rtype: T) -> Option<ApiResource> {
     Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, crate::RENDERED_VERSION, kind), plural))
 }
 
-fn machines() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "Machine"), "machines")
+/// CAPI's Machines, in the version the objects are written in.
+pub(crate) fn machines() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cluster.x-k8s.io", crate::RENDERED_VERSION, "Machine"),
+        "machines",
+    )
 }
 
 /// Where the cluster is and how long to wait for it.

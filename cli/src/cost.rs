@@ -138,6 +138,14 @@ impl Item {
     }
 }
 
+/// What a run's plan costs: the plan over `run` (the graph the run takes), and apart the
+/// machines of the spec's MachineSets the run leaves out.
+pub fn of_run(l: &xcsp_plans::Loaded, plan: &Plan, run: &ResourceGraph) -> Estimate {
+    let mut e = estimate(&l.model, plan);
+    e.rendered_machines = rendered_machines(&l.model, &l.graph, run);
+    e
+}
+
 /// The cost of `plan` for the stack `model` describes.
 pub fn estimate(model: &Model, plan: &Plan) -> Estimate {
     let t = table();

@@ -171,8 +171,7 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> miette::Re
             source,
         })?;
     }
-    let mut cost = crate::cost::estimate(&l.model, &p);
-    cost.rendered_machines = crate::cost::rendered_machines(&l.model, &l.graph, &graph);
+    let cost = crate::cost::of_run(l, &p, &graph);
     if opts.json {
         // The plan as it is saved, with its monthly cost beside it.
         let mut shown = serde_json::to_value(p.redacted()).expect("plans serialize");
@@ -268,9 +267,7 @@ pub async fn apply(
     let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
     let changes = p.changes.iter().filter(|c| c.action != Action::NoOp).count();
     if mode != Mode::Json {
-        let mut cost = crate::cost::estimate(&l.model, &p);
-        cost.rendered_machines = crate::cost::rendered_machines(&l.model, &l.graph, &graph);
-        print!("{}{}", plan::render(&p), crate::cost::render(&cost));
+        print!("{}{}", plan::render(&p), crate::cost::render(&crate::cost::of_run(l, &p, &graph)));
     }
     if !p.has_changes() {
         return Ok(ExitCode::SUCCESS);

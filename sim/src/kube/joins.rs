@@ -20,10 +20,6 @@ pub struct Held {
     pub source: &'static str,
 }
 
-fn get<'a>(store: &'a Store, group: &'static str, plural: &'static str, ns: &str, name: &str) -> Option<&'a Value> {
-    store.objects.get(&(group, plural, ns.to_string(), name.to_string())).map(|o| &o.value)
-}
-
 /// The first step of CAPZ's reconcile of this Machine's AzureMachine that does not pass.
 pub fn held(store: &Store, machine: &Value) -> Held {
     let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -32,7 +28,7 @@ pub fn held(store: &Store, machine: &Value) -> Held {
     // The Cluster, by the Machine's label, in its namespace.
     let cluster = machine["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"]
         .as_str()
-        .and_then(|c| get(store, CAPI, "clusters", ns, c));
+        .and_then(|c| store.value(CAPI, "clusters", ns, c));
     let Some(cluster) = cluster else {
         return at(
             "cluster",
@@ -42,7 +38,7 @@ pub fn held(store: &Store, machine: &Value) -> Held {
     };
     // The AzureCluster: by the Cluster's infrastructureRef name, in the Machine's namespace.
     let ac_name = cluster["spec"]["infrastructureRef"]["name"].as_str().unwrap_or_default();
-    let Some(azure_cluster) = get(store, CAPZ, "azureclusters", ns, ac_name) else {
+    let Some(azure_cluster) = store.value(CAPZ, "azureclusters", ns, ac_name) else {
         return at(
             "azure_cluster",
             "AzureCluster is not available yet".into(),
@@ -53,7 +49,7 @@ pub fn held(store: &Store, machine: &Value) -> Held {
     let id = &azure_cluster["spec"]["identityRef"];
     if let Some(id_name) = id["name"].as_str() {
         let id_ns = id["namespace"].as_str().filter(|n| !n.is_empty()).unwrap_or(ns);
-        if get(store, CAPZ, "azureclusteridentities", id_ns, id_name).is_none() {
+        if store.value(CAPZ, "azureclusteridentities", id_ns, id_name).is_none() {
             return at(
                 "identity",
                 format!("failed to retrieve AzureClusterIdentity external object {id_ns:?}/{id_name:?}: not found"),
@@ -80,7 +76,7 @@ pub fn held(store: &Store, machine: &Value) -> Held {
             "cluster-api-provider-azure controllers/azuremachine_controller.go reconcileNormal",
         );
     };
-    let Some(data) = get(store, "", "secrets", ns, secret) else {
+    let Some(data) = store.value("", "secrets", ns, secret) else {
         return at(
             "bootstrap_data",
             format!(
@@ -105,7 +101,7 @@ pub fn node_ref_needs(store: &Store, machine: &Value) -> Vec<String> {
     let Some(name) = machine["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"].as_str() else {
         return vec!["a Cluster (the Machine has no cluster-name label)".into()];
     };
-    let Some(cluster) = get(store, CAPI, "clusters", ns, name) else {
+    let Some(cluster) = store.value(CAPI, "clusters", ns, name) else {
         return vec![format!("Cluster {ns}/{name}")];
     };
     let mut needs = Vec::new();
@@ -122,7 +118,7 @@ pub fn node_ref_needs(store: &Store, machine: &Value) -> Vec<String> {
     // a cache that holds only Secrets labelled cluster.x-k8s.io/cluster-name
     // (internal/setup/setup.go ManagerCacheOptions).
     let kubeconfig = format!("{name}-kubeconfig");
-    match get(store, "", "secrets", ns, &kubeconfig) {
+    match store.value("", "secrets", ns, &kubeconfig) {
         Some(s) if s["metadata"]["labels"].get("cluster.x-k8s.io/cluster-name").is_some() => {}
         Some(_) => needs.push(format!("the label cluster.x-k8s.io/cluster-name on Secret {ns}/{kubeconfig}")),
         None => needs.push(format!("Secret {ns}/{kubeconfig}")),

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::kinds::{KINDS, Kind};
 use super::status::KubeError;
-use super::store::{Store, key};
+use super::store::Store;
 use crate::world::{OpenShift, World};
 
 /// Where OpenShift runs Cluster API (cluster-capi-operator's `openshiftCAPINamespace`).
@@ -106,8 +106,8 @@ pub fn seed(store: &mut Store, o: &OpenShift, world: &World) {
 /// The infrastructure name, when the store holds OpenShift's `Infrastructure` (else the world is
 /// plain Kubernetes and OpenShift's admission does not run).
 fn infrastructure_name(store: &Store) -> Option<String> {
-    let k = key(kind("config.openshift.io", "infrastructures"), "", "cluster");
-    store.objects.get(&k).and_then(|o| o.value["status"]["infrastructureName"].as_str().map(String::from))
+    let infra = store.value("config.openshift.io", "infrastructures", "", "cluster")?;
+    infra["status"]["infrastructureName"].as_str().map(String::from)
 }
 
 /// A denial as the API server relays one from a controller-runtime validator that returned a plain

@@ -142,6 +142,13 @@ impl Store {
         out
     }
 
+    /// The stored body of an object of the served kind `group`/`plural`, for the sim's own
+    /// controllers and checks (no API answer, no managed fields).
+    pub fn value(&self, group: &str, plural: &str, ns: &str, name: &str) -> Option<&Value> {
+        let kind = KINDS.iter().find(|k| k.group == group && k.plural == plural)?;
+        self.objects.get(&key(kind, ns, name)).map(|o| &o.value)
+    }
+
     pub fn get(&self, kind: &'static Kind, ns: &str, name: &str) -> Answer {
         let key = key(kind, ns, name);
         match self.objects.get(&key) {

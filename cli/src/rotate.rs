@@ -241,9 +241,8 @@ pub fn overdue(l: &Loaded, state: &xcsp_state::State) -> BTreeMap<Address, Strin
             .resources
             .iter()
             .filter(|(a, r)| a.rtype == ResourceType::PresharedKey && a.name == n.name.value && r.id.is_some())
-            .filter_map(|(a, r)| {
-                let made = r.attributes.get("created")?.as_str()?;
-                let made = time::OffsetDateTime::parse(made, &time::format_description::well_known::Rfc3339).ok()?;
+            .filter_map(|(a, _)| {
+                let made = time::OffsetDateTime::parse(&created(state, a)?, &Rfc3339).ok()?;
                 ((now - made).whole_days() >= days.value).then_some((made, a))
             })
             .collect();

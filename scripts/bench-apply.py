@@ -12,6 +12,8 @@ usage: scripts/bench-apply.py EXAMPLE [--scale 0.0166] [--parallelism N] [--orde
 """
 import argparse, json, os, re, subprocess, sys, tempfile, time
 
+import local_clouds
+
 p = argparse.ArgumentParser()
 p.add_argument("example", nargs="?")
 p.add_argument("--links", type=int, default=0)
@@ -27,17 +29,9 @@ a = p.parse_args()
 if a.links:
     a.fixture = "bench-x1:us-gov-west-1"
 
-scratch = tempfile.mkdtemp()
-target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/xcsp-target"))
-bin_dir = os.path.join(target, os.environ.get("XCSP_PROFILE", "debug"))
-sim = subprocess.Popen([f"{bin_dir}/xcsp-sim", "--latency", "fast", "--time-scale", str(a.scale), "--no-throttle",
-                        "--fixture", a.fixture, "--aws-rules-per-group", str(a.rules_per_group),
-                        "--kubeconfig", os.path.join(scratch, "kubeconfig")],
-                       stdout=subprocess.PIPE, text=True)
+sim, url, kubeconfig = local_clouds.start(a.scale, a.fixture, "--aws-rules-per-group", str(a.rules_per_group))
+bin_dir = local_clouds.BIN
 try:
-    url = sim.stdout.readline().split()[3]
-    while not sim.stdout.readline().startswith("xcsp-sim fixture"):
-        pass
     state = tempfile.mkdtemp()
     if a.links:
         # One VPC per link (AWS allows one virtual private gateway per VPC), made through the
@@ -53,10 +47,7 @@ try:
         here = os.path.dirname(os.path.abspath(__file__))
         subprocess.run([sys.executable, os.path.join(here, "gen-bench-spec.py"), str(a.links), str(a.pools), a.example,
                         ",".join(vpcs)], check=True)
-    env = dict(os.environ, AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local",
-               XCSP_AZURE_ENDPOINT=url, AZURE_AUTHORITY_HOST=url, AZURE_CLIENT_ID="bench", AZURE_CLIENT_SECRET="local",
-               AZURE_TENANT_ID="00000000-0000-0000-0000-000000000001", XCSP_OFFLINE="1", XCSP_STATE_DIR=state,
-               KUBECONFIG=os.path.join(scratch, "kubeconfig"))
+    env = local_clouds.env(url, state, kubeconfig)
     dot = subprocess.run([f"{bin_dir}/xcsp", "graph", a.example], capture_output=True, text=True, env=env).stdout
     edges = re.findall(r'"([^"]+)" -> "([^"]+)"', dot)
     started = time.monotonic()

@@ -14,6 +14,8 @@ usage: scripts/bench-link.py [EXAMPLE] [--scale 0.0166] [--events FILE]
 """
 import argparse, json, os, subprocess, sys, tempfile, threading, time, urllib.request
 
+import local_clouds
+
 p = argparse.ArgumentParser()
 p.add_argument("example", nargs="?", default=os.path.join(os.path.dirname(__file__), "..", "examples", "il5-govcloud"))
 p.add_argument("--scale", type=float, default=1 / 60)
@@ -21,21 +23,11 @@ p.add_argument("--fixture", default="il5-gpu-x7k2p:us-gov-west-1")
 p.add_argument("--events", help="write the apply's --json events here (for `xcsp timeline`)")
 a = p.parse_args()
 
-scratch = tempfile.mkdtemp()
-target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/xcsp-target"))
-bin_dir = os.path.join(target, os.environ.get("XCSP_PROFILE", "debug"))
-kubeconfig = os.path.join(scratch, "kubeconfig")
-sim = subprocess.Popen([f"{bin_dir}/xcsp-sim", "--latency", "fast", "--time-scale", str(a.scale), "--no-throttle",
-                        "--fixture", a.fixture, "--kubeconfig", kubeconfig], stdout=subprocess.PIPE, text=True)
+sim, url, kubeconfig = local_clouds.start(a.scale, a.fixture)
+bin_dir = local_clouds.BIN
 try:
-    url = sim.stdout.readline().split()[3]
-    while not sim.stdout.readline().startswith("xcsp-sim fixture"):
-        pass
     state = tempfile.mkdtemp()
-    env = dict(os.environ, AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local",
-               XCSP_AZURE_ENDPOINT=url, AZURE_AUTHORITY_HOST=url, AZURE_CLIENT_ID="bench", AZURE_CLIENT_SECRET="local",
-               AZURE_TENANT_ID="00000000-0000-0000-0000-000000000001", XCSP_OFFLINE="1", XCSP_STATE_DIR=state,
-               KUBECONFIG=kubeconfig)
+    env = local_clouds.env(url, state, kubeconfig)
     xcsp = lambda *args: subprocess.run([f"{bin_dir}/xcsp", *args], capture_output=True, text=True, env=env)
     def verdicts():
         return json.load(urllib.request.urlopen(f"{url}/_sim/tunnels"))["tunnels"]

@@ -1,0 +1,27 @@
+"""The local clouds for the benchmark scripts: an `xcsp-sim` with the realistic durations scaled,
+and the environment that points `xcsp` at it (the binaries from CARGO_TARGET_DIR, profile
+XCSP_PROFILE)."""
+import os, subprocess, tempfile
+
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/xcsp-target"))
+BIN = os.path.join(TARGET, os.environ.get("XCSP_PROFILE", "debug"))
+
+
+def start(scale, fixture, *extra):
+    """Starts xcsp-sim; returns (process, its URL, the kubeconfig it wrote) once its fixture is made."""
+    kubeconfig = os.path.join(tempfile.mkdtemp(), "kubeconfig")
+    sim = subprocess.Popen([f"{BIN}/xcsp-sim", "--latency", "fast", "--time-scale", str(scale), "--no-throttle",
+                            "--fixture", fixture, *extra, "--kubeconfig", kubeconfig],
+                           stdout=subprocess.PIPE, text=True)
+    url = sim.stdout.readline().split()[3]
+    while not sim.stdout.readline().startswith("xcsp-sim fixture"):
+        pass
+    return sim, url, kubeconfig
+
+
+def env(url, state, kubeconfig):
+    """The environment of an `xcsp` run against the sim at `url`, with its state in `state`."""
+    return dict(os.environ, AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local",
+                XCSP_AZURE_ENDPOINT=url, AZURE_AUTHORITY_HOST=url, AZURE_CLIENT_ID="bench", AZURE_CLIENT_SECRET="local",
+                AZURE_TENANT_ID="00000000-0000-0000-0000-000000000001", XCSP_OFFLINE="1", XCSP_STATE_DIR=state,
+                KUBECONFIG=kubeconfig)

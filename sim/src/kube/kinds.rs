@@ -88,13 +88,45 @@ pub const KINDS: &[Kind] = &[
         status: true,
         ..core("Infrastructure", "infrastructures", "infrastructure", &[])
     },
+    // The machine-config operator's types (openshift/api `machineconfiguration/v1`), cluster-wide;
+    // served unvalidated for the same reason.
+    Kind {
+        group: MACHINECONFIGURATION,
+        namespaced: false,
+        status: true,
+        short_names: &["mcp"],
+        ..core("MachineConfigPool", "machineconfigpools", "machineconfigpool", &[])
+    },
+    Kind {
+        group: MACHINECONFIGURATION,
+        namespaced: false,
+        short_names: &["mc"],
+        ..core("MachineConfig", "machineconfigs", "machineconfig", &[])
+    },
+    // RBAC (Kubernetes `rbac.authorization.k8s.io/v1`): stored and served; the API authorizes
+    // nothing by them (sim/README.md, "Not held yet").
+    Kind { group: RBAC, namespaced: false, ..core("ClusterRole", "clusterroles", "clusterrole", &[]) },
+    Kind {
+        group: RBAC,
+        namespaced: false,
+        ..core("ClusterRoleBinding", "clusterrolebindings", "clusterrolebinding", &[])
+    },
 ];
 
 pub const APPS: &str = "apps";
 pub const OPENSHIFT_CONFIG: &str = "config.openshift.io";
+pub const MACHINECONFIGURATION: &str = "machineconfiguration.openshift.io";
+pub const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// The served API groups (other than core) with their one version.
-pub const GROUPS: &[(&str, &str)] = &[(CAPZ, "v1beta1"), (CAPI, "v1beta1"), (APPS, "v1"), (OPENSHIFT_CONFIG, "v1")];
+pub const GROUPS: &[(&str, &str)] = &[
+    (CAPZ, "v1beta1"),
+    (CAPI, "v1beta1"),
+    (APPS, "v1"),
+    (OPENSHIFT_CONFIG, "v1"),
+    (MACHINECONFIGURATION, "v1"),
+    (RBAC, "v1"),
+];
 
 impl Kind {
     /// `group/version`, or `v1` for core.

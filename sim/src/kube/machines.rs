@@ -33,6 +33,8 @@ fn owner_uid(machine: &Value) -> Option<&str> {
 impl Store {
     /// Brings Machines and MachineSet statuses up to date at `now`.
     pub fn settle(&mut self, world: &World, now: Instant) {
+        self.settle_tokens(world);
+        self.settle_machine_configs(world);
         let m_kind = machine_kind();
         let sets: Vec<(Key, String, i64)> = self
             .objects

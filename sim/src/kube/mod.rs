@@ -7,12 +7,14 @@ pub mod fields;
 pub mod joins;
 pub mod kinds;
 pub mod machines;
+pub mod mco;
 pub mod meta;
 pub mod openshift;
 pub mod schema;
 pub mod selector;
 pub mod status;
 pub mod store;
+pub mod tokens;
 pub mod webhooks;
 
 use crate::server::Sim;
@@ -54,10 +56,11 @@ impl Kube {
     /// `token`: the bearer token to accept (generated when `None`). `crds_dir`: where the CRDs are
     /// (default [`schema::crds_dir`]); they are read at the first Kubernetes request.
     pub fn new(world: &World, token: Option<String>, crds_dir: Option<PathBuf>, endpoint: Endpoint) -> Kube {
+        let store = Mutex::new(Store::new(world, &endpoint.ca_pem));
         Kube {
             token: token.unwrap_or_else(|| format!("xcsp-sim-{}", uuid::Uuid::new_v4().simple())),
             endpoint,
-            store: Mutex::new(Store::new(world)),
+            store,
             registry: Mutex::new(None),
             crds_dir: crds_dir.unwrap_or_else(schema::crds_dir),
         }
@@ -79,7 +82,7 @@ impl Kube {
 
     /// Forgets every object (the default namespaces are back) and re-reads the CRDs at next use.
     pub fn reset(&self, world: &World) {
-        *self.store.lock().expect("store lock") = Store::new(world);
+        *self.store.lock().expect("store lock") = Store::new(world, &self.endpoint.ca_pem);
         *self.registry.lock().expect("registry lock") = None;
     }
 

@@ -37,6 +37,38 @@ impl Selector {
         Parser { tokens: lex(s), at: 0 }.selector().map(Selector)
     }
 
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions` with `In`, `NotIn`,
+    /// `Exists`, `DoesNotExist`), as apimachinery's `LabelSelectorAsSelector` reads one. `None` for
+    /// a null or empty selector, which callers treat as their API says (all or nothing); the error
+    /// names a malformed requirement.
+    pub fn from_label_selector(sel: &Value) -> Result<Option<Selector>, String> {
+        let mut reqs = Vec::new();
+        if let Some(m) = sel["matchLabels"].as_object() {
+            for (k, v) in m {
+                let v = v.as_str().unwrap_or_default().to_string();
+                reqs.push(Requirement { key: k.clone(), op: Op::In, values: vec![v] });
+            }
+        }
+        for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+            let key = e["key"].as_str().unwrap_or_default().to_string();
+            let values: BTreeSet<String> =
+                e["values"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(String::from)).collect();
+            let op = match e["operator"].as_str().unwrap_or_default() {
+                "In" => Op::In,
+                "NotIn" => Op::NotIn,
+                "Exists" => Op::Exists,
+                "DoesNotExist" => Op::NotExists,
+                other => return Err(format!("{other:?} is not a valid label selector operator")),
+            };
+            let needs_values = matches!(op, Op::In | Op::NotIn);
+            if needs_values == values.is_empty() {
+                return Err(format!("values: Invalid value: {values:?}: for operator {op:?}"));
+            }
+            reqs.push(Requirement { key, op, values: values.into_iter().collect() });
+        }
+        Ok(if reqs.is_empty() { None } else { Some(Selector(reqs)) })
+    }
+
     /// True when `labels` (an object of strings, or null) satisfies every requirement.
     pub fn matches(&self, labels: &Value) -> bool {
         let get = |k: &str| labels.get(k).and_then(Value::as_str);

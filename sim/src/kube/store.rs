@@ -99,6 +99,8 @@ pub struct Store {
     pub pending: Vec<PendingMachine>,
     /// Machines being deleted, removed when due.
     pub deleting: BTreeMap<Key, Instant>,
+    /// The PEM of the CA the API's (and the machine-config server's) certificates chain to.
+    pub ca_pem: String,
 }
 
 /// An answer: HTTP status and body.
@@ -106,8 +108,14 @@ pub type Answer = Result<(StatusCode, Value), KubeError>;
 
 impl Store {
     /// A store with the default namespaces.
-    pub fn new(world: &World) -> Store {
-        let mut s = Store { objects: BTreeMap::new(), rv: 0, pending: Vec::new(), deleting: BTreeMap::new() };
+    pub fn new(world: &World, ca_pem: &str) -> Store {
+        let mut s = Store {
+            objects: BTreeMap::new(),
+            rv: 0,
+            pending: Vec::new(),
+            deleting: BTreeMap::new(),
+            ca_pem: ca_pem.to_string(),
+        };
         let ns = Kind::find("", "v1", "namespaces").expect("namespaces served");
         for name in DEFAULT_NAMESPACES {
             let mut v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
@@ -116,6 +124,7 @@ impl Store {
         }
         if let Some(o) = world.config().openshift {
             super::openshift::seed(&mut s, &o, world);
+            super::mco::seed(&mut s, &o, world);
         }
         s
     }
@@ -683,7 +692,7 @@ fn string_map(v: &Value, field: &str, base64: bool) -> Vec<Cause> {
     out
 }
 
-fn finish_namespace(v: &mut Value) {
+pub(super) fn finish_namespace(v: &mut Value) {
     let name = v["metadata"]["name"].clone();
     v["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
     if v["spec"]["finalizers"].is_null() {

@@ -1,0 +1,252 @@
+//! The machine-config operator's part of an OpenShift cluster, as far as a new machine pool meets
+//! it (openshift/machine-config-operator, commit 7ff337a4f; rule rows in `sim/README.md`, "Rule
+//! table (Kubernetes)"):
+//!
+//! - what install leaves: the `master` and `worker` pools, the worker's template MachineConfigs,
+//!   and the installer's `worker-user-data` pointer secret in `openshift-machine-api`;
+//! - the render controller: a pool's MachineConfigs are those its `machineConfigSelector` selects
+//!   (a null or empty selector selects none); their merge is a `rendered-<pool>-<hash>`
+//!   MachineConfig that the pool's `status.configuration` names, with its sources;
+//! - the operator's sync: every pool gets `openshift-machine-api/<pool>-user-data-managed`, a
+//!   pointer ignition config that fetches `/config/<pool>` from the machine-config server at the
+//!   internal API host, port 22623, trusting the server's CA.
+//!
+//! It runs lazily with the other controllers ([`Store::settle`]).
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::kinds::{KINDS, Kind, MACHINECONFIGURATION};
+use super::selector::Selector;
+use super::store::Store;
+use crate::world::{OpenShift, World};
+
+/// Where the machine API's secrets live (the installer's and the operator's user data).
+pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
+/// The label that ties a MachineConfig to a pool's role.
+pub const ROLE_LABEL: &str = "machineconfiguration.openshift.io/role";
+/// The machine-config server's port (`pkg/server/api.go` `SecurePort`).
+pub const SERVER_PORT: u16 = 22623;
+/// The Ignition spec version the operator writes (`ign3types.MaxVersion`, config v3_5).
+const IGNITION_VERSION: &str = "3.5.0";
+const MC_API: &str = "machineconfiguration.openshift.io/v1";
+
+fn kind(group: &str, plural: &str) -> &'static Kind {
+    KINDS.iter().find(|k| k.group == group && k.plural == plural).expect("a served kind")
+}
+
+/// `data:` URL of bytes as `vincent-petithory/dataurl` `EncodeBytes` writes one.
+fn data_url(bytes: &[u8]) -> String {
+    format!("data:text/plain;charset=utf-8;base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+/// The pointer config of `role` (`pkg/controller/common/helpers.go` `PointerConfig`): merge the
+/// config served at `https://<internal API host>:22623/config/<role>`, trusting `ca_pem`.
+pub fn pointer_config(o: &OpenShift, role: &str, ca_pem: &str) -> Value {
+    json!({
+        "ignition": {
+            "config": {"merge": [{"source": format!("https://{}:{SERVER_PORT}/config/{role}", internal_host(o))}]},
+            "security": {"tls": {"certificateAuthorities": [{"source": data_url(ca_pem.as_bytes())}]}},
+            "version": IGNITION_VERSION,
+        }
+    })
+}
+
+/// The host of `apiServerInternalURI` (`pkg/operator/sync.go` `getIgnitionHost`).
+pub fn internal_host(o: &OpenShift) -> &str {
+    let rest = o.api_internal_url.split_once("://").map_or(o.api_internal_url.as_str(), |(_, r)| r);
+    rest.split(['/', ':']).next().unwrap_or_default()
+}
+
+/// The units and files of the template MachineConfigs an AWS cluster's worker pool carries (the
+/// names only, which is what a pool of another cloud has to override): `templates/common/aws` is
+/// rendered into `00-worker` on every AWS cluster (`pkg/controller/template/render.go`).
+fn worker_templates() -> Vec<(&'static str, Value)> {
+    let unit =
+        |name: &str| json!({"name": name, "enabled": true, "contents": format!("# {name}, from the MCO templates\n")});
+    let file = |path: &str| json!({"path": path, "mode": 493, "contents": {"source": data_url(b"#!/bin/bash\n")}});
+    vec![
+        (
+            "00-worker",
+            json!({"systemd": {"units": [unit("aws-kubelet-nodename.service"), unit("aws-kubelet-providerid.service")]},
+                   "storage": {"files": [file("/usr/local/bin/aws-kubelet-nodename"), file("/usr/local/bin/aws-kubelet-providerid")]}}),
+        ),
+        (
+            "01-worker-kubelet",
+            json!({"systemd": {"units": [
+                unit("kubelet.service"),
+                {"name": "kubelet.service", "dropins": [{"name": "20-node-env.conf",
+                    "contents": "[Service]\nEnvironmentFile=/etc/kubernetes/node.env\n"}]},
+            ]}}),
+        ),
+        ("01-worker-container-runtime", json!({"storage": {"files": [file("/etc/crio/crio.conf.d/00-default")]}})),
+    ]
+}
+
+/// What install leaves for the machine-config operator's part (see the module doc).
+pub fn seed(store: &mut Store, o: &OpenShift, world: &World) {
+    let mut ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MACHINE_API_NAMESPACE}});
+    super::store::finish_namespace(&mut ns);
+    store.insert_new(kind("", "namespaces"), ns, Vec::new(), world);
+    for role in ["master", "worker"] {
+        // The install manifests' pools: each selects its role's MachineConfigs and the nodes
+        // labelled with the role.
+        let pool = json!({"apiVersion": MC_API, "kind": "MachineConfigPool", "metadata": {"name": role},
+        "spec": {
+            "machineConfigSelector": {"matchLabels": {ROLE_LABEL: role}},
+            "nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{role}"): ""}},
+            "paused": false,
+        }});
+        store.insert_new(kind(MACHINECONFIGURATION, "machineconfigpools"), pool, Vec::new(), world);
+    }
+    for (name, config) in worker_templates() {
+        let mut config = config;
+        config["ignition"] = json!({"version": IGNITION_VERSION});
+        let mc = json!({"apiVersion": MC_API, "kind": "MachineConfig",
+            "metadata": {"name": name, "labels": {ROLE_LABEL: "worker"},
+                "annotations": {"machineconfiguration.openshift.io/generated-by-controller-version": "sim"}},
+            "spec": {"config": config}});
+        store.insert_new(kind(MACHINECONFIGURATION, "machineconfigs"), mc, Vec::new(), world);
+    }
+    // The installer's own pointer secret (openshift/installer `pkg/asset/machines`: `worker-user-data`,
+    // key `userData`), the one OpenShift's secret-sync copies for its own Cluster.
+    let user_data = pointer_config(o, "worker", &store.ca_pem);
+    store.insert_new(kind("", "secrets"), user_data_secret("worker-user-data", &user_data, None), Vec::new(), world);
+}
+
+/// A Secret in `openshift-machine-api` with `userData` (and the operator's `disableTemplating`).
+fn user_data_secret(name: &str, config: &Value, label: Option<&str>) -> Value {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let mut v = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "namespace": MACHINE_API_NAMESPACE},
+        "data": {"userData": b64(&config.to_string()), "disableTemplating": b64("true\n")}});
+    if let Some(l) = label {
+        v["metadata"]["labels"] = json!({ l: "" });
+    }
+    v
+}
+
+/// Ignition's config merge for the parts the templates use: units by name and files by path, a
+/// later config's entry replacing an earlier one's (coreos/ignition `docs/operator-notes.md`,
+/// "Config Merging"; MCO `MergeMachineConfigs` orders a custom pool's configs after the worker's).
+fn merge(configs: &[&Value]) -> Value {
+    let mut units: Vec<Value> = Vec::new();
+    let mut files: Vec<Value> = Vec::new();
+    for c in configs {
+        for u in c["systemd"]["units"].as_array().into_iter().flatten() {
+            match units.iter_mut().find(|x| x["name"] == u["name"]) {
+                Some(x) => {
+                    for (k, v) in u.as_object().into_iter().flatten() {
+                        x[k] = v.clone();
+                    }
+                }
+                None => units.push(u.clone()),
+            }
+        }
+        for f in c["storage"]["files"].as_array().into_iter().flatten() {
+            match files.iter_mut().find(|x| x["path"] == f["path"]) {
+                Some(x) => *x = f.clone(),
+                None => files.push(f.clone()),
+            }
+        }
+    }
+    json!({"ignition": {"version": IGNITION_VERSION}, "systemd": {"units": units}, "storage": {"files": files}})
+}
+
+impl Store {
+    /// The render controller and the operator's user-data sync, on an OpenShift world.
+    pub fn settle_machine_configs(&mut self, world: &World) {
+        let Some(o) = world.config().openshift else { return };
+        let mcp = kind(MACHINECONFIGURATION, "machineconfigpools");
+        let mc = kind(MACHINECONFIGURATION, "machineconfigs");
+        let pools: Vec<Value> = self.objects.values().filter(|x| *x.kind == *mcp).map(|x| x.value.clone()).collect();
+        for pool in pools {
+            let name = pool["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            self.render_pool(world, mc, &pool);
+            // `pkg/operator/sync.go` `syncMachineConfigPools`: one managed pointer secret per pool,
+            // labelled as carrying a CA bundle the operator keeps current.
+            let secret = format!("{name}-user-data-managed");
+            if self.value("", "secrets", MACHINE_API_NAMESPACE, &secret).is_none() {
+                let config = pointer_config(&o, &name, &self.ca_pem);
+                let v = user_data_secret(
+                    &secret,
+                    &config,
+                    Some("machineconfiguration.openshift.io/managed-ca-bundle-derived-from-configmap"),
+                );
+                self.insert_new(kind("", "secrets"), v, Vec::new(), world);
+                world.journal("kubernetes", "machine-config-operator", &format!("{MACHINE_API_NAMESPACE}/{secret}"));
+            }
+        }
+    }
+
+    /// `pkg/controller/render/render_controller.go` `syncMachineConfigPool`: the configs the pool
+    /// selects (by name; a custom role's after the worker's), merged into `rendered-<pool>-<hash>`,
+    /// which the pool's spec and status name. A pool that selects nothing is not rendered and says
+    /// why in `RenderDegraded`.
+    fn render_pool(&mut self, world: &World, mc: &'static Kind, pool: &Value) {
+        let name = pool["metadata"]["name"].as_str().unwrap_or_default();
+        let selector = Selector::from_label_selector(&pool["spec"]["machineConfigSelector"]);
+        let mut chosen: Vec<(bool, String, Value)> = match &selector {
+            Ok(Some(sel)) => self
+                .objects
+                .values()
+                .filter(|x| *x.kind == *mc)
+                .filter(|x| !x.value["metadata"]["ownerReferences"].is_array())
+                .filter(|x| sel.matches(&x.value["metadata"]["labels"]))
+                .map(|x| {
+                    let worker = x.value["metadata"]["labels"][ROLE_LABEL] == "worker";
+                    (!worker, x.value["metadata"]["name"].as_str().unwrap_or_default().to_string(), x.value.clone())
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        chosen.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let mut status = pool["status"].clone();
+        if chosen.is_empty() {
+            let why = match selector {
+                Err(e) => format!("invalid label selector: {e}"),
+                Ok(None) => "Pool has a nil or empty machineConfigSelector and selects no MachineConfigs".into(),
+                Ok(Some(_)) => format!("no MachineConfigs found matching selector for pool {name}"),
+            };
+            status["conditions"] = conditions(&[("RenderDegraded", "True", &why), ("Updated", "False", "")]);
+            status["configuration"] = json!({});
+        } else {
+            let configs: Vec<&Value> = chosen.iter().map(|c| &c.2["spec"]["config"]).collect();
+            let merged = merge(&configs);
+            let mut h = Sha256::new();
+            h.update(merged.to_string().as_bytes());
+            let rendered = format!("rendered-{name}-{}", &hex::encode(h.finalize())[..32]);
+            if self.value(MACHINECONFIGURATION, "machineconfigs", "", &rendered).is_none() {
+                let owner = json!([{"apiVersion": MC_API, "kind": "MachineConfigPool", "name": name,
+                    "uid": pool["metadata"]["uid"], "controller": true}]);
+                let v = json!({"apiVersion": MC_API, "kind": "MachineConfig",
+                    "metadata": {"name": rendered, "ownerReferences": owner},
+                    "spec": {"config": merged}});
+                self.insert_new(mc, v, Vec::new(), world);
+            }
+            let source: Vec<Value> =
+                chosen.iter().map(|c| json!({"apiVersion": MC_API, "kind": "MachineConfig", "name": c.1})).collect();
+            status["configuration"] = json!({"name": rendered, "source": source});
+            status["conditions"] = conditions(&[("RenderDegraded", "False", ""), ("Updated", "True", "")]);
+        }
+        for k in ["machineCount", "readyMachineCount", "updatedMachineCount", "degradedMachineCount"] {
+            status[k] = json!(0);
+        }
+        status["observedGeneration"] = pool["metadata"]["generation"].clone();
+        if status == pool["status"] {
+            return;
+        }
+        let key = super::store::key(kind(MACHINECONFIGURATION, "machineconfigpools"), "", name);
+        if let Some(mut obj) = self.objects.get(&key).cloned() {
+            obj.value["status"] = status;
+            obj.value["spec"]["configuration"] = obj.value["status"]["configuration"].clone();
+            self.store(obj);
+        }
+    }
+}
+
+/// Pool conditions as the operator writes them (type, status, message).
+fn conditions(list: &[(&str, &str, &str)]) -> Value {
+    Value::Array(list.iter().map(|(t, s, m)| json!({"type": t, "status": s, "message": m})).collect())
+}

@@ -136,6 +136,16 @@ async fn a_new_pool_is_rendered_from_the_configs_it_selects_and_gets_a_managed_p
             .contains_key("machineconfiguration.openshift.io/managed-ca-bundle-derived-from-configmap")
     );
 
+    // What the pool owns goes with it (Kubernetes' garbage collector).
+    pools_api.delete("gpu", &DeleteParams::default()).await.expect("pool deleted");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while machine_api.get_opt("gpu-user-data-managed").await.unwrap().is_some()
+        || configs_api.get_opt(&rendered).await.unwrap().is_some()
+    {
+        assert!(Instant::now() < deadline, "the pool's secret or rendered config outlives it");
+    }
+    assert!(configs_api.get_opt("99-gpu-azure").await.unwrap().is_some(), "a config the pool selected is not its own");
+
     // A pool that selects nothing is not rendered, and says so.
     pools_api.create(&PostParams::default(), &pool("empty", json!({}))).await.expect("pool made");
     let empty = until(&pools_api, "empty", |p| p.data["status"]["conditions"].is_array()).await;

@@ -169,14 +169,33 @@ impl Store {
             let secret = format!("{name}-user-data-managed");
             if self.value("", "secrets", MACHINE_API_NAMESPACE, &secret).is_none() {
                 let config = pointer_config(&o, &name, &self.ca_pem);
-                let v = user_data_secret(
+                let mut v = user_data_secret(
                     &secret,
                     &config,
                     Some("machineconfiguration.openshift.io/managed-ca-bundle-derived-from-configmap"),
                 );
+                v["metadata"]["ownerReferences"] = json!([{"apiVersion": MC_API, "kind": "MachineConfigPool",
+                    "name": name, "uid": pool["metadata"]["uid"]}]);
                 self.insert_new(kind("", "secrets"), v, Vec::new(), world);
                 world.journal("kubernetes", "machine-config-operator", &format!("{MACHINE_API_NAMESPACE}/{secret}"));
             }
+        }
+        // Kubernetes' garbage collector: what a deleted pool owned (its managed secret, its
+        // rendered configs) goes with it; the operator deletes neither itself.
+        let live: Vec<Value> =
+            self.objects.values().filter(|x| *x.kind == *mcp).map(|x| x.value["metadata"]["uid"].clone()).collect();
+        let orphans: Vec<super::store::Key> = self
+            .objects
+            .iter()
+            .filter(|(_, x)| {
+                x.value["metadata"]["ownerReferences"].as_array().is_some_and(|refs| {
+                    refs.iter().any(|r| r["kind"] == "MachineConfigPool" && !live.contains(&r["uid"]))
+                })
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in orphans {
+            self.remove(&k, world);
         }
     }
 

@@ -8,10 +8,11 @@ BIN = os.path.join(TARGET, os.environ.get("XCSP_PROFILE", "debug"))
 
 
 def start(scale, fixture, *extra):
-    """Starts xcsp-sim; returns (process, its URL, the kubeconfig it wrote) once its fixture is made."""
+    """Starts xcsp-sim, its Kubernetes API playing the OpenShift cluster of `fixture` (INFRA:REGION)
+    with CAPZ installed; returns (process, its URL, the kubeconfig it wrote) once its fixture is made."""
     kubeconfig = os.path.join(tempfile.mkdtemp(), "kubeconfig")
     sim = subprocess.Popen([f"{BIN}/xcsp-sim", "--latency", "fast", "--time-scale", str(scale), "--no-throttle",
-                            "--fixture", fixture, *extra, "--kubeconfig", kubeconfig],
+                            "--fixture", fixture, "--openshift", fixture, "--capz", *extra, "--kubeconfig", kubeconfig],
                            stdout=subprocess.PIPE, text=True)
     url = sim.stdout.readline().split()[3]
     while not sim.stdout.readline().startswith("xcsp-sim fixture"):

@@ -81,7 +81,7 @@ pub(crate) fn in_reach(l: &Loaded, state: &State) -> ResourceGraph {
     let left_out = l.graph.len() - kept.len();
     if left_out > 0 {
         report::note(format_args!(
-            "kubernetes_objects = \"render\", so the {left_out} Kubernetes objects of the spec (the CAPZ/CAPI objects and their namespace) are left out of this run: write them with `xcsp render DIR` for oc apply or GitOps."
+            "kubernetes_objects = \"render\", so the {left_out} Kubernetes objects of the spec (the CAPZ/CAPI objects, the pool's machine configuration, CAPI's access to the cluster, and their namespace) are left out of this run: write them with `xcsp render DIR` for oc apply or GitOps."
         ));
     }
     ResourceGraph::new(kept).expect("no resource depends on a Kubernetes object")
@@ -435,6 +435,15 @@ pub async fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> miet
     };
     let mut objects = Vec::new();
     for node in l.graph.in_order().into_iter().filter(|n| n.address.rtype.provider() == ProviderKind::Kubernetes) {
+        if let Some(what) = xcsp_kube::copied_at_apply(node.address.rtype) {
+            // Its content is read from the cluster (an operator or controller writes the source).
+            let name = node.attributes.get("name").and_then(|v| v.as_str()).unwrap_or_default();
+            println!(
+                "not rendered: {} ({name}) holds {what}, which `xcsp apply` copies from the cluster",
+                node.address
+            );
+            continue;
+        }
         let object = xcsp_kube::object(&l.model.stack, &node.address, &node.filled(output_of))
             .map_err(|e| CliError::Render(e.to_string()))?;
         objects.push(object);

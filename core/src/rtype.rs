@@ -81,6 +81,14 @@ resource_types! {
     K8sAzureMachineTemplate => "k8s_azure_machine_template", Kubernetes;
     K8sMachineSet => "k8s_machine_set", Kubernetes;
     K8sMachineHealthCheck => "k8s_machine_health_check", Kubernetes;
+    K8sMachineConfig => "k8s_machine_config", Kubernetes;
+    K8sMachineConfigPool => "k8s_machine_config_pool", Kubernetes;
+    K8sUserDataSecret => "k8s_user_data_secret", Kubernetes;
+    K8sServiceAccount => "k8s_service_account", Kubernetes;
+    K8sServiceAccountToken => "k8s_service_account_token", Kubernetes;
+    K8sClusterRole => "k8s_cluster_role", Kubernetes;
+    K8sClusterRoleBinding => "k8s_cluster_role_binding", Kubernetes;
+    K8sKubeconfigSecret => "k8s_kubeconfig_secret", Kubernetes;
 }
 
 /// The error for a name that is no resource type.
@@ -95,6 +103,12 @@ impl fmt::Display for ResourceType {
 }
 
 impl ResourceType {
+    /// A Kubernetes object that lives in no namespace.
+    pub fn cluster_scoped(self) -> bool {
+        use ResourceType::*;
+        matches!(self, K8sNamespace | K8sMachineConfig | K8sMachineConfigPool | K8sClusterRole | K8sClusterRoleBinding)
+    }
+
     /// Attributes that cannot change in place, each with the reason a replacement is needed.
     pub fn forces_replacement(self, attribute: &str) -> Option<&'static str> {
         use ResourceType::*;
@@ -141,7 +155,13 @@ impl ResourceType {
                 ("role", "role assignments are immutable"),
                 ("principal", "role assignments are immutable"),
             ],
-            K8sNamespace => &[("name", "a Kubernetes object's name is part of its identity")],
+            K8sNamespace | K8sMachineConfig | K8sMachineConfigPool | K8sClusterRole | K8sClusterRoleBinding => {
+                &[("name", "a Kubernetes object's name is part of its identity")]
+            }
+            K8sUserDataSecret | K8sServiceAccount | K8sServiceAccountToken | K8sKubeconfigSecret => &[
+                ("namespace", "a Kubernetes object's namespace is part of its identity"),
+                ("name", "a Kubernetes object's name is part of its identity"),
+            ],
             K8sAzureClusterIdentity
             | K8sAzureCluster
             | K8sCluster

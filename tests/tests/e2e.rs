@@ -67,6 +67,12 @@ impl Clouds {
     /// A Kubernetes API read as a client makes it with the kubeconfig: its server (the sim's TLS
     /// port), trusting its CA, with its bearer token.
     fn kube_get(&self, path: &str) -> serde_json::Value {
+        self.kube_request("GET", path, None)
+    }
+
+    /// A request to the sim's Kubernetes API as `kubectl` makes it (TLS to its CA, the bearer
+    /// token), with a body of `(content type, text)`; answers the JSON (null on an error status).
+    fn kube_request(&self, method: &str, path: &str, body: Option<(&str, &str)>) -> serde_json::Value {
         use base64::Engine as _;
         let kubeconfig = std::fs::read_to_string(&self.kubeconfig).unwrap();
         let field = |name: &str| {
@@ -79,12 +85,16 @@ impl Clouds {
         let ca = self._dir.path().join("kube-ca.pem");
         let pem = base64::engine::general_purpose::STANDARD.decode(field("certificate-authority-data:")).unwrap();
         std::fs::write(&ca, pem).unwrap();
-        let out = Command::new("curl")
-            .args(["-sf", "--cacert"])
-            .arg(&ca)
-            .args(["-H", &format!("Authorization: Bearer {token}"), &format!("{server}{path}")])
-            .output()
-            .expect("curl");
+        let mut curl = Command::new("curl");
+        curl.args(["-sf", "-X", method, "--cacert"]).arg(&ca).args([
+            "-H",
+            &format!("Authorization: Bearer {token}"),
+            &format!("{server}{path}"),
+        ]);
+        if let Some((content_type, text)) = body {
+            curl.args(["-H", &format!("Content-Type: {content_type}"), "--data-binary", text]);
+        }
+        let out = curl.output().expect("curl");
         serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
     }
 
@@ -225,7 +235,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let state = dir.path();
     ok(&clouds.xcsp(state).arg("plan").arg(il5()).output().unwrap());
     let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(applied.contains("Apply complete! Resources: 39 added"), "{applied}");
+    assert!(applied.contains("Apply complete! Resources: 47 added"), "{applied}");
     assert_eq!(tunnels_up(&clouds, state), 4);
     // A tunnel whose path is cut (a test's fault in the sim) is DOWN on both sides: status says so
     // with exit 2, names the tunnel, and the link is whole again once the path is restored.
@@ -260,9 +270,10 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let text = ok(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
     assert_eq!(text.matches("no Node").count(), 2, "{text}");
     // Where CAPZ holds each machine, as the sim follows its reconcile: past the Cluster, the
-    // AzureCluster (ready: xcsp manages it), the identity, and held at the bootstrap data, which
-    // the pool's namespace does not have yet. CAPI would still need the Cluster's kubeconfig
-    // secret to match a Node; the Cluster is marked initialized already.
+    // AzureCluster (ready: xcsp manages it), the identity, and the bootstrap data (the pool's
+    // copy of the pointer ignition the machine-config operator wrote for the pool's own
+    // MachineConfigPool), at the VM, which the sim does not make yet. CAPI has what it needs to
+    // match a Node: the Cluster marked initialized, and its labelled kubeconfig secret.
     let said = ok(&clouds.xcsp(state).arg("preflight").arg(il5()).output().unwrap());
     assert!(
         said.contains("Pool objects: namespace xcsp-il5-gpu") && said.contains("The cluster can take the pool."),
@@ -271,14 +282,34 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
     assert_eq!(held.len(), 2, "{held:?}");
     for m in &held {
-        assert_eq!(m["held_at"], "bootstrap_data", "{m}");
-        assert!(m["message"].as_str().unwrap().contains("secrets \"worker-user-data\" not found"), "{m}");
-        assert_eq!(
-            m["node_ref_needs"],
-            serde_json::json!(["Secret xcsp-il5-gpu/il5-gpu-x7k2p-link-kubeconfig"]),
-            "{m}"
-        );
+        assert_eq!(m["held_at"], "vm", "{m}");
+        assert_eq!(m["node_ref_needs"], serde_json::json!([]), "{m}");
     }
+    let pool = clouds.kube_get("/apis/machineconfiguration.openshift.io/v1/machineconfigpools/xcsp-il5-gpu-gpu");
+    let sources: Vec<&str> = pool["status"]["configuration"]["source"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|s| s["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(sources.last(), Some(&"99-xcsp-il5-gpu-gpu-azure"), "the pool's own config is rendered last: {pool}");
+    assert!(sources.contains(&"00-worker"), "the pool inherits the worker's configs: {pool}");
+    // The operator rewrites the pool's pointer ignition (it rotates the CA in it): refresh sees
+    // the copy out of date, plan says so, and apply writes it again.
+    let managed = "/api/v1/namespaces/openshift-machine-api/secrets/xcsp-il5-gpu-gpu-user-data-managed";
+    let rotated = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(br#"{"ignition":{"version":"3.5.0"}}"#)
+    };
+    let patch = serde_json::json!({"data": {"userData": rotated}}).to_string();
+    let patched = clouds.kube_request("PATCH", managed, Some(("application/merge-patch+json", &patch)));
+    assert_eq!(patched["data"]["userData"], rotated.as_str(), "{patched}");
+    let planned = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    let said = text_of(&planned);
+    assert_eq!(planned.status.code(), Some(2), "{said}");
+    assert!(said.contains("k8s_user_data_secret.gpu will be updated") && said.contains("in_sync"), "{said}");
+    assert!(said.contains("Plan: 0 to add, 1 to change"), "{said}");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    let copy = clouds.kube_get("/api/v1/namespaces/xcsp-il5-gpu/secrets/xcsp-il5-gpu-gpu-user-data");
+    assert_eq!(copy["data"]["value"], rotated.as_str(), "{copy}");
 
     // The spec's tags are on both clouds' resources, beside xcsp's own.
     let vgws = clouds.ec2("DescribeVpnGateways");
@@ -302,7 +333,11 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
             "Cluster",
             "MachineHealthCheck",
             "MachineSet",
-            "MachineSet"
+            "MachineSet",
+            "Secret",
+            "Secret",
+            "Secret",
+            "ServiceAccount"
         ]
     );
     // Its two MachineSets, one per zone, made the pool's two machines.
@@ -358,10 +393,14 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
 
     // The CAPZ/CAPI objects, with the identity's client id from state.
     let objects = dir.path().join("objects");
-    ok(&clouds.xcsp(state).arg("render").arg(&objects).arg(il5()).output().unwrap());
+    let rendered = ok(&clouds.xcsp(state).arg("render").arg(&objects).arg(il5()).output().unwrap());
     let mut files: Vec<_> = std::fs::read_dir(&objects).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
-    assert_eq!(files.len(), 8);
+    // Every object but the two copies of what only the cluster has (the pool's pointer ignition,
+    // the kubeconfig with the service account's token), which render names instead.
+    assert_eq!(files.len(), 14, "{rendered}");
+    assert_eq!(rendered.matches("not rendered: ").count(), 2, "{rendered}");
+    assert!(rendered.contains("not rendered: k8s_user_data_secret.gpu"), "{rendered}");
     let namespace = std::fs::read_to_string(&files[0]).unwrap();
     assert!(namespace.contains("kind: Namespace") && namespace.contains("name: xcsp-il5-gpu"), "{namespace}");
     let identity = std::fs::read_to_string(&files[1]).unwrap();
@@ -380,9 +419,23 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     for p in &psks {
         assert!(!applied.contains(p.as_str()), "a PSK reached apply's output");
     }
+    // Nor the token xcsp put in the Cluster's kubeconfig secret: not in state, output or render.
+    let token_secret = clouds.kube_get("/api/v1/namespaces/xcsp-il5-gpu/secrets/il5-gpu-x7k2p-link-capi-token");
+    let token = token_secret["data"]["token"].as_str().expect("the tokens controller filled it in");
+    let token = String::from_utf8({
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.decode(token).unwrap()
+    })
+    .unwrap();
+    for (what, text) in [("state", &state_text), ("apply's output", &applied), ("render's output", &rendered)] {
+        assert!(!text.contains(&token), "the service account's token reached {what}");
+    }
+    for f in &files {
+        assert!(!std::fs::read_to_string(f).unwrap().contains(&token), "the token reached {}", f.display());
+    }
 
     let destroyed = ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(destroyed.contains("39 destroyed"), "{destroyed}");
+    assert!(destroyed.contains("47 destroyed"), "{destroyed}");
     assert_eq!(clouds.aws_live(), (0, 0, 0));
     assert_eq!(clouds.arm_count(), 0);
     assert_eq!(clouds.kube_objects(), vec![]);
@@ -391,6 +444,18 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         !all.as_array().unwrap().iter().any(|o| o["kind"] == "Namespace" && o["name"] == "xcsp-il5-gpu"),
         "the pool's namespace went too: {all}"
     );
+    // And the cluster-wide objects of the stack: its machine-config pool and config, CAPI's role.
+    for (kind, name) in [
+        ("MachineConfigPool", "xcsp-il5-gpu-gpu"),
+        ("MachineConfig", "99-xcsp-il5-gpu-gpu-azure"),
+        ("ClusterRole", "xcsp-il5-gpu-il5-gpu-x7k2p-link-capi"),
+        ("ClusterRoleBinding", "xcsp-il5-gpu-il5-gpu-x7k2p-link-capi"),
+    ] {
+        assert!(
+            !all.as_array().unwrap().iter().any(|o| o["kind"] == kind && o["name"] == name),
+            "{kind} {name} left: {all}"
+        );
+    }
     // The cluster went first: the MachineSet was scaled to zero, its machines removed, then it
     // and every other object deleted, all before the first Azure delete.
     let journal = clouds.get("/_sim/journal")["entries"].as_array().cloned().unwrap_or_default();

@@ -171,6 +171,87 @@ pub struct Expanded {
     pub exports: Vec<(Address, Served)>,
 }
 
+/// The access CAPI needs to the cluster its Machines join, for a Cluster named `cluster`: CAPI
+/// reaches the "workload cluster" through Secret `<cluster>-kubeconfig` (key `value`), read only
+/// when it carries the `cluster.x-k8s.io/cluster-name` label (cluster-api `util/secret`,
+/// `internal/setup/setup.go` `ManagerCacheOptions`). Here the workload cluster is the cluster
+/// itself. OpenShift's own such secret holds a token it rotates every 30 minutes, so a copy would
+/// go stale: xcsp gives the pool a service account of its own, bound to a cluster role with what
+/// CAPI does in a workload cluster (openshift/cluster-api `controllers/clustercache`: `GET /`,
+/// the Node informer, its controller pod; the Machine controller's Node patches and deletes;
+/// drain's pod list, DaemonSet reads and evictions; the volume-detach wait's VolumeAttachments and
+/// PersistentVolumes), and a long-lived token Secret the tokens controller fills; the kubeconfig
+/// is built from that token at apply. Answers the kubeconfig Secret's node.
+fn expand_cluster_access(b: &mut Builder, network: &str, cluster: &str) -> usize {
+    let ns = b.namespace.clone();
+    let account = format!("{cluster}-capi");
+    let sa = b.add(
+        T::K8sServiceAccount,
+        network,
+        None,
+        vec![("namespace", Value::string(&ns)), ("name", Value::string(&account))],
+    );
+    b.in_namespace(sa);
+    let sa_addr = b.addr(sa);
+    let token = b.add(
+        T::K8sServiceAccountToken,
+        network,
+        None,
+        vec![
+            ("namespace", Value::string(&ns)),
+            ("name", Value::string(format!("{account}-token"))),
+            ("service_account", Value::string(&account)),
+        ],
+    );
+    b.after(token, &sa_addr);
+    let token_addr = b.addr(token);
+    // Cluster-wide objects: the namespace in the name keeps two stacks apart.
+    let role_name = format!("{ns}-{account}");
+    let role = b.add(T::K8sClusterRole, network, None, vec![("name", Value::string(&role_name))]);
+    let role_addr = b.addr(role);
+    let binding = b.add(
+        T::K8sClusterRoleBinding,
+        network,
+        None,
+        vec![
+            ("name", Value::string(&role_name)),
+            ("role", Value::string(&role_name)),
+            ("service_account_namespace", Value::string(&ns)),
+            ("service_account", Value::string(&account)),
+        ],
+    );
+    b.after(binding, &role_addr);
+    b.after(binding, &sa_addr);
+    let binding_addr = b.addr(binding);
+    let kubeconfig = b.add(
+        T::K8sKubeconfigSecret,
+        network,
+        None,
+        vec![
+            ("namespace", Value::string(&ns)),
+            ("name", Value::string(format!("{cluster}-kubeconfig"))),
+            ("cluster_name", Value::string(cluster)),
+            ("server", Value::string(internal_api_url(&b.model.cluster.api_url.value))),
+            ("token_secret", Value::string(format!("{account}-token"))),
+            // Refresh reads whether the copy still holds the token secret's token and CA.
+            ("in_sync", Value::Bool(true)),
+        ],
+    );
+    b.after(kubeconfig, &token_addr);
+    b.after(kubeconfig, &binding_addr);
+    kubeconfig
+}
+
+/// The cluster's internal API URL: OpenShift serves the API at `api.<cluster domain>` and, inside
+/// its network, at `api-int.<cluster domain>` (`Infrastructure.status.apiServerInternalURI`; the
+/// installer's pointer ignition names the same host, `pkg/asset/ignition/machine/node.go`).
+pub fn internal_api_url(api_url: &str) -> String {
+    match api_url.split_once("://api.") {
+        Some((scheme, rest)) => format!("{scheme}://api-int.{rest}"),
+        None => api_url.to_string(),
+    }
+}
+
 /// Expands a validated model into resource nodes, in a stable order.
 pub fn expand(model: &Model) -> Vec<Node> {
     expanded(model).nodes
@@ -309,12 +390,16 @@ pub fn expanded(model: &Model) -> Expanded {
         );
         b.after(cl, &ac_addr);
         b.in_namespace(cl);
-        clusters.insert(name.clone(), b.addr(cl));
+        let cl_addr = b.addr(cl);
+        let kubeconfig = expand_cluster_access(&mut b, name, &format!("{infra}-{name}"));
+        b.after(kubeconfig, &cl_addr);
+        clusters.insert(name.clone(), (cl_addr, b.addr(kubeconfig)));
     }
 
     for p in &model.pools {
         let start = b.nodes.len();
-        expand_pool(&mut b, p, &vnets[&p.network.value], &clusters[&p.network.value], &rg_addr);
+        let (cluster, kubeconfig) = &clusters[&p.network.value];
+        expand_pool(&mut b, p, &vnets[&p.network.value], &[cluster, kubeconfig], &rg_addr);
         b.protect_since(start, p.prevent_destroy);
     }
     Expanded { nodes: b.nodes, exports: b.exports }

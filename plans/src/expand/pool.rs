@@ -9,7 +9,8 @@ use crate::exports::Read;
 use crate::spec::Image;
 use crate::topology::{self, WORKER_PORTS, machine_sets};
 
-pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: &Address, rg: &Address) {
+/// `cluster`: the nodes a pool's machines need of their Cluster (the Cluster, its kubeconfig).
+pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: &[&Address], rg: &Address) {
     let model = b.model;
     let name = p.name.value.as_str();
     let infra = &model.cluster.infrastructure_name.value;
@@ -106,6 +107,11 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
         })
         .collect();
     labels.insert(xcsp_core::tags::POOL_LABEL.into(), Value::string(format!("{infra}-{name}")));
+    let user_data = expand_machine_config(b, p, &labels);
+    // CAPI copies a Machine's `node-role.kubernetes.io/*` labels to its Node (openshift/cluster-api
+    // `api/core/v1beta1/machine_types.go` `NodeRoleLabelPrefix`, the Machine controller's label
+    // sync), which puts the node in the pool's MachineConfigPool by its node selector.
+    labels.insert(format!("node-role.kubernetes.io/{}", pool_role(b, name)), Value::string(""));
     // Machines come up only over a working link (ignition from the machine-config server, the
     // API server), and their nodes drain over it when they go: the MachineSets wait for the
     // link's tunnels on apply, and destroy removes them (and their machines) before the tunnels.
@@ -123,7 +129,7 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
             ("name", Value::string(ms_name)),
             ("cluster_name", Value::string(format!("{infra}-{}", p.network.value))),
             ("replicas", Value::int(replicas)),
-            ("bootstrap_secret", Value::string("worker-user-data")),
+            ("bootstrap_secret", Value::string(format!("{}-user-data", pool_role(b, name)))),
             ("infrastructure_template", Value::string(&template_name)),
             ("labels", Value::Map(labels.clone())),
             ("taints", Value::List(taints.clone())),
@@ -133,7 +139,10 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
         }
         let ms = b.add(T::K8sMachineSet, name, index, attrs);
         b.after(ms, &amt_addr);
-        b.after(ms, cluster);
+        b.after(ms, &user_data);
+        for c in cluster {
+            b.after(ms, c);
+        }
         for t in &tunnels {
             b.after(ms, t);
         }
@@ -161,6 +170,71 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
             b.after(mhc, ms);
         }
     }
+}
+
+/// The machine-config role of a pool: its MachineConfigPool's name, unique per stack (the
+/// namespace is the stack's).
+fn pool_role(b: &Builder, pool: &str) -> String {
+    format!("{}-{pool}", b.namespace)
+}
+
+/// The pool's own machine configuration and bootstrap data: a MachineConfig of its role that
+/// makes the kubelet register with the Azure VM's name and CAPZ's provider ID and the pool's
+/// kubelet labels, in place of the AWS units every worker config of an AWS cluster carries; a
+/// MachineConfigPool of that role that inherits the worker's configs (machine-config-operator
+/// `docs/custom-pools.md`; `MergeMachineConfigs` puts a custom role's configs after the
+/// worker's, so its units override theirs by name); and the copy, in the pool's namespace, of
+/// the pointer ignition the machine-config operator writes for the pool
+/// (`openshift-machine-api/<role>-user-data-managed`, `pkg/operator/sync.go`), as CAPZ reads
+/// bootstrap data: key `value`, in the Machine's namespace (`azure/scope/machine.go`
+/// `GetBootstrapData`). Answers the copy's address.
+fn expand_machine_config(b: &mut Builder, p: &crate::spec::Pool, labels: &IndexMap<String, Value>) -> Address {
+    let name = p.name.value.as_str();
+    let role = pool_role(b, name);
+    // What the kubelet may set on its own Node: keys outside the kubernetes.io and k8s.io
+    // domains (kubernetes `plugin/pkg/admission/noderestriction`; the MCO's own
+    // `node.openshift.io/os_id` goes the same way). Others reach the Node through CAPI's sync or not at all.
+    let kubelet_labels: Vec<String> = labels
+        .iter()
+        .filter(|(k, _)| {
+            let domain = k.split_once('/').map_or("", |(d, _)| d);
+            !(domain == "kubernetes.io"
+                || domain == "k8s.io"
+                || domain.ends_with(".kubernetes.io")
+                || domain.ends_with(".k8s.io"))
+                && !domain.is_empty()
+        })
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    let mc = b.add(
+        T::K8sMachineConfig,
+        name,
+        None,
+        vec![
+            ("name", Value::string(format!("99-{role}-azure"))),
+            ("role", Value::string(&role)),
+            ("kubelet_labels", Value::strings(kubelet_labels)),
+        ],
+    );
+    let mc_addr = b.addr(mc);
+    let mcp = b.add(T::K8sMachineConfigPool, name, None, vec![("name", Value::string(&role))]);
+    b.after(mcp, &mc_addr);
+    let mcp_addr = b.addr(mcp);
+    let copy = b.add(
+        T::K8sUserDataSecret,
+        name,
+        None,
+        vec![
+            ("namespace", Value::string(&b.namespace)),
+            ("name", Value::string(format!("{role}-user-data"))),
+            ("source", Value::string(format!("openshift-machine-api/{role}-user-data-managed"))),
+            // Refresh reads whether the copy still holds what the operator wrote (it rotates the CA).
+            ("in_sync", Value::Bool(true)),
+        ],
+    );
+    b.after(copy, &mcp_addr);
+    b.in_namespace(copy);
+    b.addr(copy)
 }
 
 /// The first 8 hex digits of the sha256 of a template's rendered attributes.

@@ -57,6 +57,9 @@ pub fn validate(spec: Spec, problems: &mut Problems) -> Option<Model> {
         check_pool(p, problems);
     }
     check_zones(&spec, problems);
+    if let Some(c) = &spec.cluster {
+        pool::check_pool_roles(&spec.stack, c, &spec.pools, problems);
+    }
     if problems.has_errors() {
         return None;
     }

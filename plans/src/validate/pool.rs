@@ -26,6 +26,32 @@ pub(super) fn check_pool_identities(spec: &Spec, problems: &mut Problems) {
     }
 }
 
+/// A pool's machine-config role, `<namespace>-<pool>`, names its MachineConfigPool and is the name
+/// of its nodes' `node-role.kubernetes.io/<role>` label, whose name part Kubernetes limits to 63
+/// characters of letters, digits, `-`, `_` and `.` (apimachinery `validation.IsQualifiedName`);
+/// a pool's name must also be a DNS label, as the role is an object name.
+pub(super) fn check_pool_roles(stack: &str, cluster: &Cluster, pools: &[Pool], problems: &mut Problems) {
+    let ns = pool_namespace(stack, cluster);
+    for p in pools {
+        let name = &p.name.value;
+        let label = name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !name.starts_with('-')
+            && !name.ends_with('-');
+        let role = format!("{ns}-{name}");
+        let why = if !label {
+            "a pool's name becomes a Kubernetes object name: lowercase letters, digits and `-`".to_string()
+        } else if role.len() > 63 {
+            format!("its machine-config role `{role}` is {} characters long; a node label name allows 63", role.len())
+        } else {
+            continue;
+        };
+        problems.push(
+            err("xcsp::pool::name", format!("the pool name `{name}` cannot be used"), &p.name.span, "")
+                .with_help(format!("{why}; shorten the pool's label or set a shorter cluster.namespace")),
+        );
+    }
+}
+
 pub(super) fn check_pool(p: &Pool, problems: &mut Problems) {
     if p.replicas.value < 0 {
         problems.push(err("xcsp::pool::replicas", "replicas cannot be negative", &p.replicas.span, ""));

@@ -28,3 +28,20 @@ pub fn server(path: &Path, context: Option<&str>) -> Result<(String, String), St
         .map(|server| (name.clone(), server))
         .ok_or_else(|| format!("{} has no server for the cluster `{cluster}` of context `{name}`", path.display()))
 }
+
+/// A kubeconfig for `server` that authenticates with a service account's `token` and trusts the
+/// cluster's CA (`ca_pem`), as CAPI reads `<cluster>-kubeconfig` (one cluster, user and context).
+pub fn for_token(cluster: &str, server: &str, ca_pem: &[u8], user: &str, token: &str) -> String {
+    use base64::Engine as _;
+    let kc = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{ "name": cluster, "cluster": {
+            "server": server,
+            "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+        }}],
+        "users": [{ "name": user, "user": { "token": token } }],
+        "contexts": [{ "name": cluster, "context": { "cluster": cluster, "user": user } }],
+        "current-context": cluster,
+    });
+    serde_norway::to_string(&kc).unwrap_or_default()
+}

@@ -2,12 +2,14 @@
 //! graph's `k8s_*` nodes (with every value known), per the CRDs of CAPZ v1.26 and CAPI v1.13
 //! (served version v1beta1, which OpenShift's Cluster API uses). They live in a namespace of the
 //! pool's own (`openshift-cluster-api` admits one Cluster, OpenShift's); MachineSets are
-//! bootstrapped from `worker-user-data`.
+//! bootstrapped from the pool's own machine-config pool ([`machine_config`]), and CAPI reaches the
+//! cluster through a service account of the pool's.
 //!
 //! [`object`] builds one object as JSON; [`render`] writes them as YAML documents for `oc apply`
 //! or GitOps; [`KubeProvider`] applies them to the cluster with server-side apply.
 
 mod kubeconfig;
+pub mod machine_config;
 pub mod pool;
 mod provider;
 pub mod survey;
@@ -26,6 +28,39 @@ use xcsp_core::{ADDRESS_TAG, Address, ResourceType as T, STACK_TAG, tags};
 pub const RENDERED_VERSION: &str = "v1beta1";
 const CAPZ: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
 const CAPI: &str = "cluster.x-k8s.io/v1beta1";
+const RBAC: &str = "rbac.authorization.k8s.io/v1";
+const MACHINECONFIGURATION: &str = "machineconfiguration.openshift.io/v1";
+
+/// What CAPI's controllers do in a workload cluster, as rules (openshift/cluster-api @ 303d978):
+/// ClusterCache connects with `GET /` and probes it every 10 s (`controllers/clustercache/
+/// cluster_accessor.go`, a 403 counts as a failure), gets its own controller pod
+/// (`cluster_accessor_client.go` `runningOnWorkloadCluster`) and lists and watches Nodes (the
+/// provider-ID index); the Machine controller patches Nodes (labels, annotations, taints) and
+/// deletes a deleted Machine's Node; drain cordons, lists pods on the node across namespaces,
+/// reads namespaces (cached: list, watch) and DaemonSets, and evicts (`internal/controllers/
+/// machine/drain`); the volume-detach wait lists VolumeAttachments and PersistentVolumes.
+fn capi_workload_rules() -> Json {
+    json!([
+        { "nonResourceURLs": ["/"], "verbs": ["get"] },
+        { "apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "delete"] },
+        { "apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"] },
+        { "apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"] },
+        { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"] },
+        { "apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"] },
+        { "apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["list"] },
+        { "apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["list"] },
+    ])
+}
+
+/// Kubernetes objects whose content xcsp reads from the cluster at apply (a copy of what an
+/// operator or controller wrote), with what they hold; `render` cannot write them.
+pub fn copied_at_apply(rtype: T) -> Option<&'static str> {
+    match rtype {
+        T::K8sUserDataSecret => Some("the machine-config operator's pointer ignition for the pool"),
+        T::K8sKubeconfigSecret => Some("a kubeconfig with the pool's service-account token"),
+        _ => None,
+    }
+}
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ObjectError {
@@ -64,14 +99,60 @@ fn endpoint(url: &str) -> Json {
 pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json, ObjectError> {
     let a = Reader::new(address, attrs);
     let mut meta = metadata(&a, stack);
+    if address.rtype.cluster_scoped() {
+        if let Some(m) = meta.as_object_mut() {
+            m.remove("namespace");
+        }
+    }
     let ns = a.str_or_empty("namespace");
     Ok(match address.rtype {
-        T::K8sNamespace => {
-            // Cluster-wide: a Namespace is in none.
-            if let Some(m) = meta.as_object_mut() {
-                m.remove("namespace");
-            }
-            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": meta })
+        T::K8sNamespace => json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": meta }),
+        T::K8sServiceAccount => json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta }),
+        T::K8sServiceAccountToken => {
+            // A long-lived token the tokens controller fills in (`token`, `ca.crt`).
+            meta["annotations"]["kubernetes.io/service-account.name"] = json!(a.str_or_empty("service_account"));
+            json!({ "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token", "metadata": meta })
+        }
+        T::K8sClusterRole => json!({
+            "apiVersion": RBAC, "kind": "ClusterRole", "metadata": meta, "rules": capi_workload_rules(),
+        }),
+        T::K8sClusterRoleBinding => json!({
+            "apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": meta,
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": a.str_or_empty("role") },
+            "subjects": [{ "kind": "ServiceAccount", "name": a.str_or_empty("service_account"), "namespace": a.str_or_empty("service_account_namespace") }],
+        }),
+        T::K8sKubeconfigSecret => {
+            // CAPI caches only Secrets labelled with their cluster (`internal/setup/setup.go`);
+            // `value` is written at apply from the token ([`kubeconfig::for_token`]).
+            meta["labels"]["cluster.x-k8s.io/cluster-name"] = json!(a.str_or_empty("cluster_name"));
+            meta["annotations"][provider::TOKEN_ANNOTATION] = json!(a.str_or_empty("token_secret"));
+            json!({ "apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret", "metadata": meta })
+        }
+        T::K8sUserDataSecret => {
+            // `value` and `format` are written at apply, from what the operator wrote.
+            meta["annotations"][provider::SOURCE_ANNOTATION] = json!(a.str_or_empty("source"));
+            json!({ "apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta })
+        }
+        T::K8sMachineConfig => {
+            let role = a.str_or_empty("role");
+            meta["labels"][machine_config::ROLE_LABEL] = json!(role);
+            json!({
+                "apiVersion": MACHINECONFIGURATION, "kind": "MachineConfig", "metadata": meta,
+                "spec": { "config": machine_config::azure_node(&a.strings("kubelet_labels")) },
+            })
+        }
+        T::K8sMachineConfigPool => {
+            let role = a.str_or_empty("name");
+            json!({
+                "apiVersion": MACHINECONFIGURATION, "kind": "MachineConfigPool", "metadata": meta,
+                "spec": {
+                    // A custom pool inherits the worker's configs (MCO `docs/custom-pools.md`).
+                    "machineConfigSelector": { "matchExpressions": [{
+                        "key": machine_config::ROLE_LABEL, "operator": "In", "values": ["worker", role],
+                    }] },
+                    "nodeSelector": { "matchLabels": { format!("node-role.kubernetes.io/{role}"): "" } },
+                },
+            })
         }
         T::K8sAzureClusterIdentity => json!({
             "apiVersion": CAPZ, "kind": "AzureClusterIdentity", "metadata": meta,

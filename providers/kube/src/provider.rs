@@ -30,26 +30,50 @@ pub const MANAGED_BY: &str = "cluster.x-k8s.io/managed-by";
 
 /// The kind of a `k8s_*` resource type, as the API serves it.
 pub fn resource(rtype: T) -> Option<ApiResource> {
-    let (group, kind, plural) = match rtype {
-        T::K8sNamespace => {
-            return Some(ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk("", "v1", "Namespace"),
-                "namespaces",
-            ));
+    let (group, version, kind, plural) = match rtype {
+        T::K8sNamespace => ("", "v1", "Namespace", "namespaces"),
+        T::K8sServiceAccount => ("", "v1", "ServiceAccount", "serviceaccounts"),
+        T::K8sServiceAccountToken | T::K8sKubeconfigSecret | T::K8sUserDataSecret => ("", "v1", "Secret", "secrets"),
+        T::K8sClusterRole => ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles"),
+        T::K8sClusterRoleBinding => ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings"),
+        T::K8sMachineConfig => ("machineconfiguration.openshift.io", "v1", "MachineConfig", "machineconfigs"),
+        T::K8sMachineConfigPool => {
+            ("machineconfiguration.openshift.io", "v1", "MachineConfigPool", "machineconfigpools")
         }
-        T::K8sAzureClusterIdentity => {
-            ("infrastructure.cluster.x-k8s.io", "AzureClusterIdentity", "azureclusteridentities")
+        T::K8sAzureClusterIdentity => (
+            "infrastructure.cluster.x-k8s.io",
+            crate::RENDERED_VERSION,
+            "AzureClusterIdentity",
+            "azureclusteridentities",
+        ),
+        T::K8sAzureCluster => {
+            ("infrastructure.cluster.x-k8s.io", crate::RENDERED_VERSION, "AzureCluster", "azureclusters")
         }
-        T::K8sAzureCluster => ("infrastructure.cluster.x-k8s.io", "AzureCluster", "azureclusters"),
-        T::K8sAzureMachineTemplate => {
-            ("infrastructure.cluster.x-k8s.io", "AzureMachineTemplate", "azuremachinetemplates")
+        T::K8sAzureMachineTemplate => (
+            "infrastructure.cluster.x-k8s.io",
+            crate::RENDERED_VERSION,
+            "AzureMachineTemplate",
+            "azuremachinetemplates",
+        ),
+        T::K8sCluster => ("cluster.x-k8s.io", crate::RENDERED_VERSION, "Cluster", "clusters"),
+        T::K8sMachineSet => ("cluster.x-k8s.io", crate::RENDERED_VERSION, "MachineSet", "machinesets"),
+        T::K8sMachineHealthCheck => {
+            ("cluster.x-k8s.io", crate::RENDERED_VERSION, "MachineHealthCheck", "machinehealthchecks")
         }
-        T::K8sCluster => ("cluster.x-k8s.io", "Cluster", "clusters"),
-        T::K8sMachineSet => ("cluster.x-k8s.io", "MachineSet", "machinesets"),
-        T::K8sMachineHealthCheck => ("cluster.x-k8s.io", "MachineHealthCheck", "machinehealthchecks"),
         _ => return None,
     };
-    Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, crate::RENDERED_VERSION, kind), plural))
+    Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural))
+}
+
+/// Secrets, for the copies xcsp reads at apply.
+fn secrets() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets")
+}
+
+/// `key` of a Secret's `data`, decoded.
+fn secret_bytes(secret: &DynamicObject, key: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(secret.data["data"][key].as_str()?).ok()
 }
 
 /// CAPI's Machines, in the version the objects are written in.
@@ -163,10 +187,10 @@ impl KubeProvider {
         Ok(KubeProvider { client: client(&config).await?, config })
     }
 
-    /// The API of `address`'s kind in `namespace`; a Namespace's own is cluster-wide.
+    /// The API of `address`'s kind in `namespace` (cluster-wide for a kind in no namespace).
     fn api(&self, address: &Address, namespace: &str) -> Result<Api<DynamicObject>, ProviderError> {
         let ar = resource(address.rtype).ok_or_else(|| failed(address, "NotKubernetes", "not a Kubernetes object"))?;
-        Ok(if address.rtype == T::K8sNamespace {
+        Ok(if address.rtype.cluster_scoped() {
             Api::all_with(self.client.clone(), &ar)
         } else {
             Api::namespaced_with(self.client.clone(), namespace, &ar)
@@ -195,9 +219,94 @@ impl KubeProvider {
         }
     }
 
-    async fn apply(&self, req: &Request<'_>) -> Result<Observed, ProviderError> {
+    /// Waits until Secret `ns/name` exists with every one of `keys` (a controller or operator
+    /// writes it), saying what it waits for; answers it.
+    async fn wait_for_secret(
+        &self,
+        a: &Address,
+        ns: &str,
+        name: &str,
+        keys: &[&str],
+        writer: &str,
+        progress: &dyn Progress,
+    ) -> Result<DynamicObject, ProviderError> {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &secrets());
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            if let Some(s) = self.retry(a, || api.get_opt(name)).await?
+                && keys.iter().all(|k| s.data["data"][*k].is_string())
+            {
+                return Ok(s);
+            }
+            if Instant::now() > deadline {
+                return Err(failed(
+                    a,
+                    "NotWritten",
+                    format!(
+                        "Secret {ns}/{name} has no {} after {}s: {writer} has not written it",
+                        keys.join(", "),
+                        self.config.timeout.as_secs()
+                    ),
+                ));
+            }
+            progress.waiting(a, &format!("waiting for {writer} to write Secret {ns}/{name}"));
+            tokio::time::sleep(self.config.poll_interval.min(Duration::from_secs(2))).await;
+        }
+    }
+
+    /// The content of a copy xcsp writes from what the cluster holds (`crate::copied_at_apply`):
+    /// the pool's pointer ignition, as CAPZ reads bootstrap data (`value`, `format: ignition`),
+    /// or a kubeconfig with the pool's service-account token. None of it enters state or output.
+    async fn copied_data(
+        &self,
+        a: &Address,
+        attrs: &xcsp_core::attrs::Reader<'_>,
+        ns: &str,
+        progress: &dyn Progress,
+    ) -> Result<Option<serde_json::Value>, ProviderError> {
+        use base64::Engine as _;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        Ok(match a.rtype {
+            T::K8sUserDataSecret => {
+                let source = attrs.str_or_empty("source");
+                let (src_ns, src_name) = source.split_once('/').unwrap_or(("openshift-machine-api", &source));
+                let s = self
+                    .wait_for_secret(a, src_ns, src_name, &["userData"], "the machine-config operator", progress)
+                    .await?;
+                Some(json!({ "value": s.data["data"]["userData"], "format": b64(b"ignition") }))
+            }
+            T::K8sKubeconfigSecret => {
+                let token_secret = attrs.str_or_empty("token_secret");
+                let s = self
+                    .wait_for_secret(
+                        a,
+                        ns,
+                        &token_secret,
+                        &["token", "ca.crt"],
+                        "the service-account tokens controller",
+                        progress,
+                    )
+                    .await?;
+                let token = String::from_utf8(secret_bytes(&s, "token").unwrap_or_default()).unwrap_or_default();
+                let ca = secret_bytes(&s, "ca.crt").unwrap_or_default();
+                let cluster = attrs.str_or_empty("cluster_name");
+                let kc =
+                    crate::kubeconfig::for_token(&cluster, &attrs.str_or_empty("server"), &ca, &token_secret, &token);
+                Some(json!({ "value": b64(kc.as_bytes()) }))
+            }
+            _ => None,
+        })
+    }
+
+    async fn apply(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
         let a = req.address;
-        let object = crate::object(req.stack, a, req.attributes).map_err(|e| failed(a, "Unknown", e.to_string()))?;
+        let mut object =
+            crate::object(req.stack, a, req.attributes).map_err(|e| failed(a, "Unknown", e.to_string()))?;
+        let reader = xcsp_core::attrs::Reader::new(a, req.attributes);
+        let ns_of = object["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
+        if let Some(data) = self.copied_data(a, &reader, &ns_of, progress).await? {
+            object["data"] = data;
+        }
         let (ns, name) = (
             object["metadata"]["namespace"].as_str().unwrap_or_default(),
             object["metadata"]["name"].as_str().unwrap_or_default(),
@@ -386,7 +495,7 @@ impl KubeProvider {
             if address.rtype != rtype {
                 continue;
             }
-            out.push(observe(o, address));
+            out.push(self.observed(o, address).await?);
         }
         for Observed { address, id, .. } in known.iter().filter(|k| k.address.rtype == rtype) {
             if out.iter().any(|o| &o.id == id) {
@@ -395,12 +504,56 @@ impl KubeProvider {
             let Some((ns, name)) = split_id(address, id) else { continue };
             let api = self.api(address, ns)?;
             if let Some(o) = self.retry(address, || api.get_opt(name)).await? {
-                out.push(observe(&o, address.clone()));
+                out.push(self.observed(&o, address.clone()).await?);
             }
         }
         Ok(out)
     }
 }
+
+impl KubeProvider {
+    /// [`observe`], and for a copy xcsp writes from the cluster (`crate::copied_at_apply`) whether
+    /// it still holds what its source holds (`in_sync`): the operator rotates the CA in the
+    /// pointer ignition, and a token secret can be replaced. Only the verdict is recorded.
+    async fn observed(&self, o: &DynamicObject, address: Address) -> Result<Observed, ProviderError> {
+        let mut seen = observe(o, address.clone());
+        let ns = o.metadata.namespace.clone().unwrap_or_default();
+        let annotation = |key: &str| o.metadata.annotations.as_ref().and_then(|a| a.get(key)).cloned();
+        let get = |ns: String, name: String| {
+            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &ns, &secrets());
+            async move { api.get_opt(&name).await }
+        };
+        let in_sync = match address.rtype {
+            T::K8sUserDataSecret => {
+                let Some(source) = annotation(SOURCE_ANNOTATION) else { return Ok(seen) };
+                let (src_ns, src_name) = source.split_once('/').unwrap_or_default();
+                let src = self.retry(&address, || get(src_ns.to_string(), src_name.to_string())).await?;
+                src.is_some_and(|s| {
+                    s.data["data"]["userData"] == o.data["data"]["value"] && o.data["data"]["value"].is_string()
+                })
+            }
+            T::K8sKubeconfigSecret => {
+                let Some(token_secret) = annotation(TOKEN_ANNOTATION) else { return Ok(seen) };
+                let src = self.retry(&address, || get(ns.clone(), token_secret.clone())).await?;
+                let held = String::from_utf8(secret_bytes(o, "value").unwrap_or_default()).unwrap_or_default();
+                src.is_some_and(|s| {
+                    use base64::Engine as _;
+                    let token = String::from_utf8(secret_bytes(&s, "token").unwrap_or_default()).unwrap_or_default();
+                    let ca = base64::engine::general_purpose::STANDARD
+                        .encode(secret_bytes(&s, "ca.crt").unwrap_or_default());
+                    !token.is_empty() && held.contains(&token) && held.contains(&ca)
+                })
+            }
+            _ => return Ok(seen),
+        };
+        seen.attributes.insert("in_sync".into(), Value::Bool(in_sync));
+        Ok(seen)
+    }
+}
+
+/// The annotations on a copy that name its source, so refresh can compare them.
+pub const SOURCE_ANNOTATION: &str = "xcsp.io/copied-from";
+pub const TOKEN_ANNOTATION: &str = "xcsp.io/token-secret";
 
 /// What refresh records of an object: its identity, and what people change by hand, read back
 /// so a plan shows it as drift.
@@ -432,9 +585,9 @@ fn object_id(ns: &str, name: &str) -> String {
     if ns.is_empty() { name.to_string() } else { format!("{ns}/{name}") }
 }
 
-/// `(namespace, name)` from an id; a Namespace's id is its name.
+/// `(namespace, name)` from an id; the id of an object in no namespace is its name.
 fn split_id<'a>(address: &Address, id: &'a str) -> Option<(&'a str, &'a str)> {
-    if address.rtype == T::K8sNamespace { Some(("", id)) } else { id.split_once('/') }
+    if address.rtype.cluster_scoped() { Some(("", id)) } else { id.split_once('/') }
 }
 
 impl Provider for KubeProvider {
@@ -452,8 +605,12 @@ impl Provider for KubeProvider {
     }
 
     /// Server-side apply creates and updates alike.
-    fn write<'a>(&'a self, req: Request<'a>, _: &'a dyn Progress) -> BoxFuture<'a, Result<Observed, ProviderError>> {
-        Box::pin(async move { self.apply(&req).await })
+    fn write<'a>(
+        &'a self,
+        req: Request<'a>,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<Observed, ProviderError>> {
+        Box::pin(async move { self.apply(&req, progress).await })
     }
 
     fn delete<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {

@@ -45,6 +45,13 @@ async fn objects(base: &str, ns: &str) -> Vec<(String, String, String)> {
 async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_first() {
     let mut config = SimConfig::default();
     config.latency.profile = xcsp_sim::Profile::Fast;
+    // An OpenShift cluster: the machine-config operator writes the pool's pointer ignition.
+    config.openshift = Some(xcsp_sim::OpenShift {
+        infrastructure_name: "il5-gpu-x7k2p".into(),
+        api_internal_url: "https://api-int.il5.example.mil:6443".into(),
+        region: "us-gov-west-1".into(),
+        capz: true,
+    });
     let sim = SimServer::start(config, 0).expect("the sim starts");
     // Without the CRDs the sim takes any custom resource: this test checks refusals, so it needs them.
     let crds = sim.sim.kube.registry();
@@ -77,8 +84,10 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         .collect();
     assert_eq!(
         nodes.len(),
-        8,
-        "Namespace, AzureClusterIdentity, AzureCluster, Cluster, AzureMachineTemplate, a MachineSet per zone, MachineHealthCheck"
+        16,
+        "Namespace, AzureClusterIdentity, AzureCluster, Cluster, CAPI's access (ServiceAccount, token Secret, \
+         ClusterRole, ClusterRoleBinding, kubeconfig Secret), the pool's MachineConfig, MachineConfigPool and \
+         user-data Secret, AzureMachineTemplate, a MachineSet per zone, MachineHealthCheck"
     );
     assert_eq!(nodes[0].address.rtype, T::K8sNamespace, "the namespace comes first");
 
@@ -88,7 +97,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         let req = Request { stack: &stack, address: &n.address, id: None, attributes: &attrs };
         let o = kube.write(req, &Recorder::default()).await.unwrap_or_else(|e| panic!("apply {}: {e}", n.address));
         let name = attrs["name"].as_str().unwrap();
-        let id = if n.address.rtype == T::K8sNamespace { name.to_string() } else { format!("{ns}/{name}") };
+        let id = if n.address.rtype.cluster_scoped() { name.to_string() } else { format!("{ns}/{name}") };
         assert_eq!(o.id, id);
         made.push(o);
     }
@@ -115,7 +124,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     // The pool's Cluster is marked initialized, as OpenShift marks its own: it has no control
     // plane of its own, and CAPI watches its Nodes only once it is.
     let clusters: kube::Api<kube::api::DynamicObject> =
-        kube::Api::namespaced_with(client, &ns, &xcsp_kube::resource(T::K8sCluster).unwrap());
+        kube::Api::namespaced_with(client.clone(), &ns, &xcsp_kube::resource(T::K8sCluster).unwrap());
     let cl = nodes.iter().find(|n| n.address.rtype == T::K8sCluster).unwrap();
     let cl = clusters.get(cl.attributes["name"].as_str().unwrap()).await.unwrap();
     for conditions in [&cl.data["status"]["conditions"], &cl.data["status"]["v1beta2"]["conditions"]] {
@@ -137,9 +146,39 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
             "Cluster",
             "MachineHealthCheck",
             "MachineSet",
-            "MachineSet"
+            "MachineSet",
+            "Secret",
+            "Secret",
+            "Secret",
+            "ServiceAccount"
         ]
     );
+    // The copies xcsp makes from what the cluster holds: the pool's pointer ignition as CAPZ reads
+    // bootstrap data, and a kubeconfig with the token the tokens controller issued.
+    let secrets: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), &ns, &xcsp_kube::resource(T::K8sUserDataSecret).unwrap());
+    let decoded = |s: &kube::api::DynamicObject, key: &str| {
+        use base64::Engine as _;
+        let b = base64::engine::general_purpose::STANDARD.decode(s.data["data"][key].as_str().unwrap()).unwrap();
+        String::from_utf8(b).unwrap()
+    };
+    let user_data = nodes.iter().find(|n| n.address.rtype == T::K8sUserDataSecret).unwrap();
+    let user_data = secrets.get(user_data.attributes["name"].as_str().unwrap()).await.unwrap();
+    let role = format!("{ns}-gpu");
+    assert_eq!(decoded(&user_data, "format"), "ignition");
+    let pointer: Json = serde_json::from_str(&decoded(&user_data, "value")).unwrap();
+    assert_eq!(
+        pointer["ignition"]["config"]["merge"][0]["source"],
+        json!(format!("https://api-int.il5.example.mil:22623/config/{role}")),
+        "the pointer fetches the pool's own config"
+    );
+    let kubeconfig_secret = nodes.iter().find(|n| n.address.rtype == T::K8sKubeconfigSecret).unwrap();
+    let kubeconfig_secret = secrets.get(kubeconfig_secret.attributes["name"].as_str().unwrap()).await.unwrap();
+    assert!(kubeconfig_secret.metadata.labels.as_ref().unwrap().contains_key("cluster.x-k8s.io/cluster-name"));
+    let written: Json = serde_norway::from_str(&decoded(&kubeconfig_secret, "value")).unwrap();
+    assert_eq!(written["clusters"][0]["cluster"]["server"], "https://api-int.il5.example.mil:6443");
+    let token = written["users"][0]["user"]["token"].as_str().unwrap();
+    assert!(token.starts_with("xcsp-sim-sa-"), "the service account's token, not the kubeconfig's own: {token}");
 
     // Applied again, unchanged: the API server keeps every resourceVersion.
     for n in &nodes {
@@ -165,11 +204,19 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         want.sort();
         assert_eq!(found, want, "{rtype:?}");
     }
+    // One list per type (three types are Secrets), and one read of each copy's source.
     let requests = admin(&base, "counters").await["requests"].clone();
     let kube_calls: Vec<(&String, &Json)> =
         requests.as_object().unwrap().iter().filter(|(k, _)| k.starts_with("kube ")).collect();
-    assert_eq!(kube_calls.len(), 7, "{kube_calls:?}");
-    assert!(kube_calls.iter().all(|(k, v)| k.starts_with("kube list") && **v == json!(1)), "{kube_calls:?}");
+    let lists: Vec<_> = kube_calls.iter().filter(|(k, _)| k.starts_with("kube list")).collect();
+    assert_eq!(lists.len(), 13, "{kube_calls:?}");
+    for (k, v) in &lists {
+        let want = if k.ends_with(" secrets") { 3 } else { 1 };
+        assert_eq!(**v, json!(want), "{k}: {kube_calls:?}");
+    }
+    let others: Vec<_> = kube_calls.iter().filter(|(k, _)| !k.starts_with("kube list")).collect();
+    assert_eq!(others.len(), 1, "{kube_calls:?}");
+    assert_eq!(*others[0].1, json!(2), "{kube_calls:?}");
 
     // Scaled by hand: refresh shows the new count (drift), and an apply that would scale it back
     // meets the other manager's field and says so instead of taking it (never forced).
@@ -266,6 +313,14 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     let said = progress.0.lock().unwrap().clone();
     assert!(said.iter().filter(|s| s.contains("waiting for 1 machine of MachineSet")).count() >= 2, "{said:?}");
     assert_eq!(objects(&base, &ns).await, vec![], "nothing left");
+    let everything = admin(&base, "kube/objects").await["items"].clone();
+    for (kind, name) in [("MachineConfigPool", role.clone()), ("ClusterRole", format!("{ns}-il5-gpu-x7k2p-link-capi"))]
+    {
+        assert!(
+            !everything.as_array().unwrap().iter().any(|o| o["kind"] == kind && o["name"] == json!(name)),
+            "{kind} {name} is left: {everything}"
+        );
+    }
     let namespaces = admin(&base, "kube/objects").await["items"].clone();
     assert!(
         !namespaces.as_array().unwrap().iter().any(|o| o["kind"] == "Namespace" && o["name"] == json!(ns)),

@@ -439,7 +439,7 @@ pub async fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> miet
             // Its content is read from the cluster (an operator or controller writes the source).
             let name = node.attributes.get("name").and_then(|v| v.as_str()).unwrap_or_default();
             println!(
-                "not rendered: {} ({name}) holds {what}, which `xcsp apply` copies from the cluster",
+                "not rendered: {} ({name}) holds {what}, which only the cluster has; with kubernetes_objects = \"apply\" xcsp writes it there",
                 node.address
             );
             continue;

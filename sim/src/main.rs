@@ -50,6 +50,10 @@ struct Args {
     /// With --openshift: OpenShift's CAPZ runs as a secondary provider (the seed's proposal).
     #[arg(long, requires = "openshift")]
     capz: bool,
+    /// With --openshift: the cluster's service-account issuer (`Authentication.spec.serviceAccountIssuer`,
+    /// the public OIDC issuer an STS-mode install sets); without it tokens carry the internal issuer.
+    #[arg(long, value_name = "URL", requires = "openshift")]
+    service_account_issuer: Option<String>,
 }
 
 /// `F` or `N/D`, in (0, 1].
@@ -93,6 +97,7 @@ fn main() {
             api_internal_url: format!("https://api-int.{infra}.sim.internal:6443"),
             region: region.into(),
             capz: args.capz,
+            service_account_issuer: args.service_account_issuer.clone(),
         });
     }
     let server = match SimServer::start_on(config, args.port, args.kube_port) {

@@ -205,6 +205,11 @@ pub struct OpenShift {
     /// OpenShift's CAPZ installed as a secondary provider (the seed's proposal). Today's OpenShift
     /// installs only the platform's provider, so on AWS this is false.
     pub capz: bool,
+    /// `Authentication.spec.serviceAccountIssuer`: the public OIDC issuer of the cluster's
+    /// service-account tokens (an STS-mode install sets it); `None` leaves it empty, when tokens
+    /// carry the internal issuer `https://kubernetes.default.svc`, which Entra cannot reach.
+    #[serde(default)]
+    pub service_account_issuer: Option<String>,
 }
 
 impl Default for SimConfig {

@@ -131,7 +131,11 @@ async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what
     assert_eq!(m["message"], "error retrieving bootstrap data: secret value key is missing", "{m}");
     secrets.patch("boot", &by, &Patch::Merge(json!({"data": {"value": "e30="}}))).await.unwrap();
     let m = machine(&base).await;
-    assert_eq!(m["held_at"], "vm", "every step CAPZ takes before the VM passes: {m}");
+    assert_eq!(m["held_at"], "token_exchange", "every step before CAPZ's first Azure call passes: {m}");
+    assert!(
+        m["message"].as_str().unwrap().starts_with("no CAPZ controller runs in the cluster"),
+        "a plain API server runs no CAPZ: {m}"
+    );
 
     // What CAPI needs before it matches a Node: the condition, and the kubeconfig Secret with its label.
     let clusters = api(&client, "cluster.x-k8s.io", "Cluster", "clusters");

@@ -34,6 +34,7 @@ async fn start(openshift: bool) -> (SimServer, kube::Client) {
         api_internal_url: "https://api-int.il5.example.mil:6443".into(),
         region: "us-gov-west-1".into(),
         capz: true,
+        service_account_issuer: None,
     });
     let server = SimServer::start(SimConfig { openshift, ..SimConfig::default() }, 0).expect("sim starts");
     let kc = Kubeconfig::from_yaml(&server.kubeconfig()).expect("kubeconfig parses");

@@ -37,6 +37,7 @@ fn openshift(capz: bool) -> Option<OpenShift> {
         api_internal_url: "https://api-int.il5.example.mil:6443".into(),
         region: "us-gov-west-1".into(),
         capz,
+        service_account_issuer: None,
     })
 }
 

@@ -51,6 +51,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         api_internal_url: "https://api-int.il5.example.mil:6443".into(),
         region: "us-gov-west-1".into(),
         capz: true,
+        service_account_issuer: None,
     });
     let sim = SimServer::start(config, 0).expect("the sim starts");
     // Without the CRDs the sim takes any custom resource: this test checks refusals, so it needs them.

@@ -219,38 +219,14 @@ fn check_grant(
             ));
         }
         // A user-assigned identity accepts only assertions matching one of its federated credentials.
-        if let Some(identity) = store
-            .of_kind(&kinds::IDENTITY)
-            .find(|r| r.body["properties"]["clientId"].as_str() == Some(record.client_id.as_str()))
-        {
-            let iss = claims["iss"].as_str().unwrap_or_default();
-            let sub = claims["sub"].as_str().unwrap_or_default();
-            let auds: Vec<&str> = match &claims["aud"] {
-                Value::String(s) => vec![s.as_str()],
-                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-                _ => vec![],
-            };
-            let matched = store.children(&identity.id, &kinds::FEDERATED_CREDENTIAL).iter().any(|fic| {
-                let p = &fic.body["properties"];
-                p["issuer"].as_str() == Some(iss)
-                    && p["subject"].as_str() == Some(sub)
-                    && p["audiences"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|a| a.as_str().is_some_and(|a| auds.contains(&a)))
-            });
-            if !matched {
-                return Err(aad(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request",
-                    70021,
-                    &format!(
-                        "No matching federated identity record found for presented assertion. Assertion Issuer: '{iss}'. Assertion Subject: '{sub}'. Assertion Audience: '{}'.",
-                        auds.join(",")
-                    ),
-                ));
-            }
+        let auds: Vec<&str> = match &claims["aud"] {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            _ => vec![],
+        };
+        let (iss, sub) = (claims["iss"].as_str().unwrap_or_default(), claims["sub"].as_str().unwrap_or_default());
+        if let Some(Err(description)) = federated_match(store, &record.client_id, iss, sub, &auds) {
+            return Err(aad(StatusCode::BAD_REQUEST, "invalid_request", 70021, &description));
         }
         return Ok(());
     }
@@ -260,6 +236,37 @@ fn check_grant(
         7000218,
         "The request body must contain the following parameter: 'client_assertion' or 'client_secret'.",
     ))
+}
+
+/// Entra's check of a workload-identity assertion against the federated credentials of the
+/// user-assigned identity whose client id is `client_id`: `None` when no such identity exists
+/// (the sim then does not judge the client), else whether one credential has the assertion's
+/// issuer and subject exactly and one of its audiences, with AADSTS70021's description if not
+/// (Microsoft Learn, "Workload identity federation": "the issuer, subject, and audience ... must
+/// match"; the error text as Entra returns it).
+pub fn federated_match(
+    store: &Store,
+    client_id: &str,
+    iss: &str,
+    sub: &str,
+    auds: &[&str],
+) -> Option<Result<(), String>> {
+    let identity =
+        store.of_kind(&kinds::IDENTITY).find(|r| r.body["properties"]["clientId"].as_str() == Some(client_id))?;
+    let matched = store.children(&identity.id, &kinds::FEDERATED_CREDENTIAL).iter().any(|fic| {
+        let p = &fic.body["properties"];
+        p["issuer"].as_str() == Some(iss)
+            && p["subject"].as_str() == Some(sub)
+            && p["audiences"].as_array().into_iter().flatten().any(|a| a.as_str().is_some_and(|a| auds.contains(&a)))
+    });
+    Some(if matched {
+        Ok(())
+    } else {
+        Err(format!(
+            "No matching federated identity record found for presented assertion. Assertion Issuer: '{iss}'. Assertion Subject: '{sub}'. Assertion Audience: '{}'.",
+            auds.join(",")
+        ))
+    })
 }
 
 /// Checks the `Authorization` header of an ARM call.

@@ -333,3 +333,75 @@ fn list(store: &Store, ctx: &Ctx, scope: &str) -> Result<Reply, ArmError> {
         .collect();
     Ok(Reply::json(StatusCode::OK, json!({ "value": value })))
 }
+
+/// An action pattern of a role (`*`, `Microsoft.Compute/*`, `*/read`), matched as Azure RBAC
+/// matches them: case-insensitively, `*` standing for any run of characters.
+fn action_matches(pattern: &str, action: &str) -> bool {
+    let (p, a) = (pattern.to_ascii_lowercase(), action.to_ascii_lowercase());
+    let parts: Vec<&str> = p.split('*').collect();
+    let mut rest = a.as_str();
+    for (i, part) in parts.iter().enumerate() {
+        if i == 0 {
+            let Some(r) = rest.strip_prefix(part) else { return false };
+            rest = r;
+        } else if i == parts.len() - 1 {
+            return rest.ends_with(part);
+        } else {
+            let Some(at) = rest.find(part) else { return false };
+            rest = &rest[at + part.len()..];
+        }
+    }
+    rest.is_empty()
+}
+
+/// Whether `principal` may do `action` at `scope`: a role assignment of the principal at that
+/// scope or one above it (a subscription's covers its resource groups, not the other way) whose
+/// built-in role's actions match and whose not-actions do not (Microsoft Learn, "Understand scope
+/// for Azure RBAC" and "Understand Azure role definitions"). A custom role registered with the sim
+/// has no actions the sim knows, so an assignment of one counts as permitting (sim/README.md).
+pub fn permits(store: &Store, config: &crate::world::SimConfig, principal: &str, scope: &str, action: &str) -> bool {
+    let scope = scope.trim_end_matches('/').to_ascii_lowercase();
+    store.resources.values().filter(|r| matches!(r.kind, ResKind::RoleAssignment)).any(|r| {
+        let p = &r.body["properties"];
+        let at = p["scope"].as_str().unwrap_or_default().trim_end_matches('/').to_ascii_lowercase();
+        let covers = scope == at || scope.starts_with(&format!("{at}/"));
+        if !covers || !p["principalId"].as_str().is_some_and(|x| x.eq_ignore_ascii_case(principal)) {
+            return false;
+        }
+        let role = p["roleDefinitionId"].as_str().unwrap_or_default();
+        match find_role(role) {
+            Some(r) => {
+                let body = role_definition("", r);
+                let perms = &body["properties"]["permissions"][0];
+                let any = |k: &str| {
+                    perms[k]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .any(|x| action_matches(x, action))
+                };
+                any("actions") && !any("notActions")
+            }
+            None => {
+                let guid = role.rsplit('/').next().unwrap_or_default();
+                config.custom_roles.keys().any(|g| g.eq_ignore_ascii_case(guid))
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod permit_tests {
+    use super::action_matches;
+
+    #[test]
+    fn actions_match_with_wildcards_and_no_case() {
+        assert!(action_matches("*", "Microsoft.Compute/skus/read"));
+        assert!(action_matches("*/read", "Microsoft.Compute/skus/read"));
+        assert!(!action_matches("*/read", "Microsoft.Compute/virtualMachines/write"));
+        assert!(action_matches("Microsoft.Network/*", "microsoft.network/networkInterfaces/write"));
+        assert!(!action_matches("Microsoft.Network/*", "Microsoft.Compute/skus/read"));
+        assert!(action_matches("Microsoft.Authorization/*/Write", "Microsoft.Authorization/roleAssignments/write"));
+    }
+}

@@ -1,12 +1,23 @@
 //! Why a Machine has no Node: the first step of CAPZ's AzureMachine reconcile it is held at, in
 //! the order the controller takes them, and what CAPI needs before it would match a Node to it.
-//! Each step is checked as the upstream code checks it (the source is given with each); the
-//! steps after the bootstrap data (the VM, its boot, the Node) are not emulated yet, so a Machine
-//! that passes them all is held at `vm`. Read through `GET /_sim/machines`.
+//! Each step is checked as the upstream code checks it (the source is given with each): the
+//! Kubernetes objects, then CAPZ's first Azure calls, which need the token Entra gives for the
+//! projected service-account token (checked against the federated credentials the ARM emulator
+//! holds) and the role assignments that let the identity make a VM. The steps after those (the
+//! VM itself, its boot, the Node) are not emulated yet, so a Machine that passes them all is held
+//! at `vm`. Read through `GET /_sim/machines`.
 
 use serde_json::{Value, json};
 
 use super::store::Store;
+use crate::arm::store::Store as ArmStore;
+use crate::world::SimConfig;
+
+/// What CAPZ's Azure calls meet: the ARM emulator's resources and the sim's configuration.
+pub struct Azure<'a> {
+    pub store: &'a ArmStore,
+    pub config: &'a SimConfig,
+}
 
 const CAPI: &str = "cluster.x-k8s.io";
 const CAPZ: &str = "infrastructure.cluster.x-k8s.io";
@@ -21,7 +32,7 @@ pub struct Held {
 }
 
 /// The first step of CAPZ's reconcile of this Machine's AzureMachine that does not pass.
-pub fn held(store: &Store, machine: &Value) -> Held {
+pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
     let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
     let name = machine["metadata"]["name"].as_str().unwrap_or_default();
     let at = |step, message: String, source| Held { step, message, source };
@@ -88,11 +99,128 @@ pub fn held(store: &Store, machine: &Value) -> Held {
     if data["data"].get("value").is_none() {
         return at("bootstrap_data", "error retrieving bootstrap data: secret value key is missing".into(), bootstrap);
     }
+    // The identity's client id and tenant (the identity step above found it).
+    let identity = id["name"].as_str().and_then(|n| {
+        let id_ns = id["namespace"].as_str().filter(|n| !n.is_empty()).unwrap_or(ns);
+        store.value(CAPZ, "azureclusteridentities", id_ns, n)
+    });
+    let client_id = identity.and_then(|i| i["spec"]["clientID"].as_str()).unwrap_or_default();
+    let tenant = identity.and_then(|i| i["spec"]["tenantID"].as_str()).unwrap_or_default();
+    if let Some(h) = token_exchange(store, azure, client_id, tenant) {
+        return h;
+    }
+    if let Some(h) = authorization(&azure_cluster, machine_template(store, machine).as_ref(), azure, client_id) {
+        return h;
+    }
     at(
         "vm",
         "CAPZ would create the NIC and VM now; the sim does not emulate that yet".into(),
         "sim/README.md, Not emulated",
     )
+}
+
+/// The AzureMachineTemplate a Machine's MachineSet clones (the Machine's `infrastructureRef`
+/// names it in the sim, which makes no AzureMachine).
+fn machine_template(store: &Store, machine: &Value) -> Option<Value> {
+    let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = machine["spec"]["infrastructureRef"]["name"].as_str()?;
+    store.value(CAPZ, "azuremachinetemplates", ns, name).cloned()
+}
+
+/// CAPZ's workload identity (`azure/scope/identity.go`, `WorkloadIdentity`: azidentity's
+/// `NewWorkloadIdentityCredential` reads the projected token file): the token OpenShift's CAPZ
+/// Deployment mounts (its service account, the projected source's audience; the issuer is the
+/// cluster's, `Authentication.spec.serviceAccountIssuer`, else the internal
+/// `https://kubernetes.default.svc`) is exchanged at Entra for the AzureClusterIdentity's client
+/// id; Entra accepts it only for a federated credential of that identity with the same issuer,
+/// subject and an audience ([`crate::arm::auth::federated_match`], the check the token endpoint
+/// makes of any assertion).
+fn token_exchange(store: &Store, azure: &Azure, client_id: &str, tenant: &str) -> Option<Held> {
+    let at = |message: String| Held {
+        step: "token_exchange",
+        message,
+        source: "cluster-api-provider-azure azure/scope/identity.go (WorkloadIdentity); Entra ID AADSTS70021/700016",
+    };
+    let Some(deployment) =
+        store.value("apps", "deployments", super::openshift::CAPI_NAMESPACE, "capz-controller-manager")
+    else {
+        return Some(at(format!(
+            "no CAPZ controller runs in the cluster (Deployment {}/capz-controller-manager): nothing reconciles the AzureMachine",
+            super::openshift::CAPI_NAMESPACE
+        )));
+    };
+    let pod = &deployment["spec"]["template"]["spec"];
+    let account = pod["serviceAccountName"].as_str().unwrap_or("default");
+    let audience = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|v| v["projected"]["sources"].as_array().cloned().unwrap_or_default())
+        .find_map(|s| s["serviceAccountToken"]["audience"].as_str().map(String::from))
+        .unwrap_or_default();
+    let issuer = store
+        .value("config.openshift.io", "authentications", "", "cluster")
+        .and_then(|a| a["spec"]["serviceAccountIssuer"].as_str())
+        .filter(|i| !i.is_empty())
+        .unwrap_or("https://kubernetes.default.svc")
+        .to_string();
+    let subject = format!("system:serviceaccount:{}:{account}", super::openshift::CAPI_NAMESPACE);
+    match crate::arm::auth::federated_match(azure.store, client_id, &issuer, &subject, &[audience.as_str()]) {
+        None => Some(at(format!(
+            "AADSTS700016: Application with identifier '{client_id}' was not found in the directory '{tenant}'."
+        ))),
+        Some(Err(description)) => Some(at(format!("AADSTS70021: {description}"))),
+        Some(Ok(())) => None,
+    }
+}
+
+/// The Azure calls CAPZ makes first for a worker, each needing the identity's role assignments to
+/// allow it at the call's scope: the resource-SKU list, at the subscription (`azure/services/
+/// resourceskus`, every machine), the NIC and the VM in the AzureCluster's resource group
+/// (`networkinterfaces`, `virtualmachines`), and joining the NIC to the pool's subnet (ARM's
+/// linked-access check on the subnet). A refusal is ARM's `AuthorizationFailed`.
+fn authorization(azure_cluster: &Value, template: Option<&Value>, azure: &Azure, client_id: &str) -> Option<Held> {
+    let spec = &azure_cluster["spec"];
+    let sub = spec["subscriptionID"].as_str().unwrap_or_default();
+    let rg = spec["resourceGroup"].as_str().unwrap_or_default();
+    let vnet = &spec["networkSpec"]["vnet"];
+    let vnet_rg = vnet["resourceGroup"].as_str().filter(|r| !r.is_empty()).unwrap_or(rg);
+    let subnet = template
+        .and_then(|t| t["spec"]["template"]["spec"]["networkInterfaces"][0]["subnetName"].as_str())
+        .unwrap_or_default();
+    let rg_scope = format!("/subscriptions/{sub}/resourceGroups/{rg}");
+    let calls = [
+        ("Microsoft.Compute/skus/read", format!("/subscriptions/{sub}")),
+        ("Microsoft.Network/networkInterfaces/write", rg_scope.clone()),
+        ("Microsoft.Compute/virtualMachines/write", rg_scope),
+        (
+            "Microsoft.Network/virtualNetworks/subnets/join/action",
+            format!(
+                "/subscriptions/{sub}/resourceGroups/{vnet_rg}/providers/Microsoft.Network/virtualNetworks/{}/subnets/{subnet}",
+                vnet["name"].as_str().unwrap_or_default()
+            ),
+        ),
+    ];
+    // The principal of the identity the exchange above accepted.
+    let principal = azure
+        .store
+        .of_kind(&crate::arm::kinds::IDENTITY)
+        .find(|r| r.body["properties"]["clientId"].as_str() == Some(client_id))?
+        .body["properties"]["principalId"]
+        .as_str()?
+        .to_string();
+    for (action, scope) in calls {
+        if !crate::arm::authz::permits(azure.store, azure.config, &principal, &scope, action) {
+            return Some(Held {
+                step: "authorization",
+                message: format!(
+                    "AuthorizationFailed: The client '{client_id}' with object id '{principal}' does not have authorization to perform action '{action}' over scope '{scope}' or the scope is invalid. If access was recently granted, please refresh your credentials."
+                ),
+                source: "cluster-api-provider-azure azure/services/{resourceskus,networkinterfaces,virtualmachines}; Microsoft Learn, Troubleshoot Azure RBAC (AuthorizationFailed)",
+            });
+        }
+    }
+    None
 }
 
 /// What CAPI needs of the Machine's Cluster before it matches a Node to the Machine, and is missing.

@@ -88,6 +88,12 @@ pub const KINDS: &[Kind] = &[
         status: true,
         ..core("Infrastructure", "infrastructures", "infrastructure", &[])
     },
+    Kind {
+        group: OPENSHIFT_CONFIG,
+        namespaced: false,
+        status: true,
+        ..core("Authentication", "authentications", "authentication", &[])
+    },
     // The machine-config operator's types (openshift/api `machineconfiguration/v1`), cluster-wide;
     // served unvalidated for the same reason.
     Kind {

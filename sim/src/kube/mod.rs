@@ -106,14 +106,16 @@ impl Kube {
     /// Every object: apiVersion, kind, namespace, name, resourceVersion, and whether it is being deleted.
     /// Each Machine with where CAPZ holds it and what CAPI still needs to match a Node
     /// ([`joins`]).
-    pub fn machines(&self, world: &World) -> Vec<Value> {
+    pub fn machines(&self, world: &World, arm: &crate::arm::store::Store) -> Vec<Value> {
         self.settle(world);
         let s = self.store.lock().expect("store lock");
+        let config = world.config();
+        let azure = joins::Azure { store: arm, config: &config };
         s.objects
             .iter()
             .filter(|(k, _)| k.0 == "cluster.x-k8s.io" && k.1 == "machines")
             .map(|(k, o)| {
-                let held = joins::held(&s, &o.value);
+                let held = joins::held(&s, &o.value, &azure);
                 json!({
                     "namespace": k.2, "name": k.3,
                     "machine_set": o.value["metadata"]["labels"]["cluster.x-k8s.io/set-name"],

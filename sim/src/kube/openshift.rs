@@ -74,6 +74,11 @@ pub fn seed(store: &mut Store, o: &OpenShift, world: &World) {
     for (k, v) in objects {
         store.insert_new(k, v, Vec::new(), world);
     }
+    // openshift/api `config/v1/types_authentication.go`: `spec.serviceAccountIssuer`, empty for
+    // the default internal issuer.
+    let auth = json!({"apiVersion": "config.openshift.io/v1", "kind": "Authentication", "metadata": {"name": "cluster"},
+        "spec": {"serviceAccountIssuer": o.service_account_issuer.clone().unwrap_or_default()}});
+    store.insert_new(kind("config.openshift.io", "authentications"), auth, Vec::new(), world);
     if !o.capz {
         return;
     }

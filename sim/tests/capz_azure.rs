@@ -1,0 +1,183 @@
+//! CAPZ's first Azure calls for a Machine, as `GET /_sim/machines` follows them on the OpenShift
+//! profile with CAPZ installed: the workload-identity token exchange at Entra (the projected
+//! token's issuer, subject and audience against the identity's federated credentials, made with
+//! ARM calls), then the role assignments each call needs at its own scope (the SKU list at the
+//! subscription, the NIC and VM in the resource group, the subnet join). Kubernetes objects are
+//! made with the real kube client, Azure ones through the ARM emulator's REST API.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{AUTH_API, Harness, MSI_API, RG_API, SUB, rg_path};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::{Value, json};
+use xcsp_sim::{OpenShift, SimConfig};
+
+const NS: &str = "pool";
+const ISSUER: &str = "https://oidc.example.mil";
+const CONTRIBUTOR: &str = "b24988ac-6180-42a0-ab88-20f7382dd24c";
+const READER: &str = "acdd72a7-3385-48ef-bd42-f606fba81ae7";
+
+fn api(client: &kube::Client, group: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let version = if group.is_empty() { "v1" } else { "v1beta1" };
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    if kind == "Namespace" { Api::all_with(client.clone(), &ar) } else { Api::namespaced_with(client.clone(), NS, &ar) }
+}
+
+async fn create(api: &Api<DynamicObject>, v: Value) {
+    let o: DynamicObject = serde_json::from_value(v).unwrap();
+    api.create(&PostParams::default(), &o).await.unwrap_or_else(|e| panic!("create {:?}: {e}", o.metadata.name));
+}
+
+/// The one Machine's entry once the MachineSet has made it, after `wanted` steps are past.
+async fn machine(base: &str, not: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let all: Value = reqwest::get(format!("{base}/_sim/machines")).await.unwrap().json().await.unwrap();
+        if let Some(m) = all["machines"].as_array().and_then(|m| m.first())
+            && m["message"] != not
+        {
+            return m.clone();
+        }
+        assert!(Instant::now() < deadline, "the Machine stays: {all}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn assign(h: &Harness, scope: &str, name: &str, role: &str, principal: &str) {
+    let r = h
+        .put(
+            &format!("{scope}/providers/Microsoft.Authorization/roleAssignments/{name}{AUTH_API}"),
+            json!({"properties": {
+                "roleDefinitionId": format!("/subscriptions/{SUB}/providers/Microsoft.Authorization/roleDefinitions/{role}"),
+                "principalId": principal, "principalType": "ServicePrincipal"}}),
+        )
+        .await;
+    assert!(r.status < 300, "role assignment: {}", r.json());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut config = SimConfig::default();
+    config.latency.profile = xcsp_sim::Profile::Instant;
+    config.throttle.enabled = false;
+    config.openshift = Some(OpenShift {
+        infrastructure_name: "infra-1".into(),
+        api_internal_url: "https://api-int.example.mil:6443".into(),
+        region: "us-gov-west-1".into(),
+        capz: true,
+        service_account_issuer: Some(ISSUER.into()),
+    });
+    let h = Harness::new(config).await;
+    let kc = Kubeconfig::from_yaml(&h.server.kubeconfig()).unwrap();
+    let client =
+        kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.unwrap())
+            .unwrap();
+
+    // Azure: the resource group, the identity, and a federated credential with the Government
+    // audience (what OpenShift's CAPZ does not present).
+    let rg = rg_path("workers");
+    assert!(h.put(&format!("{rg}{RG_API}"), json!({"location": "usgovvirginia"})).await.status < 300);
+    let uai = format!("{rg}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/capz");
+    let made = h.put(&format!("{uai}{MSI_API}"), json!({"location": "usgovvirginia"})).await;
+    assert!(made.status < 300, "{}", made.json());
+    let client_id = made.json()["properties"]["clientId"].as_str().unwrap().to_string();
+    let principal = made.json()["properties"]["principalId"].as_str().unwrap().to_string();
+    let fic = format!("{uai}/federatedIdentityCredentials/capz{MSI_API}");
+    let credential = |audience: &str| {
+        json!({"properties": {"issuer": ISSUER, "subject": "system:serviceaccount:openshift-cluster-api:capz-manager",
+            "audiences": [audience]}})
+    };
+    assert!(h.put(&fic, credential("api://AzureADTokenExchangeUSGov")).await.status < 300);
+
+    // The Kubernetes side, every step before the Azure calls passing.
+    create(
+        &api(&client, "", "Namespace", "namespaces"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    )
+    .await;
+    let capz = "infrastructure.cluster.x-k8s.io";
+    create(
+        &api(&client, capz, "AzureClusterIdentity", "azureclusteridentities"),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity", "metadata": {"name": "id", "namespace": NS},
+            "spec": {"type": "WorkloadIdentity", "clientID": client_id, "tenantID": "t1", "allowedNamespaces": {"list": [NS]}}}),
+    )
+    .await;
+    let azure_clusters = api(&client, capz, "AzureCluster", "azureclusters");
+    create(
+        &azure_clusters,
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster", "metadata": {"name": "c", "namespace": NS},
+            "spec": {"location": "usgovvirginia", "subscriptionID": SUB, "resourceGroup": "workers",
+                "networkSpec": {"vnet": {"name": "vnet", "resourceGroup": "workers"}},
+                "identityRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity", "name": "id", "namespace": NS}}}),
+    )
+    .await;
+    let by = PatchParams { field_manager: Some("test".into()), ..Default::default() };
+    azure_clusters.patch_status("c", &by, &Patch::Merge(json!({"status": {"ready": true}}))).await.unwrap();
+    create(
+        &api(&client, "cluster.x-k8s.io", "Cluster", "clusters"),
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster", "metadata": {"name": "c", "namespace": NS},
+            "spec": {"infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster", "name": "c"}}}),
+    )
+    .await;
+    create(
+        &api(&client, capz, "AzureMachineTemplate", "azuremachinetemplates"),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate", "metadata": {"name": "t", "namespace": NS},
+            "spec": {"template": {"spec": {"vmSize": "Standard_NC24ads_A100_v4", "osDisk": {"osType": "Linux", "diskSizeGB": 128, "managedDisk": {"storageAccountType": "Premium_LRS"}},
+                "networkInterfaces": [{"subnetName": "pool"}]}}}}),
+    )
+    .await;
+    create(
+        &api(&client, "", "Secret", "secrets"),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "boot", "namespace": NS}, "data": {"value": "e30="}}),
+    )
+    .await;
+    create(
+        &api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets"),
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineSet", "metadata": {"name": "gpu", "namespace": NS},
+            "spec": {"clusterName": "c", "replicas": 1,
+                "selector": {"matchLabels": {"cluster.x-k8s.io/set-name": "gpu"}},
+                "template": {"metadata": {"labels": {"cluster.x-k8s.io/set-name": "gpu"}},
+                    "spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "boot"},
+                        "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate", "name": "t"}}}}}),
+    )
+    .await;
+
+    // Entra refuses the exchange: the credential's audience is not the projected token's.
+    let m = machine(&h.base, "").await;
+    assert_eq!(m["held_at"], "token_exchange", "{m}");
+    let refused = m["message"].as_str().unwrap().to_string();
+    assert!(refused.starts_with("AADSTS70021: No matching federated identity record found"), "{m}");
+    assert!(
+        refused.contains(&format!("Assertion Issuer: '{ISSUER}'"))
+            && refused.contains("Assertion Subject: 'system:serviceaccount:openshift-cluster-api:capz-manager'")
+            && refused.contains("Assertion Audience: 'api://AzureADTokenExchange'"),
+        "{m}"
+    );
+
+    // The audience OpenShift's CAPZ presents: the exchange passes; no role lets it list the SKUs.
+    assert!(h.put(&fic, credential("api://AzureADTokenExchange")).await.status < 300);
+    let m = machine(&h.base, &refused).await;
+    assert_eq!(m["held_at"], "authorization", "{m}");
+    let no_role = m["message"].as_str().unwrap().to_string();
+    assert!(
+        no_role.contains(&format!("with object id '{principal}'"))
+            && no_role.contains("action 'Microsoft.Compute/skus/read' over scope '/subscriptions/"),
+        "{m}"
+    );
+
+    // Contributor on the resource group covers the NIC, the VM and the subnet there, but not the
+    // SKU list, which is a call at the subscription.
+    assign(&h, &rg, "11111111-0000-0000-0000-000000000001", CONTRIBUTOR, &principal).await;
+    let m = machine(&h.base, "").await;
+    assert_eq!(m["held_at"], "authorization", "{m}");
+    assert!(m["message"].as_str().unwrap().contains(&format!("over scope '/subscriptions/{SUB}' or")), "{m}");
+
+    // A role with `*/read` at the subscription lets it list them: every call passes.
+    assign(&h, &format!("/subscriptions/{SUB}"), "11111111-0000-0000-0000-000000000002", READER, &principal).await;
+    let m = machine(&h.base, &no_role).await;
+    assert_eq!(m["held_at"], "vm", "{m}");
+}

@@ -74,6 +74,7 @@ resource_types! {
     AzureUserAssignedIdentity => "azure_user_assigned_identity", Azure;
     AzureFederatedCredential => "azure_federated_identity_credential", Azure;
     AzureRoleAssignment => "azure_role_assignment", Azure;
+    AzureRoleDefinition => "azure_role_definition", Azure;
     K8sNamespace => "k8s_namespace", Kubernetes;
     K8sAzureClusterIdentity => "k8s_azure_cluster_identity", Kubernetes;
     K8sAzureCluster => "k8s_azure_cluster", Kubernetes;
@@ -150,6 +151,7 @@ impl ResourceType {
                 ("virtual_network_gateway", "a connection's endpoints are fixed at creation"),
             ],
             AzureFederatedCredential => &[("identity", "a federated credential belongs to one identity")],
+            AzureRoleDefinition => &[("scope", "xcsp names a role definition in its scope")],
             AzureRoleAssignment => &[
                 ("scope", "role assignments are immutable"),
                 ("role", "role assignments are immutable"),

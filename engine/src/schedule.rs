@@ -16,7 +16,10 @@ pub fn typical_duration(rtype: ResourceType) -> Duration {
         T::AzureVpnConnection => 2 * 60,
         T::AwsVpnGateway | T::AwsVpnGatewayAttachment => 60,
         T::AzurePublicIp | T::AzureVirtualNetwork | T::AzureSubnet => 15,
-        T::AzureRoleAssignment | T::AzureUserAssignedIdentity | T::AzureFederatedCredential => 10,
+        T::AzureRoleAssignment
+        | T::AzureRoleDefinition
+        | T::AzureUserAssignedIdentity
+        | T::AzureFederatedCredential => 10,
         T::PresharedKey => 0,
         _ => 5,
     };

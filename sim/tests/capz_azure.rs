@@ -18,7 +18,6 @@ use xcsp_sim::{OpenShift, SimConfig};
 const NS: &str = "pool";
 const ISSUER: &str = "https://oidc.example.mil";
 const CONTRIBUTOR: &str = "b24988ac-6180-42a0-ab88-20f7382dd24c";
-const READER: &str = "acdd72a7-3385-48ef-bd42-f606fba81ae7";
 
 fn api(client: &kube::Client, group: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
     let version = if group.is_empty() { "v1" } else { "v1beta1" };
@@ -46,6 +45,7 @@ async fn machine(base: &str, not: &str) -> Value {
     }
 }
 
+/// Assigns role `role` (a GUID) to `principal` at `scope`.
 async fn assign(h: &Harness, scope: &str, name: &str, role: &str, principal: &str) {
     let r = h
         .put(
@@ -176,8 +176,42 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
     assert_eq!(m["held_at"], "authorization", "{m}");
     assert!(m["message"].as_str().unwrap().contains(&format!("over scope '/subscriptions/{SUB}' or")), "{m}");
 
-    // A role with `*/read` at the subscription lets it list them: every call passes.
-    assign(&h, &format!("/subscriptions/{SUB}"), "11111111-0000-0000-0000-000000000002", READER, &principal).await;
+    // A custom role at the subscription is judged by its own actions: one without the SKU list
+    // does not help, the same role given that action does, and every call passes.
+    let sub = format!("/subscriptions/{SUB}");
+    let def_guid = "22222222-0000-0000-0000-000000000001";
+    let definition = format!("{sub}/providers/Microsoft.Authorization/roleDefinitions/{def_guid}{AUTH_API}");
+    let role = |action: &str| {
+        json!({"properties": {"roleName": "vm-skus", "type": "CustomRole", "assignableScopes": [sub.clone()],
+            "permissions": [{"actions": [action], "notActions": []}]}})
+    };
+    let made = h.put(&definition, role("Microsoft.Compute/virtualMachines/read")).await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    assert_eq!(made.json()["properties"]["type"], "CustomRole");
+    assign(&h, &sub, "11111111-0000-0000-0000-000000000002", def_guid, &principal).await;
+    let m = machine(&h.base, "").await;
+    assert!(m["message"].as_str().unwrap().contains("'Microsoft.Compute/skus/read' over scope"), "{m}");
+    assert!(h.put(&definition, role("Microsoft.Compute/skus/read")).await.status < 300);
     let m = machine(&h.base, &no_role).await;
     assert_eq!(m["held_at"], "vm", "{m}");
+    // Listed by name, and not deleted while assigned.
+    let listed = h
+        .get(&format!(
+            "{sub}/providers/Microsoft.Authorization/roleDefinitions{AUTH_API}&$filter=roleName%20eq%20'vm-skus'"
+        ))
+        .await;
+    assert_eq!(listed.json()["value"].as_array().map(Vec::len), Some(1), "{}", listed.json());
+    let refused = h.delete(&definition).await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (409, "RoleDefinitionHasAssignments".to_string()),
+        "{}",
+        refused.json()
+    );
+    // A second custom role of the same name is refused.
+    let twin = format!(
+        "{sub}/providers/Microsoft.Authorization/roleDefinitions/22222222-0000-0000-0000-000000000002{AUTH_API}"
+    );
+    let refused = h.put(&twin, role("Microsoft.Compute/skus/read")).await;
+    assert_eq!((refused.status, refused.code()), (409, "RoleDefinitionWithSameNameExists".to_string()));
 }

@@ -321,6 +321,37 @@ pub fn expanded(model: &Model) -> Expanded {
         );
         b.input(ra, "scope", &rg_addr, "id");
         b.input(ra, "principal", &uai_addr, "principal_id");
+        // CAPZ lists VM SKUs at the subscription for every machine (`azure/scope/machine.go`
+        // `InitMachineCache`, `azure/services/resourceskus`), which the resource group's role does
+        // not cover (an assignment applies at its scope and below): a custom role with that one
+        // action, assigned at the subscription, and nothing more there.
+        let subscription = format!("/subscriptions/{}", az.subscription_id.value);
+        let skus_role = format!("xcsp-{}-{name}-vm-skus", model.stack);
+        let def = b.add(
+            T::AzureRoleDefinition,
+            name,
+            None,
+            vec![
+                ("name", Value::string(&skus_role)),
+                ("scope", Value::string(&subscription)),
+                ("actions", Value::strings(["Microsoft.Compute/skus/read"])),
+            ],
+        );
+        let def_addr = b.addr(def);
+        let skus = b.add(
+            T::AzureRoleAssignment,
+            &format!("{name}-skus"),
+            None,
+            vec![
+                ("scope", Value::string(&subscription)),
+                ("role", Value::string(&skus_role)),
+                ("principal", Value::Unknown),
+                ("principal_type", Value::string("ServicePrincipal")),
+            ],
+        );
+        b.input(skus, "principal", &uai_addr, "principal_id");
+        b.after(skus, &def_addr);
+        let skus_addr = b.addr(skus);
         let aci = b.add(
             T::K8sAzureClusterIdentity,
             name,
@@ -340,6 +371,7 @@ pub fn expanded(model: &Model) -> Expanded {
         let (fic_addr, ra_addr) = (b.addr(fic), b.addr(ra));
         b.after(aci, &fic_addr);
         b.after(aci, &ra_addr);
+        b.after(aci, &skus_addr);
         identities.insert(name.clone(), b.addr(aci));
         b.protect_since(start, id.prevent_destroy);
     }

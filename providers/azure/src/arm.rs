@@ -441,6 +441,16 @@ pub fn read_federated(body: &Json) -> Attributes {
     out
 }
 
+pub fn read_role_definition(body: &Json) -> Attributes {
+    let p = &body["properties"];
+    let mut out = Attributes::new();
+    put(&mut out, "name", &p["roleName"]);
+    put(&mut out, "scope", &p["assignableScopes"][0]);
+    put(&mut out, "actions", &p["permissions"][0]["actions"]);
+    put(&mut out, "id", &body["id"]);
+    out
+}
+
 pub fn read_role_assignment(body: &Json) -> Attributes {
     let p = &body["properties"];
     let mut out = Attributes::new();

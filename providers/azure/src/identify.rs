@@ -7,8 +7,9 @@
 //!   (the names plans::expand gives them);
 //! - a federated credential by a name derived from its address (`xcsp-<name>`, or
 //!   `xcspi-<index>-<name>` for an indexed one), under an identity tagged with the stack;
-//! - a role assignment by its name, a UUID v5 of stack and address (so that a create that ran
-//!   twice makes one assignment), and its description naming both, which is checked against it.
+//! - a role assignment or custom role definition by its name, a UUID v5 of stack and address (so
+//!   that a create that ran twice makes one), and its description naming both, which is checked
+//!   against it.
 
 use xcsp_core::{ADDRESS_TAG, Address, ResourceType, STACK_TAG};
 
@@ -48,12 +49,13 @@ pub fn role_description(stack: &str, address: &Address) -> String {
     format!("{STACK_TAG}={stack} {ADDRESS_TAG}={address}")
 }
 
-/// The address of the assignment named `name` with `description`, if it is this stack's.
-pub fn role_owner(stack: &str, name: &str, description: &str) -> Option<Address> {
+/// The address of the role assignment or custom role definition named `name` with
+/// `description`, if it is this stack's (a definition's name is its GUID, made the same way).
+pub fn role_owner(stack: &str, rtype: ResourceType, name: &str, description: &str) -> Option<Address> {
     let mut parts = description.split(' ');
     let s = parts.next()?.strip_prefix(STACK_TAG)?.strip_prefix('=')?;
     let a: Address = parts.next()?.strip_prefix(ADDRESS_TAG)?.strip_prefix('=')?.parse().ok()?;
-    (s == stack && a.rtype == ResourceType::AzureRoleAssignment && role_assignment_name(stack, &a) == name).then_some(a)
+    (s == stack && a.rtype == rtype && role_assignment_name(stack, &a) == name).then_some(a)
 }
 
 #[cfg(test)]
@@ -83,10 +85,13 @@ mod tests {
         let a: Address = "azure_role_assignment.capz".parse().unwrap();
         let name = role_assignment_name("il5", &a);
         let d = role_description("il5", &a);
-        assert_eq!(role_owner("il5", &name, &d), Some(a.clone()));
-        assert_eq!(role_owner("other", &name, &d), None);
-        assert_eq!(role_owner("il5", "00000000-0000-0000-0000-000000000000", &d), None);
-        assert_eq!(role_owner("il5", &name, "made by hand"), None);
+        assert_eq!(role_owner("il5", ResourceType::AzureRoleAssignment, &name, &d), Some(a.clone()));
+        assert_eq!(role_owner("other", ResourceType::AzureRoleAssignment, &name, &d), None);
+        assert_eq!(
+            role_owner("il5", ResourceType::AzureRoleAssignment, "00000000-0000-0000-0000-000000000000", &d),
+            None
+        );
+        assert_eq!(role_owner("il5", ResourceType::AzureRoleAssignment, &name, "made by hand"), None);
         assert_eq!(name, role_assignment_name("il5", &a), "deterministic");
     }
 }

@@ -369,6 +369,28 @@ impl AzureProvider {
                 )
                 .await?
             }
+            T::AzureRoleDefinition => {
+                read = arm::read_role_definition;
+                let scope = d.str("scope")?;
+                let guid = identify::role_assignment_name(stack, address);
+                let body = json!({ "properties": {
+                    "roleName": d.str("name")?,
+                    "description": identify::role_description(stack, address),
+                    "type": "CustomRole",
+                    "permissions": [{ "actions": d.strings("actions"), "notActions": [], "dataActions": [], "notDataActions": [] }],
+                    "assignableScopes": [scope],
+                }});
+                let m: azure_mgmt_authorization::models::RoleDefinition = model(address, body)?;
+                let c = self.authz.role_definitions_client();
+                self.write(
+                    address,
+                    progress,
+                    "Azure is defining the role",
+                    || raw!(c.create_or_update(&scope, &guid, m.clone()).send()),
+                    || as_json!(c.get(&scope, &guid)),
+                )
+                .await?
+            }
             other => {
                 return Err(ProviderError::Failed {
                     address: address.to_string(),
@@ -468,6 +490,21 @@ impl AzureProvider {
                 let c = self.msi.federated_identity_credentials_client();
                 self.delete_with(address, progress, &deleting("federated identity credential"), || {
                     raw!(c.delete(sub, rg, &identity, &name).send())
+                })
+                .await
+            }
+            T::AzureRoleDefinition => {
+                const MARK: &str = "/providers/Microsoft.Authorization/roleDefinitions/";
+                let scope = match id.find(MARK) {
+                    Some(at) => id[..at].to_string(),
+                    None => d.opt_str("scope").unwrap_or_else(|| format!("/subscriptions/{sub}")),
+                };
+                let guid = segment(0)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| identify::role_assignment_name(req.stack, address));
+                let c = self.authz.role_definitions_client();
+                self.delete_with(address, progress, "Azure is deleting the role definition", || {
+                    raw!(c.delete(&scope, &guid).send())
                 })
                 .await
             }
@@ -660,15 +697,34 @@ impl AzureProvider {
                 }
                 out
             }
-            T::AzureRoleAssignment => {
-                let scope = format!("/subscriptions/{sub}/resourceGroups/{rg}");
-                let c = self.authz.role_assignments_client();
-                let items = self.list_all(rtype, || all_pages!(c.list_for_scope(&scope).filter("atScope()"))).await?;
+            T::AzureRoleDefinition => {
+                let scope = format!("/subscriptions/{sub}");
+                let c = self.authz.role_definitions_client();
+                let items = self.list_all(rtype, || all_pages!(c.list(&scope).filter("type eq 'CustomRole'"))).await?;
                 let mut out = Vec::new();
                 for j in &items {
                     let name = j["name"].as_str().unwrap_or_default();
                     let description = j["properties"]["description"].as_str().unwrap_or_default();
-                    let Some(address) = identify::role_owner(stack, name, description) else { continue };
+                    let Some(address) = identify::role_owner(stack, rtype, name, description) else { continue };
+                    let id = j["id"].as_str().unwrap_or_default().to_string();
+                    out.push(Observed { address, id, attributes: arm::read_role_definition(j) });
+                }
+                out
+            }
+            T::AzureRoleAssignment => {
+                // At the resource group, and at the subscription (the SKU list's role).
+                let c = self.authz.role_assignments_client();
+                let mut items = Vec::new();
+                for scope in [format!("/subscriptions/{sub}/resourceGroups/{rg}"), format!("/subscriptions/{sub}")] {
+                    items.extend(
+                        self.list_all(rtype, || all_pages!(c.list_for_scope(&scope).filter("atScope()"))).await?,
+                    );
+                }
+                let mut out = Vec::new();
+                for j in &items {
+                    let name = j["name"].as_str().unwrap_or_default();
+                    let description = j["properties"]["description"].as_str().unwrap_or_default();
+                    let Some(address) = identify::role_owner(stack, rtype, name, description) else { continue };
                     let mut attributes = arm::read_role_assignment(j);
                     let definition = j["properties"]["roleDefinitionId"].as_str().unwrap_or_default();
                     if let Some(role) = self.role_name(definition).await {

@@ -87,11 +87,15 @@ fn find_role(id_or_guid: &str) -> Option<&'static Role> {
     BUILT_IN_ROLES.iter().find(|r| r.1.eq_ignore_ascii_case(guid))
 }
 
-/// A built-in role, or a custom role registered in the configuration: (guid, definition body).
-fn lookup_role(ctx: &Ctx, scope: &str, id_or_guid: &str) -> Option<(String, Value)> {
+/// A built-in role, a custom role made through the API, or one registered in the configuration:
+/// (guid, definition body).
+fn lookup_role(store: &Store, ctx: &Ctx, scope: &str, id_or_guid: &str) -> Option<(String, Value)> {
     let guid = id_or_guid.rsplit('/').next().unwrap_or_default();
     if let Some(r) = find_role(guid) {
         return Some((r.1.to_string(), role_definition(scope, r)));
+    }
+    if let Some(r) = custom_definition(store, guid) {
+        return Some((r.name.clone(), r.body.clone()));
     }
     let (g, name) = ctx.config.custom_roles.iter().find(|(g, _)| g.eq_ignore_ascii_case(guid))?;
     let mut body = role_definition(scope, &("", "", "", &[]));
@@ -109,7 +113,9 @@ pub fn handle(store: &mut Store, ctx: &Ctx, target: &Target) -> Result<Reply, Ar
     check_api_version(ctx, kinds::AUTHORIZATION_API, "roleAssignments")?;
     let m = ctx.method;
     match target {
-        Target::RoleDefinition { scope, id } if m == Method::GET => match lookup_role(ctx, scope, id) {
+        Target::RoleDefinition { scope, id } if m == Method::PUT => put_definition(store, ctx, scope, id),
+        Target::RoleDefinition { id, .. } if m == Method::DELETE => delete_definition(store, id),
+        Target::RoleDefinition { scope, id } if m == Method::GET => match lookup_role(store, ctx, scope, id) {
             Some((_, body)) => Ok(Reply::json(StatusCode::OK, body)),
             None => Err(ArmError::new(
                 StatusCode::NOT_FOUND,
@@ -120,10 +126,24 @@ pub fn handle(store: &mut Store, ctx: &Ctx, target: &Target) -> Result<Reply, Ar
         Target::RoleDefinitions { scope } if m == Method::GET => {
             let filter = parse_filter(ctx.query.get("$filter").map(String::as_str).unwrap_or_default())?;
             let name = filter.iter().find(|(k, _)| k == "rolename").map(|(_, v)| v.clone());
-            let value: Vec<Value> = BUILT_IN_ROLES
-                .iter()
-                .filter(|r| name.as_ref().is_none_or(|n| n.eq_ignore_ascii_case(r.0)))
-                .map(|r| role_definition(scope, r))
+            let kind = filter.iter().find(|(k, _)| k == "type").map(|(_, v)| v.clone());
+            let built_in = BUILT_IN_ROLES.iter().map(|r| role_definition(scope, r));
+            let custom = store
+                .resources
+                .values()
+                .filter(|r| matches!(r.kind, ResKind::RoleDefinition))
+                .filter(|r| assignable_at(&r.body, scope))
+                .map(|r| r.body.clone());
+            let value: Vec<Value> = built_in
+                .chain(custom)
+                .filter(|d| {
+                    name.as_ref()
+                        .is_none_or(|n| d["properties"]["roleName"].as_str().is_some_and(|r| r.eq_ignore_ascii_case(n)))
+                })
+                .filter(|d| {
+                    kind.as_ref()
+                        .is_none_or(|k| d["properties"]["type"].as_str().is_some_and(|t| t.eq_ignore_ascii_case(k)))
+                })
                 .collect();
             Ok(Reply::json(StatusCode::OK, json!({ "value": value })))
         }
@@ -199,7 +219,7 @@ fn put(store: &mut Store, ctx: &Ctx, scope: &str, name: &str) -> Result<Reply, A
     let props = &body["properties"];
     let role_id = props["roleDefinitionId"].as_str().unwrap_or_default();
     let principal = props["principalId"].as_str().unwrap_or_default();
-    let Some((role_guid, _)) = lookup_role(ctx, scope, role_id) else {
+    let Some((role_guid, _)) = lookup_role(store, ctx, scope, role_id) else {
         return Err(ArmError::bad_request(
             "RoleDefinitionDoesNotExist",
             format!(
@@ -385,6 +405,19 @@ pub fn permits(store: &Store, config: &crate::world::SimConfig, principal: &str,
             }
             None => {
                 let guid = role.rsplit('/').next().unwrap_or_default();
+                if let Some(d) = custom_definition(store, guid) {
+                    let perms = d.body["properties"]["permissions"].as_array().cloned().unwrap_or_default();
+                    let any = |k: &str| {
+                        perms.iter().any(|p| {
+                            p[k].as_array()
+                                .into_iter()
+                                .flatten()
+                                .filter_map(Value::as_str)
+                                .any(|x| action_matches(x, action))
+                        })
+                    };
+                    return any("actions") && !any("notActions");
+                }
                 config.custom_roles.keys().any(|g| g.eq_ignore_ascii_case(guid))
             }
         }
@@ -404,4 +437,117 @@ mod permit_tests {
         assert!(!action_matches("Microsoft.Network/*", "Microsoft.Compute/skus/read"));
         assert!(action_matches("Microsoft.Authorization/*/Write", "Microsoft.Authorization/roleAssignments/write"));
     }
+}
+
+/// The custom role definition made through the API with this GUID.
+fn custom_definition<'a>(store: &'a Store, guid: &str) -> Option<&'a super::store::Resource> {
+    store.resources.values().find(|r| matches!(r.kind, ResKind::RoleDefinition) && r.name.eq_ignore_ascii_case(guid))
+}
+
+/// Whether a definition can be assigned at (and so is listed at) `scope`: one of its assignable
+/// scopes is `scope` or above it.
+fn assignable_at(body: &Value, scope: &str) -> bool {
+    let scope = scope.trim_end_matches('/').to_ascii_lowercase();
+    body["properties"]["assignableScopes"].as_array().into_iter().flatten().filter_map(Value::as_str).any(|a| {
+        let a = a.trim_end_matches('/').to_ascii_lowercase();
+        scope == a || scope.starts_with(&format!("{a}/"))
+    })
+}
+
+/// PUT of a custom role (Microsoft Learn, REST "Role Definitions - Create Or Update" and "Azure
+/// custom roles"): its id a GUID; `roleName`, `permissions` and `assignableScopes` required;
+/// a role name unique among the directory's custom roles. Answers 201 with the definition, its
+/// id under the subscription of its first assignable scope.
+fn put_definition(store: &mut Store, ctx: &Ctx, scope: &str, guid: &str) -> Result<Reply, ArmError> {
+    if uuid::Uuid::parse_str(guid).is_err() {
+        return Err(ArmError::bad_request(
+            "InvalidRoleDefinitionId",
+            format!("The role definition ID '{guid}' is not valid. The role definition ID must be a GUID."),
+        ));
+    }
+    let body = ctx.json()?;
+    let p = &body["properties"];
+    let role_name = p["roleName"].as_str().unwrap_or_default();
+    let scopes: Vec<&str> = p["assignableScopes"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    if role_name.is_empty() || scopes.is_empty() || !p["permissions"].is_array() {
+        return Err(ArmError::bad_request(
+            "InvalidRoleDefinition",
+            "A role definition needs properties.roleName, properties.permissions and properties.assignableScopes.",
+        ));
+    }
+    if find_role(guid).is_some() {
+        return Err(ArmError::new(
+            StatusCode::FORBIDDEN,
+            "RoleDefinitionUpdateNotPermitted",
+            "Built-in role definitions cannot be changed.",
+        ));
+    }
+    let same_name = store.resources.values().any(|r| {
+        matches!(r.kind, ResKind::RoleDefinition)
+            && !r.name.eq_ignore_ascii_case(guid)
+            && r.body["properties"]["roleName"].as_str().is_some_and(|n| n.eq_ignore_ascii_case(role_name))
+    }) || BUILT_IN_ROLES.iter().any(|r| r.0.eq_ignore_ascii_case(role_name));
+    if same_name {
+        return Err(ArmError::conflict(
+            "RoleDefinitionWithSameNameExists",
+            format!(
+                "A custom role with the same name '{role_name}' already exists in this directory. Use a different name."
+            ),
+        ));
+    }
+    let sub = scope.split('/').filter(|s| !s.is_empty()).nth(1).unwrap_or_default().to_string();
+    let id = format!("/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/{guid}");
+    let now = super::now_rfc3339();
+    let prev = custom_definition(store, guid).cloned();
+    let out = json!({
+        "id": id, "name": guid, "type": "Microsoft.Authorization/roleDefinitions",
+        "properties": {
+            "roleName": role_name,
+            "type": "CustomRole",
+            "description": p["description"].clone(),
+            "assignableScopes": scopes,
+            "permissions": p["permissions"].clone(),
+            "createdOn": prev.as_ref().map(|r| r.body["properties"]["createdOn"].clone()).unwrap_or(json!(now)),
+            "updatedOn": now,
+        }
+    });
+    let seq = prev.as_ref().map(|p| p.seq).unwrap_or_else(|| store.next_seq());
+    store.insert(super::store::Resource {
+        id: id.clone(),
+        kind: ResKind::RoleDefinition,
+        name: guid.to_string(),
+        body: out.clone(),
+        created_at: prev.as_ref().map(|p| p.created_at).unwrap_or(ctx.now),
+        changed_at: ctx.now,
+        seq,
+        op: None,
+        secret: None,
+    });
+    Ok(Reply::json(StatusCode::CREATED, out))
+}
+
+/// DELETE of a custom role: refused while a role assignment uses it (Microsoft Learn,
+/// `Remove-AzRoleDefinition`: "Delete will fail if there are existing role assignments made to the
+/// custom role"; the error code is the sim's, not verified); 204 when it is gone already.
+fn delete_definition(store: &mut Store, guid: &str) -> Result<Reply, ArmError> {
+    let Some(def) = custom_definition(store, guid).cloned() else {
+        return Ok(Reply::empty(StatusCode::NO_CONTENT));
+    };
+    let used = store.resources.values().any(|r| {
+        matches!(r.kind, ResKind::RoleAssignment)
+            && r.body["properties"]["roleDefinitionId"]
+                .as_str()
+                .is_some_and(|d| d.rsplit('/').next().is_some_and(|g| g.eq_ignore_ascii_case(guid)))
+    });
+    if used {
+        return Err(ArmError::conflict(
+            "RoleDefinitionHasAssignments",
+            format!(
+                "There are existing role assignments referencing role '{}'.",
+                def.body["properties"]["roleName"].as_str().unwrap_or_default()
+            ),
+        ));
+    }
+    store.remove_tree(&def.id);
+    Ok(Reply::json(StatusCode::OK, def.body))
 }

@@ -13,6 +13,8 @@ pub enum ResKind {
     ResourceGroup,
     Typed(&'static Kind),
     RoleAssignment,
+    /// A custom role definition made through the API.
+    RoleDefinition,
 }
 
 impl ResKind {
@@ -21,6 +23,7 @@ impl ResKind {
             ResKind::ResourceGroup => "Microsoft.Resources/resourceGroups",
             ResKind::Typed(k) => k.arm_type,
             ResKind::RoleAssignment => "Microsoft.Authorization/roleAssignments",
+            ResKind::RoleDefinition => "Microsoft.Authorization/roleDefinitions",
         }
     }
 }

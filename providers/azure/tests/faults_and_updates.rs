@@ -48,10 +48,13 @@ async fn apply_survives_throttling_faults_and_replication_lag_then_updates_in_pl
     let mut updated = 0;
     for node in il5.nodes.iter_mut().filter(|n| n.address.rtype.provider() == ProviderKind::Azure) {
         let mut changed = false;
-        // ARM has no tags on subnets, federated credentials and role assignments.
+        // ARM has no tags on subnets, federated credentials, role assignments and role definitions.
         let taggable = !matches!(
             node.address.rtype,
-            ResourceType::AzureSubnet | ResourceType::AzureFederatedCredential | ResourceType::AzureRoleAssignment
+            ResourceType::AzureSubnet
+                | ResourceType::AzureFederatedCredential
+                | ResourceType::AzureRoleAssignment
+                | ResourceType::AzureRoleDefinition
         );
         if let Some(Value::Map(tags)) = node.attributes.get_mut("tags").filter(|_| taggable) {
             tags.insert("owner".into(), Value::string("platform-team"));

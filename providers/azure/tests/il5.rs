@@ -71,7 +71,9 @@ async fn the_il5_azure_side_is_created_in_order_refreshed_in_bulk_and_destroyed(
         // The identities, and again for their federated credentials (one list per identity).
         ("GET Microsoft.ManagedIdentity/userAssignedIdentities (list)", 2),
         ("GET Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials (list)", 1),
-        ("GET Microsoft.Authorization/roleAssignments (list)", 1),
+        // At the resource group and at the subscription; the stack's custom roles at the subscription.
+        ("GET Microsoft.Authorization/roleAssignments (list)", 2),
+        ("GET Microsoft.Authorization/roleDefinitions (list)", 1),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -102,7 +104,7 @@ async fn the_il5_azure_side_is_created_in_order_refreshed_in_bulk_and_destroyed(
     // Destroy, dependents first: the emulator holds nothing afterwards.
     destroy_in_order(&p, &il5.stack, &il5.nodes, &recorded).await;
     assert_eq!(emu.resource_ids().await, Vec::<String>::new());
-    for t in AZURE_TYPES {
-        assert!(refresh(&p, &il5.stack, *t).await.is_empty(), "{t} left");
+    for t in azure_types() {
+        assert!(refresh(&p, &il5.stack, t).await.is_empty(), "{t} left");
     }
 }

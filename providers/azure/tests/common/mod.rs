@@ -371,8 +371,8 @@ pub async fn destroy_in_order(p: &AzureProvider, stack: &str, nodes: &[Node], re
 /// does: what a provider cannot read back keeps its recorded value); returns the addresses found.
 pub async fn refresh_all(p: &AzureProvider, stack: &str, recorded: &mut Recorded) -> Vec<Address> {
     let mut found = Vec::new();
-    for t in AZURE_TYPES {
-        for (address, observed) in refresh(p, stack, *t).await {
+    for t in azure_types() {
+        for (address, observed) in refresh(p, stack, t).await {
             let mut a = recorded.attributes.get(&address).cloned().unwrap_or_default();
             for (k, v) in observed.attributes {
                 a.insert(k, v);
@@ -396,16 +396,7 @@ pub fn changes(il5: &Il5, recorded: &Recorded) -> Vec<(String, Action)> {
 }
 
 /// The Azure resource types, in the order a refresh of the stack lists them.
-pub const AZURE_TYPES: &[ResourceType] = &[
-    ResourceType::AzureResourceGroup,
-    ResourceType::AzureVirtualNetwork,
-    ResourceType::AzureSubnet,
-    ResourceType::AzureNetworkSecurityGroup,
-    ResourceType::AzurePublicIp,
-    ResourceType::AzureVpnGateway,
-    ResourceType::AzureLocalNetworkGateway,
-    ResourceType::AzureVpnConnection,
-    ResourceType::AzureUserAssignedIdentity,
-    ResourceType::AzureFederatedCredential,
-    ResourceType::AzureRoleAssignment,
-];
+/// Every Azure resource type (from the one list, so a new type cannot be missed).
+pub fn azure_types() -> impl Iterator<Item = ResourceType> {
+    ResourceType::ALL.iter().copied().filter(|t| t.provider() == xcsp_core::ProviderKind::Azure)
+}

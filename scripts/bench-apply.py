@@ -29,7 +29,9 @@ a = p.parse_args()
 if a.links:
     a.fixture = "bench-x1:us-gov-west-1"
 
-sim, url, kubeconfig = local_clouds.start(a.scale, a.fixture, "--aws-rules-per-group", str(a.rules_per_group))
+issuer = "https://issuer.bench" if a.links else local_clouds.issuer_of(a.example)
+sim, url, kubeconfig = local_clouds.start(a.scale, a.fixture, "--aws-rules-per-group", str(a.rules_per_group),
+                                          issuer=issuer)
 bin_dir = local_clouds.BIN
 try:
     state = tempfile.mkdtemp()

@@ -1,15 +1,27 @@
 """The local clouds for the benchmark scripts: an `xcsp-sim` with the realistic durations scaled,
 and the environment that points `xcsp` at it (the binaries from CARGO_TARGET_DIR, profile
 XCSP_PROFILE)."""
-import os, subprocess, tempfile
+import glob, os, re, subprocess, tempfile
 
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/xcsp-target"))
 BIN = os.path.join(TARGET, os.environ.get("XCSP_PROFILE", "debug"))
 
 
-def start(scale, fixture, *extra):
+def issuer_of(example):
+    """The cluster's service-account issuer an example's spec names (`oidc_issuer_url`)."""
+    for path in sorted(glob.glob(os.path.join(example, "*.hcl"))):
+        m = re.search(r'oidc_issuer_url\s*=\s*"([^"]+)"', open(path).read())
+        if m:
+            return m.group(1)
+    return None
+
+
+def start(scale, fixture, *extra, issuer=None):
     """Starts xcsp-sim, its Kubernetes API playing the OpenShift cluster of `fixture` (INFRA:REGION)
-    with CAPZ installed; returns (process, its URL, the kubeconfig it wrote) once its fixture is made."""
+    with CAPZ installed and, if given, `issuer` as its service-account issuer; returns (process,
+    its URL, the kubeconfig it wrote) once its fixture is made."""
+    if issuer:
+        extra = (*extra, "--service-account-issuer", issuer)
     kubeconfig = os.path.join(tempfile.mkdtemp(), "kubeconfig")
     sim = subprocess.Popen([f"{BIN}/xcsp-sim", "--latency", "fast", "--time-scale", str(scale), "--no-throttle",
                             "--fixture", fixture, "--openshift", fixture, "--capz", *extra, "--kubeconfig", kubeconfig],

@@ -130,6 +130,26 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
                         )),
                     );
                 }
+                if let Some(issuer) = &s.service_account_issuer
+                    && id.issuer.value.trim_end_matches('/') != issuer.trim_end_matches('/')
+                {
+                    let help = if issuer == xcsp_kube::survey::INTERNAL_ISSUER {
+                        "the cluster's tokens carry its internal issuer, which Entra cannot reach: workload identity needs a cluster whose service-account issuer is a public OIDC endpoint (an STS-mode install sets Authentication.spec.serviceAccountIssuer)".to_string()
+                    } else {
+                        format!("set the issuer (cluster.oidc_issuer_url, or `issuer` in the block) to `{issuer}`")
+                    };
+                    problems.push(
+                        Problem::error(
+                            "xcsp::identity::issuer",
+                            format!(
+                                "workload identity `{}` trusts tokens issued by `{}`, but the cluster's service-account tokens are issued by `{issuer}` (Authentication cluster, spec.serviceAccountIssuer); Entra would refuse the exchange (AADSTS70021)",
+                                id.name.value, id.issuer.value
+                            ),
+                        )
+                        .label(&id.issuer.span, "the spec's issuer")
+                        .with_help(help),
+                    );
+                }
                 if !capz.audiences.contains(&id.audience.value) {
                     problems.push(
                         Problem::error(
@@ -231,6 +251,9 @@ fn describe(s: &Survey) -> String {
     for (name, kind) in &s.clusters {
         out += &format!("Cluster API Cluster {OPENSHIFT_CAPI_NAMESPACE}/{name} ({kind})\n");
     }
+    if let Some(issuer) = &s.service_account_issuer {
+        out += &format!("Token issuer: {issuer} (Authentication cluster)\n");
+    }
     out
 }
 
@@ -260,6 +283,7 @@ mod tests {
                 audiences: vec!["api://AzureADTokenExchange".into()],
             }),
             clusters: vec![],
+            service_account_issuer: Some("https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com".into()),
         }
     }
 
@@ -274,5 +298,27 @@ mod tests {
         assert!(only_new[0].is_error());
         assert!(only_new[0].message.contains("cluster.x-k8s.io v1beta2; xcsp writes the pool's objects as v1beta1"));
         assert_eq!(codes(&survey(&["v1beta1"], &["v1beta2"])), ["xcsp::cluster::api_version"]);
+    }
+
+    #[test]
+    fn an_issuer_the_cluster_does_not_use_is_refused_naming_both() {
+        let model = il5();
+        let mut s = survey(&["v1beta1"], &["v1beta1"]);
+        assert!(check(&model, &s).is_empty());
+        s.service_account_issuer = Some("https://other-oidc.example.mil".into());
+        let found = check(&model, &s);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].code, "xcsp::identity::issuer");
+        assert!(
+            found[0].message.contains("`https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com`"),
+            "{}",
+            found[0].message
+        );
+        assert!(found[0].message.contains("`https://other-oidc.example.mil`"), "{}", found[0].message);
+        // A cluster on its internal issuer: Entra could never fetch its keys.
+        s.service_account_issuer = Some(xcsp_kube::survey::INTERNAL_ISSUER.into());
+        let found = check(&model, &s);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].help.as_deref().unwrap_or_default().contains("public OIDC endpoint"), "{:?}", found[0].help);
     }
 }

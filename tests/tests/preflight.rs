@@ -26,7 +26,8 @@ impl Cluster {
     fn start(extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(bin("xcsp-sim"))
-            .args(["--latency", "instant", "--openshift", "il5-gpu-x7k2p:us-gov-west-1", "--kubeconfig"])
+            .args(["--latency", "instant", "--openshift", "il5-gpu-x7k2p:us-gov-west-1"])
+            .args(["--service-account-issuer", "https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com", "--kubeconfig"])
             .arg(dir.path().join("kubeconfig"))
             .args(extra)
             .stdout(Stdio::piped())
@@ -133,4 +134,19 @@ fn with_capz_installed_a_wrong_audience_or_infrastructure_name_is_refused_naming
     );
     assert!(words.contains("xcsp::cluster::infrastructure_name"), "{stderr}");
     assert!(words.contains("`il5-gpu-x7k2p`") && words.contains("`il5-gpu-other`"), "{stderr}");
+
+    // An issuer the cluster's tokens do not carry: refused naming the cluster's.
+    let wrong =
+        il5_with(|t| t.replace("https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com", "https://elsewhere.example.mil"));
+    let out = cluster.xcsp(&["preflight"], wrong.path());
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let words = stderr.split_whitespace().filter(|w| *w != "│").collect::<Vec<_>>().join(" ");
+    assert!(words.contains("xcsp::identity::issuer"), "{stderr}");
+    assert!(
+        words.contains("`https://elsewhere.example.mil`")
+            && words.contains("`https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com`"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("Token issuer: https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com"), "{stdout}");
 }

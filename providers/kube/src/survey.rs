@@ -10,6 +10,9 @@
 //!   (openshift/cluster-api-provider-azure `openshift/capi-operator-manifests/default/manifests.yaml`).
 //! - The Clusters of `openshift-cluster-api`: cluster-capi-operator admits one there, named after
 //!   the infrastructure (`pkg/webhook/cluster.go`).
+//! - `Authentication` `cluster` (openshift/api `config/v1/types_authentication.go`:
+//!   `spec.serviceAccountIssuer`, the issuer of the cluster's service-account tokens; empty means
+//!   the default internal issuer `https://kubernetes.default.svc`).
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde::Serialize;
@@ -52,7 +55,13 @@ pub struct Survey {
     pub capz: Option<Capz>,
     /// The Clusters in `openshift-cluster-api`: name and infrastructure kind.
     pub clusters: Vec<(String, String)>,
+    /// The issuer of the cluster's service-account tokens, when OpenShift's `Authentication`
+    /// says (`None`: no such object; the internal issuer when its field is empty).
+    pub service_account_issuer: Option<String>,
 }
+
+/// The issuer of service-account tokens when `Authentication.spec.serviceAccountIssuer` is empty.
+pub const INTERNAL_ISSUER: &str = "https://kubernetes.default.svc";
 
 /// A served type by group, version, kind and plural.
 pub(crate) fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -132,5 +141,13 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
             clusters.push((c.metadata.name.clone().unwrap_or_default(), kind));
         }
     }
-    Ok(Survey { openshift, capi_versions, capz_versions, capz, clusters })
+    let auth_api: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("config.openshift.io", "v1", "Authentication", "authentications"));
+    let service_account_issuer = absent(auth_api.get("cluster").await)
+        .map_err(|e| format!("cannot read the Authentication object: {e}"))?
+        .map(|a| {
+            let issuer = str_at(&a.data, &["spec", "serviceAccountIssuer"]);
+            if issuer.is_empty() { INTERNAL_ISSUER.to_string() } else { issuer }
+        });
+    Ok(Survey { openshift, capi_versions, capz_versions, capz, clusters, service_account_issuer })
 }

@@ -123,6 +123,17 @@ async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what
     let m = machine(&base).await;
     assert_eq!(m["held_at"], "bootstrap_data", "{m}");
     assert!(m["message"].as_str().unwrap().ends_with("secrets \"boot\" not found"), "{m}");
+    // What CAPI shows on the Machine: the bootstrap data named, the infrastructure waiting for it.
+    let machines = api(&client, "cluster.x-k8s.io", "Machine", "machines");
+    let on_it = machines.get(m["name"].as_str().unwrap()).await.unwrap();
+    let conditions = on_it.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let of = |t: &str| conditions.iter().find(|c| c["type"] == t).cloned().unwrap_or_default();
+    assert_eq!(of("BootstrapReady")["status"], "True", "{conditions:?}");
+    assert_eq!(
+        (&of("InfrastructureReady")["status"], &of("InfrastructureReady")["reason"]),
+        (&json!("False"), &json!("WaitingForBootstrapData"))
+    );
+    assert_eq!(on_it.data["status"]["phase"], "Provisioning");
 
     let secrets = api(&client, "", "Secret", "secrets");
     create(&secrets, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "boot", "namespace": NS}, "data": {"format": "aWduaXRpb24="}}))

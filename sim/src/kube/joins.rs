@@ -253,3 +253,25 @@ pub fn node_ref_needs(store: &Store, machine: &Value) -> Vec<String> {
     }
     needs
 }
+
+/// What CAPI writes on a Machine held at `held` (v1beta1 conditions, as the sim serves Machines):
+/// `BootstrapReady` from the data secret's name (the MachineSet sets it; `WaitingForDataSecret`
+/// otherwise), `InfrastructureReady` False mirroring the AzureMachine, whose `VMRunning` reason
+/// CAPZ sets only while it waits for the cluster's infrastructure or the bootstrap data; the
+/// errors of its Azure calls (token exchange, authorization) CAPZ returns to its controller and
+/// logs without a condition (`azuremachine_controller.go` `reconcileNormal`: `InitMachineCache`'s
+/// error is returned), so the Machine shows CAPI's fallback reason then, as a real cluster does.
+/// `Ready` summarizes them. The `GET /_sim/machines` answer carries what only CAPZ's log shows.
+pub fn machine_conditions(held: &Held, machine: &Value) -> Vec<(&'static str, bool, &'static str)> {
+    let bootstrap = machine["spec"]["bootstrap"]["dataSecretName"].as_str().is_some_and(|s| !s.is_empty());
+    let infra_reason = match held.step {
+        "infrastructure" => "WaitingForClusterInfrastructure",
+        "bootstrap_data" => "WaitingForBootstrapData",
+        _ => "WaitingForInfrastructure",
+    };
+    vec![
+        ("BootstrapReady", bootstrap, if bootstrap { "" } else { "WaitingForDataSecret" }),
+        ("InfrastructureReady", false, infra_reason),
+        ("Ready", false, if bootstrap { infra_reason } else { "WaitingForDataSecret" }),
+    ]
+}

@@ -126,6 +126,59 @@ impl Kube {
             .collect()
     }
 
+    /// Writes on each Machine the conditions and phase CAPI would give it where CAPZ holds it
+    /// ([`joins::machine_conditions`]): cluster-api `api/core/v1beta1/condition_consts.go`
+    /// (`BootstrapReady`, `InfrastructureReady`, their fallback reasons), cluster-api-provider-azure
+    /// `api/v1beta1/consts.go` (`WaitingForClusterInfrastructure`, `WaitingForBootstrapData`).
+    /// A condition keeps its `lastTransitionTime` while its status and reason stay.
+    pub fn reflect_machines(&self, world: &World, arm: &crate::arm::store::Store) {
+        self.settle(world);
+        let config = world.config();
+        let azure = joins::Azure { store: arm, config: &config };
+        let mut s = self.store.lock().expect("store lock");
+        let keys: Vec<store::Key> = s
+            .objects
+            .keys()
+            .filter(|k| k.0 == "cluster.x-k8s.io" && k.1 == "machines" && !s.deleting.contains_key(*k))
+            .cloned()
+            .collect();
+        let now = store::timestamp(world);
+        for k in keys {
+            let Some(obj) = s.objects.get(&k).cloned() else { continue };
+            let held = joins::held(&s, &obj.value, &azure);
+            let old = obj.value["status"]["conditions"].as_array().cloned().unwrap_or_default();
+            let conditions: Vec<Value> = joins::machine_conditions(&held, &obj.value)
+                .into_iter()
+                .map(|(kind, ok, reason)| {
+                    let status = if ok { "True" } else { "False" };
+                    let since = old
+                        .iter()
+                        .find(|c| {
+                            c["type"] == kind && c["status"] == status && c["reason"].as_str().unwrap_or("") == reason
+                        })
+                        .map(|c| c["lastTransitionTime"].clone())
+                        .unwrap_or_else(|| json!(now));
+                    let mut c = json!({"type": kind, "status": status, "lastTransitionTime": since});
+                    if !ok {
+                        c["reason"] = json!(reason);
+                        c["severity"] = json!("Info");
+                    }
+                    c
+                })
+                .collect();
+            let bootstrap = conditions.first().is_some_and(|c| c["status"] == "True");
+            let phase = if bootstrap { "Provisioning" } else { "Pending" };
+            if obj.value["status"]["conditions"] == json!(conditions) && obj.value["status"]["phase"] == phase {
+                continue;
+            }
+            let mut next = obj;
+            next.value["status"]["conditions"] = json!(conditions);
+            next.value["status"]["phase"] = json!(phase);
+            next.value["status"]["bootstrapReady"] = json!(bootstrap);
+            s.store(next);
+        }
+    }
+
     pub fn objects(&self, world: &World) -> Vec<Value> {
         self.settle(world);
         let s = self.store.lock().expect("store lock");
@@ -234,6 +287,12 @@ pub async fn serve(sim: &Sim, method: Method, uri: &Uri, headers: &HeaderMap, bo
     sim.world.count(|c| *c.requests.entry(format!("kube {verb} {resource}")).or_default() += 1);
     let authorized = route == Route::Version
         || header(headers, "authorization").strip_prefix("Bearer ").is_some_and(|t| t.trim() == sim.kube.token);
+    if authorized {
+        // CAPI's and CAPZ's view of the Machines, brought up to date before the request sees them
+        // (the ARM store first, then the Kubernetes one, as everywhere both are held).
+        let arm = sim.arm.store.lock().expect("store lock");
+        sim.kube.reflect_machines(&sim.world, &arm);
+    }
     let result = if !authorized {
         Err(KubeError::unauthorized())
     } else {

@@ -66,7 +66,8 @@ async fn kubeconfig(State(sim): S) -> Response {
 /// Every Kubernetes object: apiVersion, kind, namespace, name, resourceVersion, deleting.
 /// Each Machine: where CAPZ would hold it, and what CAPI needs before it matches a Node.
 async fn machines(State(sim): S) -> Json<Value> {
-    let arm = sim.arm.store.lock().expect("store lock");
+    let mut arm = sim.arm.store.lock().expect("store lock");
+    sim.kube.reflect_machines(&sim.world, &mut arm);
     Json(json!({ "machines": sim.kube.machines(&sim.world, &arm) }))
 }
 

@@ -194,6 +194,42 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
     assert!(h.put(&definition, role("Microsoft.Compute/skus/read")).await.status < 300);
     let m = machine(&h.base, &no_role).await;
     assert_eq!(m["held_at"], "vm", "{m}");
+    assert!(
+        m["message"].as_str().unwrap().contains("/subnets/pool not found"),
+        "the pool's subnet is not there yet: {m}"
+    );
+
+    // The pool's network: CAPZ makes the NIC in its subnet and the VM, and the Machine gets the
+    // VM's provider ID, its resource group lower-cased; CAPI then waits for a Node.
+    let vnet = format!("{rg}/providers/Microsoft.Network/virtualNetworks/vnet");
+    let made = h
+        .put(
+            &format!("{vnet}{}", common::NET_API),
+            json!({"location": "usgovvirginia", "properties": {"addressSpace": {"addressPrefixes": ["10.1.0.0/16"]},
+                "subnets": [{"name": "pool", "properties": {"addressPrefix": "10.1.1.0/24"}}]}}),
+        )
+        .await;
+    h.wait(&made).await;
+    let m = machine(&h.base, m["message"].as_str().unwrap()).await;
+    assert_eq!(m["held_at"], "boot", "{m}");
+    let machines = api(&client, "cluster.x-k8s.io", "Machine", "machines");
+    let on_it = machines.get(m["name"].as_str().unwrap()).await.unwrap();
+    let vm_name = m["name"].as_str().unwrap();
+    assert_eq!(
+        on_it.data["spec"]["providerID"],
+        json!(format!(
+            "azure:///subscriptions/{SUB}/resourceGroups/workers/providers/Microsoft.Compute/virtualMachines/{vm_name}"
+        ))
+    );
+    assert_eq!(on_it.data["status"]["phase"], "Provisioned");
+    let resources: Value = reqwest::get(format!("{}/_sim/resources", h.base)).await.unwrap().json().await.unwrap();
+    let of_type = |t: &str| resources["value"].as_array().unwrap().iter().filter(|r| r["type"] == t).count();
+    assert_eq!((of_type("Microsoft.Compute/virtualMachines"), of_type("Microsoft.Network/networkInterfaces")), (1, 1));
+    // Its NIC keeps the subnet from being deleted.
+    let refused = h.delete(&format!("{vnet}/subnets/pool{}", common::NET_API)).await;
+    assert_eq!(refused.code(), "InUseSubnetCannotBeDeleted", "{}", refused.json());
+    assert!(refused.json()["error"]["message"].as_str().unwrap().contains(&format!("networkInterfaces/{vm_name}-nic")));
+
     // Listed by name, and not deleted while assigned.
     let listed = h
         .get(&format!(
@@ -214,4 +250,24 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
     );
     let refused = h.put(&twin, role("Microsoft.Compute/skus/read")).await;
     assert_eq!((refused.status, refused.code()), (409, "RoleDefinitionWithSameNameExists".to_string()));
+
+    // The MachineSet scaled to nothing: its Machine goes, and CAPZ deletes the VM and NIC with it.
+    let sets = api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets");
+    sets.patch("gpu", &by, &Patch::Merge(json!({"spec": {"replicas": 0}}))).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let _ = machines.list(&Default::default()).await.unwrap();
+        let resources: Value = reqwest::get(format!("{}/_sim/resources", h.base)).await.unwrap().json().await.unwrap();
+        let left = resources["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["type"] == "Microsoft.Compute/virtualMachines")
+            .count();
+        if left == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the VM outlives its Machine");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -271,9 +271,15 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     assert_eq!(sets.len(), 2, "{status}");
     let text = ok(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
     assert_eq!(text.matches("no Node").count(), 2, "{text}");
-    // What CAPI writes on them while CAPZ has not made their VMs (the detail of CAPZ's Azure
-    // calls is only in its log, as on a real cluster; the sim's own answer is below).
-    assert_eq!(text.matches("CAPI/CAPZ say InfrastructureReady: WaitingForInfrastructure").count(), 2, "{text}");
+    // CAPZ made their VMs (every check before passes, below), so each Machine carries its VM's
+    // provider ID, resource group lower-cased as CAPZ writes it, and CAPI waits for a Node.
+    assert_eq!(text.matches("no Node has registered with provider ID azure:///subscriptions/").count(), 2, "{text}");
+    assert_eq!(
+        text.matches("/resourceGroups/il5-gpu-workers/providers/Microsoft.Compute/virtualMachines/").count(),
+        2,
+        "{text}"
+    );
+    assert_eq!(text.matches("CAPI/CAPZ say Ready: WaitingForNodeRef").count(), 2, "{text}");
     // Where CAPZ holds each machine, as the sim follows its reconcile: past the Cluster, the
     // AzureCluster (ready: xcsp manages it), the identity, the bootstrap data (the pool's copy of
     // the pointer ignition the machine-config operator wrote for the pool's own
@@ -290,9 +296,26 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
     assert_eq!(held.len(), 2, "{held:?}");
     for m in &held {
-        assert_eq!(m["held_at"], "vm", "{m:#}");
+        assert_eq!(m["held_at"], "boot", "{m:#}");
         assert_eq!(m["node_ref_needs"], serde_json::json!([]), "{m}");
     }
+    // The VMs and NICs CAPZ made, in the pool's subnet, with CAPZ's tags and xcsp's.
+    let arm = clouds.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
+    let vms: Vec<&serde_json::Value> =
+        arm.iter().filter(|r| r["type"] == "Microsoft.Compute/virtualMachines").collect();
+    assert_eq!(vms.len(), 2, "{vms:?}");
+    for vm in &vms {
+        assert_eq!(vm["body"]["properties"]["hardwareProfile"]["vmSize"], "Standard_ND96asr_v4", "{vm}");
+        assert_eq!(vm["body"]["tags"]["sigs.k8s.io_cluster-api-provider-azure_role"], "node", "{vm}");
+        assert_eq!(vm["body"]["tags"]["xcsp.io_stack"], "il5-gpu", "{vm}");
+    }
+    let nic_subnets: Vec<&str> = arm
+        .iter()
+        .filter(|r| r["type"] == "Microsoft.Network/networkInterfaces")
+        .filter_map(|r| r["body"]["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str())
+        .collect();
+    assert_eq!(nic_subnets.len(), 2);
+    assert!(nic_subnets.iter().all(|s| s.ends_with("/subnets/il5-gpu-gpu")), "{nic_subnets:?}");
     let pool = clouds.kube_get("/apis/machineconfiguration.openshift.io/v1/machineconfigpools/xcsp-il5-gpu-gpu");
     let sources: Vec<&str> = pool["status"]["configuration"]["source"]
         .as_array()

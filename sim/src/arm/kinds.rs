@@ -172,6 +172,29 @@ pub static FEDERATED_CREDENTIAL: Kind = Kind {
     etag: false,
 };
 
+/// The network interfaces and virtual machines CAPZ makes for a pool's Machines
+/// ([`crate::kube::capz`]). They are stored and shown (`/_sim/resources`), and a NIC keeps its
+/// subnet from being deleted, but the ARM API does not serve them (not in [`KINDS`]): xcsp never
+/// calls them, and the reference set holds no compute spec to validate a VM against.
+pub static NIC: Kind =
+    net("Microsoft.Network/networkInterfaces", "networkInterfaces", None, None, Patch::Tags, (2.0, 5.0), (2.0, 5.0));
+pub static VM: Kind = Kind {
+    arm_type: "Microsoft.Compute/virtualMachines",
+    namespace: "Microsoft.Compute",
+    segment: "virtualMachines",
+    parent: None,
+    embed_as: None,
+    tracked: true,
+    api_versions: &["2024-07-01"],
+    lro_put: true,
+    lro_delete: true,
+    patch: Patch::Tags,
+    put_secs: (60.0, 180.0),
+    delete_secs: (60.0, 120.0),
+    provisioning_state: true,
+    etag: false,
+};
+
 /// Every type addressed as `/subscriptions/{s}/resourceGroups/{rg}/providers/{ns}/{type}/{name}[/{child}/{name}]`.
 pub static KINDS: &[&Kind] = &[
     &VNET,

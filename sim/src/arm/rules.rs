@@ -62,8 +62,19 @@ fn resolve<'s>(store: &'s Store, reference: &str, by: &str, kind: &'static Kind)
 }
 
 /// Subnets (lower-case keys) used by gateways, with the ip configuration using them.
+/// The IP configurations in a subnet: a gateway's, and a network interface's (CAPZ's NICs).
 fn subnet_users(store: &Store, subnet_key: &str) -> Vec<String> {
-    store.gateway_ip_configs().into_iter().filter(|(_, s, _)| s == subnet_key).map(|(id, _, _)| id).collect()
+    let mut users: Vec<String> =
+        store.gateway_ip_configs().into_iter().filter(|(_, s, _)| s == subnet_key).map(|(id, _, _)| id).collect();
+    for nic in store.of_kind(&kinds::NIC) {
+        for cfg in nic.body["properties"]["ipConfigurations"].as_array().into_iter().flatten() {
+            let subnet = cfg["properties"]["subnet"]["id"].as_str().unwrap_or_default().to_ascii_lowercase();
+            if subnet == subnet_key {
+                users.push(cfg["id"].as_str().unwrap_or_default().to_string());
+            }
+        }
+    }
+    users
 }
 
 fn in_use_subnet(id: &str, users: &[String]) -> ArmError {

@@ -112,11 +112,15 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
     if let Some(h) = authorization(&azure_cluster, machine_template(store, machine).as_ref(), azure, client_id) {
         return h;
     }
-    at(
-        "vm",
-        "CAPZ would create the NIC and VM now; the sim does not emulate that yet".into(),
-        "sim/README.md, Not emulated",
-    )
+    let name = machine["metadata"]["name"].as_str().unwrap_or_default();
+    if azure.store.of_kind(&crate::arm::kinds::VM).any(|vm| vm.name == name) {
+        return at(
+            "boot",
+            "the VM exists; its boot (ignition from the machine-config server over the link, DNS) and its Node are not emulated yet".into(),
+            "sim/README.md, Not held yet",
+        );
+    }
+    at("vm", "CAPZ makes the NIC and the VM now".into(), "cluster-api-provider-azure azure/services/virtualmachines")
 }
 
 /// The AzureMachineTemplate a Machine's MachineSet clones (the Machine's `infrastructureRef`
@@ -262,8 +266,18 @@ pub fn node_ref_needs(store: &Store, machine: &Value) -> Vec<String> {
 /// logs without a condition (`azuremachine_controller.go` `reconcileNormal`: `InitMachineCache`'s
 /// error is returned), so the Machine shows CAPI's fallback reason then, as a real cluster does.
 /// `Ready` summarizes them. The `GET /_sim/machines` answer carries what only CAPZ's log shows.
+/// Once the VM exists, the infrastructure is ready and `Ready` waits for the Node
+/// (`WaitingForNodeRef`).
 pub fn machine_conditions(held: &Held, machine: &Value) -> Vec<(&'static str, bool, &'static str)> {
     let bootstrap = machine["spec"]["bootstrap"]["dataSecretName"].as_str().is_some_and(|s| !s.is_empty());
+    if held.step == "boot" {
+        // The VM is there: CAPI waits for a Node with the Machine's provider ID.
+        return vec![
+            ("BootstrapReady", true, ""),
+            ("InfrastructureReady", true, ""),
+            ("Ready", false, "WaitingForNodeRef"),
+        ];
+    }
     let infra_reason = match held.step {
         "infrastructure" => "WaitingForClusterInfrastructure",
         "bootstrap_data" => "WaitingForBootstrapData",

@@ -3,6 +3,7 @@
 //! bearer-token auth, CRD-schema admission, and a MachineSet controller. Served over TLS on a port
 //! of its own (`crate::tls`) under `/api`, `/apis` and `/version`; see `sim/README.md` ("Kubernetes API").
 
+pub mod capz;
 pub mod fields;
 pub mod joins;
 pub mod kinds;
@@ -115,7 +116,12 @@ impl Kube {
             .iter()
             .filter(|(k, _)| k.0 == "cluster.x-k8s.io" && k.1 == "machines")
             .map(|(k, o)| {
-                let held = joins::held(&s, &o.value, &azure);
+                let mut held = joins::held(&s, &o.value, &azure);
+                if held.step == "vm"
+                    && let Err(refused) = capz::plan_vm(&s, arm, &o.value)
+                {
+                    held = refused;
+                }
                 json!({
                     "namespace": k.2, "name": k.3,
                     "machine_set": o.value["metadata"]["labels"]["cluster.x-k8s.io/set-name"],
@@ -131,10 +137,9 @@ impl Kube {
     /// (`BootstrapReady`, `InfrastructureReady`, their fallback reasons), cluster-api-provider-azure
     /// `api/v1beta1/consts.go` (`WaitingForClusterInfrastructure`, `WaitingForBootstrapData`).
     /// A condition keeps its `lastTransitionTime` while its status and reason stay.
-    pub fn reflect_machines(&self, world: &World, arm: &crate::arm::store::Store) {
+    pub fn reflect_machines(&self, world: &World, arm: &mut crate::arm::store::Store) {
         self.settle(world);
         let config = world.config();
-        let azure = joins::Azure { store: arm, config: &config };
         let mut s = self.store.lock().expect("store lock");
         let keys: Vec<store::Key> = s
             .objects
@@ -142,10 +147,22 @@ impl Kube {
             .filter(|k| k.0 == "cluster.x-k8s.io" && k.1 == "machines" && !s.deleting.contains_key(*k))
             .cloned()
             .collect();
+        // CAPZ's finalizer: the VMs of Machines going or gone go first.
+        let live: Vec<String> = keys.iter().map(|k| k.3.clone()).collect();
+        capz::reap(arm, &live);
         let now = store::timestamp(world);
         for k in keys {
-            let Some(obj) = s.objects.get(&k).cloned() else { continue };
-            let held = joins::held(&s, &obj.value, &azure);
+            let Some(mut obj) = s.objects.get(&k).cloned() else { continue };
+            let mut held = joins::held(&s, &obj.value, &joins::Azure { store: arm, config: &config });
+            if held.step == "vm" {
+                match capz::make_vm(&s, arm, &obj.value, world.clock.now()) {
+                    Ok(provider_id) => {
+                        obj.value["spec"]["providerID"] = json!(provider_id);
+                        held = joins::held(&s, &obj.value, &joins::Azure { store: arm, config: &config });
+                    }
+                    Err(refused) => held = refused,
+                }
+            }
             let old = obj.value["status"]["conditions"].as_array().cloned().unwrap_or_default();
             let conditions: Vec<Value> = joins::machine_conditions(&held, &obj.value)
                 .into_iter()
@@ -167,11 +184,23 @@ impl Kube {
                 })
                 .collect();
             let bootstrap = conditions.first().is_some_and(|c| c["status"] == "True");
-            let phase = if bootstrap { "Provisioning" } else { "Pending" };
-            if obj.value["status"]["conditions"] == json!(conditions) && obj.value["status"]["phase"] == phase {
+            let infrastructure = conditions.get(1).is_some_and(|c| c["status"] == "True");
+            // CAPI's phases (`machine_controller_phases.go` `reconcilePhase`).
+            let phase = match (bootstrap, infrastructure) {
+                (_, true) => "Provisioned",
+                (true, false) => "Provisioning",
+                (false, false) => "Pending",
+            };
+            let unchanged =
+                s.objects.get(&k).is_some_and(|o| o.value["spec"]["providerID"] == obj.value["spec"]["providerID"]);
+            if unchanged
+                && obj.value["status"]["conditions"] == json!(conditions)
+                && obj.value["status"]["phase"] == phase
+            {
                 continue;
             }
             let mut next = obj;
+            next.value["status"]["infrastructureReady"] = json!(infrastructure);
             next.value["status"]["conditions"] = json!(conditions);
             next.value["status"]["phase"] = json!(phase);
             next.value["status"]["bootstrapReady"] = json!(bootstrap);
@@ -290,8 +319,8 @@ pub async fn serve(sim: &Sim, method: Method, uri: &Uri, headers: &HeaderMap, bo
     if authorized {
         // CAPI's and CAPZ's view of the Machines, brought up to date before the request sees them
         // (the ARM store first, then the Kubernetes one, as everywhere both are held).
-        let arm = sim.arm.store.lock().expect("store lock");
-        sim.kube.reflect_machines(&sim.world, &arm);
+        let mut arm = sim.arm.store.lock().expect("store lock");
+        sim.kube.reflect_machines(&sim.world, &mut arm);
     }
     let result = if !authorized {
         Err(KubeError::unauthorized())

@@ -1,0 +1,177 @@
+//! CAPZ's making and deleting of a worker's Azure VM, once every check before it passes
+//! ([`super::joins`]): for a Machine held at `vm`, the network interface `<machine>-nic` in the
+//! pool's subnet and the VM `<machine>` in the AzureCluster's resource group, with the size,
+//! image, OS disk, zone and SSH key of the Machine's AzureMachineTemplate and CAPZ's tags; then
+//! the Machine's `spec.providerID` as CAPZ sets it (the VM's id with the resource group
+//! lower-cased). A VM whose Machine is going or gone is deleted with its NIC (CAPZ's
+//! AzureMachine finalizer). Sources: cluster-api-provider-azure (OpenShift's vendoring)
+//! `azure/services/networkinterfaces/spec.go` (`<vm>-nic`), `azure/services/virtualmachines/spec.go`
+//! and `virtualmachines.go` (`ProviderIDPrefix` + id, `ConvertResourceGroupNameToLower`),
+//! `azure/defaults.go` (`ClusterTagKey`, `sigs.k8s.io_cluster-api-provider-azure_role`). The VM
+//! appears at once: the Machine's own creation already waits a VM's creation time
+//! ([`super::machines::CREATE_SECS`]).
+
+use serde_json::{Value, json};
+
+use super::joins::Held;
+use super::store::Store;
+use crate::arm::kinds;
+use crate::arm::store::{ResKind, Resource, Store as ArmStore};
+
+const CAPZ: &str = "infrastructure.cluster.x-k8s.io";
+const ROLE_TAG: &str = "sigs.k8s.io_cluster-api-provider-azure_role";
+
+/// The provider ID CAPZ writes for a VM id.
+pub fn provider_id(vm_id: &str) -> String {
+    let lowered = match vm_id.split_once("/resourceGroups/") {
+        Some((head, rest)) => match rest.split_once('/') {
+            Some((rg, tail)) => format!("{head}/resourceGroups/{}/{tail}", rg.to_ascii_lowercase()),
+            None => vm_id.to_string(),
+        },
+        None => vm_id.to_string(),
+    };
+    format!("azure://{lowered}")
+}
+
+/// The NIC and VM CAPZ would make for a Machine held at `vm` (ids and bodies), or why it could not.
+pub fn plan_vm(
+    kube: &Store,
+    arm: &ArmStore,
+    machine: &Value,
+) -> Result<Vec<(String, &'static crate::arm::kinds::Kind, Value)>, Held> {
+    let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = machine["metadata"]["name"].as_str().unwrap_or_default();
+    let refused = |message: String| Held {
+        step: "vm",
+        message,
+        source: "cluster-api-provider-azure azure/services/networkinterfaces, virtualmachines",
+    };
+    let cluster = machine["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"].as_str().unwrap_or_default();
+    let ac_name = kube
+        .value("cluster.x-k8s.io", "clusters", ns, cluster)
+        .and_then(|c| c["spec"]["infrastructureRef"]["name"].as_str())
+        .unwrap_or_default();
+    let ac = kube.value(CAPZ, "azureclusters", ns, ac_name).cloned().unwrap_or_default();
+    let template_name = machine["spec"]["infrastructureRef"]["name"].as_str().unwrap_or_default();
+    let Some(template) = kube.value(CAPZ, "azuremachinetemplates", ns, template_name) else {
+        return Err(refused(format!("AzureMachineTemplate {ns}/{template_name} not found")));
+    };
+    let spec = &template["spec"]["template"]["spec"];
+    let (sub, rg, location) = (
+        ac["spec"]["subscriptionID"].as_str().unwrap_or_default(),
+        ac["spec"]["resourceGroup"].as_str().unwrap_or_default(),
+        ac["spec"]["location"].as_str().unwrap_or_default(),
+    );
+    let vnet = &ac["spec"]["networkSpec"]["vnet"];
+    let vnet_rg = vnet["resourceGroup"].as_str().filter(|r| !r.is_empty()).unwrap_or(rg);
+    let subnet_name = spec["networkInterfaces"][0]["subnetName"].as_str().unwrap_or_default();
+    let subnet_id = format!(
+        "/subscriptions/{sub}/resourceGroups/{vnet_rg}/providers/Microsoft.Network/virtualNetworks/{}/subnets/{subnet_name}",
+        vnet["name"].as_str().unwrap_or_default()
+    );
+    if arm.get(&subnet_id.to_ascii_lowercase()).is_none() {
+        return Err(refused(format!(
+            "failed to reconcile network interface: subnet {subnet_id} not found (ResourceNotFound)"
+        )));
+    }
+    let mut tags = json!({
+        format!("sigs.k8s.io_cluster-api-provider-azure_cluster_{cluster}"): "owned",
+        ROLE_TAG: "node",
+        "Name": name,
+    });
+    if let Some(extra) = spec["additionalTags"].as_object() {
+        for (k, v) in extra {
+            tags[k] = v.clone();
+        }
+    }
+    let rg_path = format!("/subscriptions/{sub}/resourceGroups/{rg}");
+    let nic_id = format!("{rg_path}/providers/Microsoft.Network/networkInterfaces/{name}-nic");
+    let vm_id = format!("{rg_path}/providers/Microsoft.Compute/virtualMachines/{name}");
+    let nic = json!({
+        "id": nic_id, "name": format!("{name}-nic"), "type": kinds::NIC.arm_type, "location": location, "tags": tags,
+        "properties": {
+            "provisioningState": "Succeeded",
+            "enableAcceleratedNetworking": spec["networkInterfaces"][0]["acceleratedNetworking"],
+            "ipConfigurations": [{
+                "id": format!("{nic_id}/ipConfigurations/pipConfig"), "name": "pipConfig",
+                "properties": {"primary": true, "privateIPAllocationMethod": "Dynamic", "subnet": {"id": subnet_id}},
+            }],
+            "virtualMachine": {"id": vm_id},
+        },
+    });
+    let mut vm = json!({
+        "id": vm_id, "name": name, "type": kinds::VM.arm_type, "location": location, "tags": tags,
+        "properties": {
+            "provisioningState": "Succeeded",
+            "hardwareProfile": {"vmSize": spec["vmSize"]},
+            "storageProfile": {
+                "imageReference": spec["image"]["marketplace"].clone(),
+                "osDisk": {"name": format!("{name}_OSDisk"), "osType": "Linux", "createOption": "FromImage",
+                    "diskSizeGB": spec["osDisk"]["diskSizeGB"], "managedDisk": spec["osDisk"]["managedDisk"]},
+            },
+            "osProfile": {"computerName": name, "adminUsername": "capi"},
+            "networkProfile": {"networkInterfaces": [{"id": nic_id, "properties": {"primary": true}}]},
+            "diagnosticsProfile": {"bootDiagnostics": {"enabled": true}},
+        },
+    });
+    if let Some(id) = spec["image"]["id"].as_str() {
+        vm["properties"]["storageProfile"]["imageReference"] = json!({"id": id});
+    }
+    if let Some(zone) = machine["spec"]["failureDomain"].as_str() {
+        vm["zones"] = json!([zone]);
+    }
+    Ok(vec![(nic_id, &kinds::NIC, nic), (vm_id, &kinds::VM, vm)])
+}
+
+/// Makes the VM of a Machine held at `vm` ([`plan_vm`]); answers its provider ID, or why CAPZ
+/// could not.
+pub fn make_vm(kube: &Store, arm: &mut ArmStore, machine: &Value, now: std::time::Instant) -> Result<String, Held> {
+    let planned = plan_vm(kube, arm, machine)?;
+    let vm_id = planned.last().map(|p| p.0.clone()).unwrap_or_default();
+    for (id, kind, body) in planned {
+        if arm.get(&id.to_ascii_lowercase()).is_some() {
+            continue;
+        }
+        let seq = arm.next_seq();
+        arm.insert(Resource {
+            id,
+            kind: ResKind::Typed(kind),
+            name: body["name"].as_str().unwrap_or_default().to_string(),
+            body,
+            created_at: now,
+            changed_at: now,
+            seq,
+            op: None,
+            secret: None,
+        });
+    }
+    Ok(provider_id(&vm_id))
+}
+
+/// Deletes the VMs CAPZ made (and their NICs) whose Machine is not in `live` (names of Machines
+/// not being deleted).
+pub fn reap(arm: &mut ArmStore, live: &[String]) {
+    let gone: Vec<String> = arm
+        .of_kind(&kinds::VM)
+        .filter(|r| r.body["tags"][ROLE_TAG].is_string() && !live.contains(&r.name))
+        .map(|r| r.id.clone())
+        .collect();
+    for id in gone {
+        let nic = id.replace("/Microsoft.Compute/virtualMachines/", "/Microsoft.Network/networkInterfaces/") + "-nic";
+        arm.remove_tree(&id.to_ascii_lowercase());
+        arm.remove_tree(&nic.to_ascii_lowercase());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_provider_id_lower_cases_the_resource_group_only() {
+        assert_eq!(
+            super::provider_id(
+                "/subscriptions/S/resourceGroups/My-RG/providers/Microsoft.Compute/virtualMachines/Vm-1"
+            ),
+            "azure:///subscriptions/S/resourceGroups/my-rg/providers/Microsoft.Compute/virtualMachines/Vm-1"
+        );
+    }
+}

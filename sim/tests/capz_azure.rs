@@ -9,8 +9,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::kube_client::{self, create};
 use common::{AUTH_API, Harness, MSI_API, RG_API, SUB, rg_path};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 use xcsp_sim::{OpenShift, SimConfig};
@@ -20,14 +21,7 @@ const ISSUER: &str = "https://oidc.example.mil";
 const CONTRIBUTOR: &str = "b24988ac-6180-42a0-ab88-20f7382dd24c";
 
 fn api(client: &kube::Client, group: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
-    let version = if group.is_empty() { "v1" } else { "v1beta1" };
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-    if kind == "Namespace" { Api::all_with(client.clone(), &ar) } else { Api::namespaced_with(client.clone(), NS, &ar) }
-}
-
-async fn create(api: &Api<DynamicObject>, v: Value) {
-    let o: DynamicObject = serde_json::from_value(v).unwrap();
-    api.create(&PostParams::default(), &o).await.unwrap_or_else(|e| panic!("create {:?}: {e}", o.metadata.name));
+    kube_client::api(client, NS, group, kind, plural)
 }
 
 /// The one Machine's entry once the MachineSet has made it, after `wanted` steps are past.

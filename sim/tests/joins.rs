@@ -4,9 +4,13 @@
 //! (the Cluster's ControlPlaneInitialized, its labelled kubeconfig Secret). Objects are made with
 //! the real kube client, one prerequisite at a time, and each answer is read after each.
 
+mod common;
+
+use common::kube_client::{self, create};
+
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 use xcsp_sim::{SimConfig, SimServer};
@@ -14,14 +18,7 @@ use xcsp_sim::{SimConfig, SimServer};
 const NS: &str = "pool";
 
 fn api(client: &kube::Client, group: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
-    let version = if group.is_empty() { "v1" } else { "v1beta1" };
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-    if kind == "Namespace" { Api::all_with(client.clone(), &ar) } else { Api::namespaced_with(client.clone(), NS, &ar) }
-}
-
-async fn create(api: &Api<DynamicObject>, v: Value) {
-    let o: DynamicObject = serde_json::from_value(v).unwrap();
-    api.create(&PostParams::default(), &o).await.unwrap_or_else(|e| panic!("create {:?}: {e}", o.metadata.name));
+    kube_client::api(client, NS, group, kind, plural)
 }
 
 /// The one Machine's entry, once the MachineSet has made it.

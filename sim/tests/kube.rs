@@ -4,6 +4,10 @@
 //! discovery, and the admin side (kubeconfig, object list, journal, reset). These tests need the
 //! CRDs in `shared/reference/crds` (or `$XCSP_REFERENCE_DIR/crds`) and fail without them.
 
+mod common;
+
+use common::kube_client::resource;
+
 use kube::ResourceExt;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
@@ -14,10 +18,6 @@ use std::time::{Duration, Instant};
 use xcsp_sim::{SimConfig, SimServer};
 
 const NS: &str = "openshift-cluster-api";
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
 
 fn amt() -> ApiResource {
     resource("infrastructure.cluster.x-k8s.io", "v1beta1", "AzureMachineTemplate", "azuremachinetemplates")

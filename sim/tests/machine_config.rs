@@ -3,17 +3,17 @@
 //! `worker-user-data`; a new pool rendered from the configs it selects, and its managed pointer
 //! secret in `openshift-machine-api`) and Kubernetes' service-account tokens controller.
 
+mod common;
+
+use common::kube_client::resource;
+
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 use xcsp_sim::{OpenShift, SimConfig, SimServer};
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
 
 fn pools() -> ApiResource {
     resource("machineconfiguration.openshift.io", "v1", "MachineConfigPool", "machineconfigpools")

@@ -4,17 +4,17 @@
 //! infrastructure kinds it knows, no deletion there), OpenShift's CAPZ Deployment when CAPZ is
 //! installed as the seed proposes, and none of it on a plain API server.
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+mod common;
+
+use common::kube_client::resource;
+
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 use xcsp_sim::{OpenShift, SimConfig, SimServer};
 
 const NS: &str = "openshift-cluster-api";
 const INFRA: &str = "il5-gpu-x7k2p";
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
 
 fn clusters() -> ApiResource {
     resource("cluster.x-k8s.io", "v1beta1", "Cluster", "clusters")

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod kube_client;
 pub mod swagger;
 
 use serde_json::{Value, json};

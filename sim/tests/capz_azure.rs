@@ -205,6 +205,15 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
         .await;
     h.wait(&made).await;
     let m = machine(&h.base, m["message"].as_str().unwrap()).await;
+    // The VM boots into DNS first: the VNet has no DNS servers, Azure's resolver cannot answer
+    // for the cluster's private names.
+    assert_eq!(m["held_at"], "dns", "{m}");
+    let no_dns = m["message"].as_str().unwrap().to_string();
+    let mut with_dns = h.get(&format!("{vnet}{}", common::NET_API)).await.json().clone();
+    with_dns["properties"]["dhcpOptions"] = json!({"dnsServers": ["10.0.0.10"]});
+    let updated = h.put(&format!("{vnet}{}", common::NET_API), with_dns).await;
+    h.wait(&updated).await;
+    let m = machine(&h.base, &no_dns).await;
     assert_eq!(m["held_at"], "boot", "{m}");
     let machines = api(&client, "cluster.x-k8s.io", "Machine", "machines");
     let on_it = machines.get(m["name"].as_str().unwrap()).await.unwrap();

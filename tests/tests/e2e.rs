@@ -293,8 +293,8 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     // MachineConfigPool), Entra's token exchange (the federated credential matches the token
     // OpenShift's CAPZ presents) and the role checks of its first Azure calls (the SKU list at
     // the subscription, by the custom role xcsp defines for it; the NIC, VM and subnet join in
-    // the resource group), at the VM, which the sim does not make yet. CAPI has what it needs to
-    // match a Node: the Cluster marked initialized, and its labelled kubeconfig secret.
+    // the resource group). CAPI has what it needs to match a Node: the Cluster marked
+    // initialized, and its labelled kubeconfig secret.
     let said = ok(&clouds.xcsp(state).arg("preflight").arg(il5()).output().unwrap());
     assert!(
         said.contains("Pool objects: namespace xcsp-il5-gpu") && said.contains("The cluster can take the pool."),
@@ -302,8 +302,17 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     );
     let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
     assert_eq!(held.len(), 2, "{held:?}");
+    // Their VMs exist, and boot into the first thing the link does not carry yet: the name of the
+    // machine-config server (the cluster's private DNS), which nothing in the VNet resolves.
     for m in &held {
-        assert_eq!(m["held_at"], "boot", "{m:#}");
+        assert_eq!(m["held_at"], "dns", "{m:#}");
+        assert!(
+            m["message"]
+                .as_str()
+                .unwrap()
+                .contains("https://api-int.il5-gpu-x7k2p.sim.internal:22623/config/xcsp-il5-gpu-gpu"),
+            "{m:#}"
+        );
         assert_eq!(m["node_ref_needs"], serde_json::json!([]), "{m}");
     }
     // The VMs and NICs CAPZ made, in the pool's subnet, with CAPZ's tags and xcsp's.

@@ -114,6 +114,9 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
     }
     let name = machine["metadata"]["name"].as_str().unwrap_or_default();
     if azure.store.of_kind(&crate::arm::kinds::VM).any(|vm| vm.name == name) {
+        if let Some(h) = dns(&azure_cluster, &data, azure) {
+            return h;
+        }
         return at(
             "boot",
             "the VM exists; its boot (ignition from the machine-config server over the link, DNS) and its Node are not emulated yet".into(),
@@ -121,6 +124,43 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
         );
     }
     at("vm", "CAPZ makes the NIC and the VM now".into(), "cluster-api-provider-azure azure/services/virtualmachines")
+}
+
+/// The first thing a booting VM does: Ignition fetches the config its pointer names
+/// (`https://api-int.<domain>:22623/config/<pool>`). `api-int.<domain>` exists only in the
+/// cluster's Route 53 private hosted zone, which answers only inside the VPCs associated with it
+/// or through a Resolver inbound endpoint (AWS, Route 53 Developer Guide: "Working with private
+/// hosted zones", "Resolving DNS queries between VPCs and your network"); a VNet without DNS
+/// servers of its own uses Azure's resolver (`properties.dhcpOptions.dnsServers` empty), which
+/// cannot. Held at `dns` then; with DNS servers set, what they answer is not emulated.
+fn dns(azure_cluster: &Value, bootstrap: &Value, azure: &Azure) -> Option<Held> {
+    use base64::Engine as _;
+    let spec = &azure_cluster["spec"];
+    let (sub, rg) =
+        (spec["subscriptionID"].as_str().unwrap_or_default(), spec["resourceGroup"].as_str().unwrap_or_default());
+    let vnet = &spec["networkSpec"]["vnet"];
+    let vnet_rg = vnet["resourceGroup"].as_str().filter(|r| !r.is_empty()).unwrap_or(rg);
+    let id = format!(
+        "/subscriptions/{sub}/resourceGroups/{vnet_rg}/providers/Microsoft.Network/virtualNetworks/{}",
+        vnet["name"].as_str().unwrap_or_default()
+    );
+    let servers = azure.store.get(&id.to_ascii_lowercase())?.body["properties"]["dhcpOptions"]["dnsServers"].clone();
+    if servers.as_array().is_some_and(|s| !s.is_empty()) {
+        return None;
+    }
+    let pointer: Value = bootstrap["data"]["value"]
+        .as_str()
+        .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let source = pointer["ignition"]["config"]["merge"][0]["source"].as_str().unwrap_or("its pointer's config");
+    Some(Held {
+        step: "dns",
+        message: format!(
+            "the VNet has no DNS servers of its own, so the VM asks Azure's resolver, which cannot resolve the cluster's private names: Ignition cannot fetch {source}"
+        ),
+        source: "AWS Route 53 Developer Guide (private hosted zones, Resolver inbound endpoints); ARM virtualNetworks dhcpOptions.dnsServers",
+    })
 }
 
 /// The AzureMachineTemplate a Machine's MachineSet clones (the Machine's `infrastructureRef`
@@ -270,7 +310,7 @@ pub fn node_ref_needs(store: &Store, machine: &Value) -> Vec<String> {
 /// (`WaitingForNodeRef`).
 pub fn machine_conditions(held: &Held, machine: &Value) -> Vec<(&'static str, bool, &'static str)> {
     let bootstrap = machine["spec"]["bootstrap"]["dataSecretName"].as_str().is_some_and(|s| !s.is_empty());
-    if held.step == "boot" {
+    if matches!(held.step, "dns" | "boot") {
         // The VM is there: CAPI waits for a Node with the Machine's provider ID.
         return vec![
             ("BootstrapReady", true, ""),

@@ -67,8 +67,7 @@ async fn kubeconfig(State(sim): S) -> Response {
 /// Each Machine: where CAPZ would hold it, and what CAPI needs before it matches a Node.
 async fn machines(State(sim): S) -> Json<Value> {
     let mut arm = sim.arm.store.lock().expect("store lock");
-    sim.kube.reflect_machines(&sim.world, &mut arm);
-    Json(json!({ "machines": sim.kube.machines(&sim.world, &arm) }))
+    Json(json!({ "machines": sim.kube.machines(&sim.world, &mut arm) }))
 }
 
 async fn kube_objects(State(sim): S) -> Json<Value> {

@@ -104,30 +104,20 @@ impl Kube {
         self.store.lock().expect("store lock").settle(world, world.clock.now());
     }
 
-    /// Every object: apiVersion, kind, namespace, name, resourceVersion, and whether it is being deleted.
     /// Each Machine with where CAPZ holds it and what CAPI still needs to match a Node
-    /// ([`joins`]).
-    pub fn machines(&self, world: &World, arm: &crate::arm::store::Store) -> Vec<Value> {
-        self.settle(world);
+    /// ([`joins`]), after [`Kube::reflect_machines`] brought them up to date.
+    pub fn machines(&self, world: &World, arm: &mut crate::arm::store::Store) -> Vec<Value> {
+        let held = self.reflect_machines(world, arm);
         let s = self.store.lock().expect("store lock");
-        let config = world.config();
-        let azure = joins::Azure { store: arm, config: &config };
-        s.objects
-            .iter()
-            .filter(|(k, _)| k.0 == "cluster.x-k8s.io" && k.1 == "machines")
-            .map(|(k, o)| {
-                let mut held = joins::held(&s, &o.value, &azure);
-                if held.step == "vm"
-                    && let Err(refused) = capz::plan_vm(&s, arm, &o.value)
-                {
-                    held = refused;
-                }
-                json!({
+        held.into_iter()
+            .filter_map(|(k, held)| {
+                let o = s.objects.get(&k)?;
+                Some(json!({
                     "namespace": k.2, "name": k.3,
                     "machine_set": o.value["metadata"]["labels"]["cluster.x-k8s.io/set-name"],
                     "held_at": held.step, "message": held.message, "source": held.source,
                     "node_ref_needs": joins::node_ref_needs(&s, &o.value),
-                })
+                }))
             })
             .collect()
     }
@@ -136,24 +126,30 @@ impl Kube {
     /// ([`joins::machine_conditions`]): cluster-api `api/core/v1beta1/condition_consts.go`
     /// (`BootstrapReady`, `InfrastructureReady`, their fallback reasons), cluster-api-provider-azure
     /// `api/v1beta1/consts.go` (`WaitingForClusterInfrastructure`, `WaitingForBootstrapData`).
-    /// A condition keeps its `lastTransitionTime` while its status and reason stay.
-    pub fn reflect_machines(&self, world: &World, arm: &mut crate::arm::store::Store) {
-        self.settle(world);
+    /// A condition keeps its `lastTransitionTime` while its status and reason stay. Settles the
+    /// store first; answers where each Machine is held (a Machine being deleted is not written).
+    pub fn reflect_machines(
+        &self,
+        world: &World,
+        arm: &mut crate::arm::store::Store,
+    ) -> Vec<(store::Key, joins::Held)> {
         let config = world.config();
         let mut s = self.store.lock().expect("store lock");
-        let keys: Vec<store::Key> = s
-            .objects
-            .keys()
-            .filter(|k| k.0 == "cluster.x-k8s.io" && k.1 == "machines" && !s.deleting.contains_key(*k))
-            .cloned()
-            .collect();
+        s.settle(world, world.clock.now());
+        let keys: Vec<store::Key> =
+            s.objects.keys().filter(|k| k.0 == "cluster.x-k8s.io" && k.1 == "machines").cloned().collect();
         // CAPZ's finalizer: the VMs of Machines going or gone go first.
-        let live: Vec<String> = keys.iter().map(|k| k.3.clone()).collect();
+        let live: Vec<String> = keys.iter().filter(|k| !s.deleting.contains_key(*k)).map(|k| k.3.clone()).collect();
         capz::reap(arm, &live);
         let now = store::timestamp(world);
+        let mut found = Vec::new();
         for k in keys {
             let Some(mut obj) = s.objects.get(&k).cloned() else { continue };
             let mut held = joins::held(&s, &obj.value, &joins::Azure { store: arm, config: &config });
+            if s.deleting.contains_key(&k) {
+                found.push((k, held));
+                continue;
+            }
             if held.step == "vm" {
                 match capz::make_vm(&s, arm, &obj.value, world.clock.now()) {
                     Ok(provider_id) => {
@@ -193,19 +189,20 @@ impl Kube {
             };
             let unchanged =
                 s.objects.get(&k).is_some_and(|o| o.value["spec"]["providerID"] == obj.value["spec"]["providerID"]);
-            if unchanged
-                && obj.value["status"]["conditions"] == json!(conditions)
-                && obj.value["status"]["phase"] == phase
+            if !unchanged
+                || obj.value["status"]["conditions"] != json!(conditions)
+                || obj.value["status"]["phase"] != phase
             {
-                continue;
+                let mut next = obj;
+                next.value["status"]["infrastructureReady"] = json!(infrastructure);
+                next.value["status"]["conditions"] = json!(conditions);
+                next.value["status"]["phase"] = json!(phase);
+                next.value["status"]["bootstrapReady"] = json!(bootstrap);
+                s.store(next);
             }
-            let mut next = obj;
-            next.value["status"]["infrastructureReady"] = json!(infrastructure);
-            next.value["status"]["conditions"] = json!(conditions);
-            next.value["status"]["phase"] = json!(phase);
-            next.value["status"]["bootstrapReady"] = json!(bootstrap);
-            s.store(next);
+            found.push((k, held));
         }
+        found
     }
 
     pub fn objects(&self, world: &World) -> Vec<Value> {
@@ -317,8 +314,9 @@ pub async fn serve(sim: &Sim, method: Method, uri: &Uri, headers: &HeaderMap, bo
     let authorized = route == Route::Version
         || header(headers, "authorization").strip_prefix("Bearer ").is_some_and(|t| t.trim() == sim.kube.token);
     if authorized {
-        // CAPI's and CAPZ's view of the Machines, brought up to date before the request sees them
-        // (the ARM store first, then the Kubernetes one, as everywhere both are held).
+        // The controllers and CAPI's and CAPZ's view of the Machines, brought up to date before
+        // the request sees them (the ARM store first, then the Kubernetes one, as everywhere both
+        // are held).
         let mut arm = sim.arm.store.lock().expect("store lock");
         sim.kube.reflect_machines(&sim.world, &mut arm);
     }
@@ -433,8 +431,8 @@ fn handle(
         dry_run: query.get("dryRun").is_some_and(|v| v == "All"),
         manager,
     };
+    // Settled a moment ago, with the Machines, by `serve` (`reflect_machines`).
     let mut store = sim.kube.store.lock().expect("store lock");
-    store.settle(world, now);
     let answer = match route {
         Route::Collection { kind, ns } => match *method {
             Method::GET if query.get("watch").is_some_and(|w| query_bool(w)) => Err(KubeError::new(

@@ -33,8 +33,13 @@ fn owner_uid(machine: &Value) -> Option<&str> {
 impl Store {
     /// Brings Machines and MachineSet statuses up to date at `now`.
     pub fn settle(&mut self, world: &World, now: Instant) {
-        self.settle_tokens(world);
-        self.settle_machine_configs(world);
+        // The tokens controller and the machine-config operator react to objects, not to the
+        // clock: they run only when something changed since their last pass.
+        if self.rv != self.controllers_rv {
+            self.settle_tokens(world);
+            self.settle_machine_configs(world);
+            self.controllers_rv = self.rv;
+        }
         let m_kind = machine_kind();
         let sets: Vec<(Key, String, i64)> = self
             .objects

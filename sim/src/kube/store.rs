@@ -101,6 +101,8 @@ pub struct Store {
     pub deleting: BTreeMap<Key, Instant>,
     /// The PEM of the CA the API's (and the machine-config server's) certificates chain to.
     pub ca_pem: String,
+    /// `rv` when the object-driven controllers (tokens, machine-config) last ran.
+    pub controllers_rv: u64,
 }
 
 /// An answer: HTTP status and body.
@@ -115,6 +117,7 @@ impl Store {
             pending: Vec::new(),
             deleting: BTreeMap::new(),
             ca_pem: ca_pem.to_string(),
+            controllers_rv: 0,
         };
         let ns = Kind::find("", "v1", "namespaces").expect("namespaces served");
         for name in DEFAULT_NAMESPACES {

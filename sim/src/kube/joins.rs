@@ -58,9 +58,11 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
     };
     // The cluster scope resolves the identity's credentials (no Azure call yet).
     let id = &azure_cluster["spec"]["identityRef"];
+    let mut identity = None;
     if let Some(id_name) = id["name"].as_str() {
         let id_ns = id["namespace"].as_str().filter(|n| !n.is_empty()).unwrap_or(ns);
-        if store.value(CAPZ, "azureclusteridentities", id_ns, id_name).is_none() {
+        identity = store.value(CAPZ, "azureclusteridentities", id_ns, id_name);
+        if identity.is_none() {
             return at(
                 "identity",
                 format!("failed to retrieve AzureClusterIdentity external object {id_ns:?}/{id_name:?}: not found"),
@@ -100,10 +102,6 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
         return at("bootstrap_data", "error retrieving bootstrap data: secret value key is missing".into(), bootstrap);
     }
     // The identity's client id and tenant (the identity step above found it).
-    let identity = id["name"].as_str().and_then(|n| {
-        let id_ns = id["namespace"].as_str().filter(|n| !n.is_empty()).unwrap_or(ns);
-        store.value(CAPZ, "azureclusteridentities", id_ns, n)
-    });
     let client_id = identity.and_then(|i| i["spec"]["clientID"].as_str()).unwrap_or_default();
     let tenant = identity.and_then(|i| i["spec"]["tenantID"].as_str()).unwrap_or_default();
     if let Some(h) = token_exchange(store, azure, client_id, tenant) {

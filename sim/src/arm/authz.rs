@@ -388,40 +388,27 @@ pub fn permits(store: &Store, config: &crate::world::SimConfig, principal: &str,
         if !covers || !p["principalId"].as_str().is_some_and(|x| x.eq_ignore_ascii_case(principal)) {
             return false;
         }
-        let role = p["roleDefinitionId"].as_str().unwrap_or_default();
-        match find_role(role) {
-            Some(r) => {
-                let body = role_definition("", r);
-                let perms = &body["properties"]["permissions"][0];
-                let any = |k: &str| {
-                    perms[k]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str)
-                        .any(|x| action_matches(x, action))
-                };
-                any("actions") && !any("notActions")
-            }
-            None => {
-                let guid = role.rsplit('/').next().unwrap_or_default();
-                if let Some(d) = custom_definition(store, guid) {
-                    let perms = d.body["properties"]["permissions"].as_array().cloned().unwrap_or_default();
-                    let any = |k: &str| {
-                        perms.iter().any(|p| {
-                            p[k].as_array()
-                                .into_iter()
-                                .flatten()
-                                .filter_map(Value::as_str)
-                                .any(|x| action_matches(x, action))
-                        })
-                    };
-                    return any("actions") && !any("notActions");
-                }
-                config.custom_roles.keys().any(|g| g.eq_ignore_ascii_case(guid))
-            }
+        let guid = p["roleDefinitionId"].as_str().unwrap_or_default().rsplit('/').next().unwrap_or_default();
+        let definition = find_role(guid)
+            .map(|r| role_definition("", r))
+            .or_else(|| custom_definition(store, guid).map(|d| d.body.clone()));
+        match definition {
+            Some(d) => allows(&d, action),
+            None => config.custom_roles.keys().any(|g| g.eq_ignore_ascii_case(guid)),
         }
     })
+}
+
+/// Whether a role definition's permissions grant `action`: one of its `actions` matches and none
+/// of its `notActions` does.
+fn allows(definition: &Value, action: &str) -> bool {
+    let perms = definition["properties"]["permissions"].as_array().cloned().unwrap_or_default();
+    let any = |k: &str| {
+        perms
+            .iter()
+            .any(|p| p[k].as_array().into_iter().flatten().filter_map(Value::as_str).any(|x| action_matches(x, action)))
+    };
+    any("actions") && !any("notActions")
 }
 
 #[cfg(test)]

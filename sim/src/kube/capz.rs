@@ -62,13 +62,8 @@ pub fn plan_vm(
         ac["spec"]["resourceGroup"].as_str().unwrap_or_default(),
         ac["spec"]["location"].as_str().unwrap_or_default(),
     );
-    let vnet = &ac["spec"]["networkSpec"]["vnet"];
-    let vnet_rg = vnet["resourceGroup"].as_str().filter(|r| !r.is_empty()).unwrap_or(rg);
     let subnet_name = spec["networkInterfaces"][0]["subnetName"].as_str().unwrap_or_default();
-    let subnet_id = format!(
-        "/subscriptions/{sub}/resourceGroups/{vnet_rg}/providers/Microsoft.Network/virtualNetworks/{}/subnets/{subnet_name}",
-        vnet["name"].as_str().unwrap_or_default()
-    );
+    let subnet_id = format!("{}/subnets/{subnet_name}", super::joins::vnet_id(&ac));
     if arm.get(&subnet_id.to_ascii_lowercase()).is_none() {
         return Err(refused(format!(
             "failed to reconcile network interface: subnet {subnet_id} not found (ResourceNotFound)"

@@ -133,16 +133,9 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
 /// cannot. Held at `dns` then; with DNS servers set, what they answer is not emulated.
 fn dns(azure_cluster: &Value, bootstrap: &Value, azure: &Azure) -> Option<Held> {
     use base64::Engine as _;
-    let spec = &azure_cluster["spec"];
-    let (sub, rg) =
-        (spec["subscriptionID"].as_str().unwrap_or_default(), spec["resourceGroup"].as_str().unwrap_or_default());
-    let vnet = &spec["networkSpec"]["vnet"];
-    let vnet_rg = vnet["resourceGroup"].as_str().filter(|r| !r.is_empty()).unwrap_or(rg);
-    let id = format!(
-        "/subscriptions/{sub}/resourceGroups/{vnet_rg}/providers/Microsoft.Network/virtualNetworks/{}",
-        vnet["name"].as_str().unwrap_or_default()
-    );
-    let servers = azure.store.get(&id.to_ascii_lowercase())?.body["properties"]["dhcpOptions"]["dnsServers"].clone();
+    let servers =
+        azure.store.get(&vnet_id(azure_cluster).to_ascii_lowercase())?.body["properties"]["dhcpOptions"]["dnsServers"]
+            .clone();
     if servers.as_array().is_some_and(|s| !s.is_empty()) {
         return None;
     }
@@ -159,6 +152,20 @@ fn dns(azure_cluster: &Value, bootstrap: &Value, azure: &Azure) -> Option<Held> 
         ),
         source: "AWS Route 53 Developer Guide (private hosted zones, Resolver inbound endpoints); ARM virtualNetworks dhcpOptions.dnsServers",
     })
+}
+
+/// The id of the AzureCluster's VNet: `networkSpec.vnet`, in its own resource group if it names
+/// one, else the cluster's (CAPZ `azure/scope/cluster.go`, `Vnet`).
+pub fn vnet_id(azure_cluster: &Value) -> String {
+    let spec = &azure_cluster["spec"];
+    let rg = spec["resourceGroup"].as_str().unwrap_or_default();
+    let vnet = &spec["networkSpec"]["vnet"];
+    format!(
+        "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/virtualNetworks/{}",
+        spec["subscriptionID"].as_str().unwrap_or_default(),
+        vnet["resourceGroup"].as_str().filter(|r| !r.is_empty()).unwrap_or(rg),
+        vnet["name"].as_str().unwrap_or_default()
+    )
 }
 
 /// The AzureMachineTemplate a Machine's MachineSet clones (the Machine's `infrastructureRef`
@@ -225,8 +232,6 @@ fn authorization(azure_cluster: &Value, template: Option<&Value>, azure: &Azure,
     let spec = &azure_cluster["spec"];
     let sub = spec["subscriptionID"].as_str().unwrap_or_default();
     let rg = spec["resourceGroup"].as_str().unwrap_or_default();
-    let vnet = &spec["networkSpec"]["vnet"];
-    let vnet_rg = vnet["resourceGroup"].as_str().filter(|r| !r.is_empty()).unwrap_or(rg);
     let subnet = template
         .and_then(|t| t["spec"]["template"]["spec"]["networkInterfaces"][0]["subnetName"].as_str())
         .unwrap_or_default();
@@ -237,10 +242,7 @@ fn authorization(azure_cluster: &Value, template: Option<&Value>, azure: &Azure,
         ("Microsoft.Compute/virtualMachines/write", rg_scope),
         (
             "Microsoft.Network/virtualNetworks/subnets/join/action",
-            format!(
-                "/subscriptions/{sub}/resourceGroups/{vnet_rg}/providers/Microsoft.Network/virtualNetworks/{}/subnets/{subnet}",
-                vnet["name"].as_str().unwrap_or_default()
-            ),
+            format!("{}/subnets/{subnet}", vnet_id(azure_cluster)),
         ),
     ];
     // The principal of the identity the exchange above accepted.

@@ -223,13 +223,8 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     // meets the other manager's field and says so instead of taking it (never forced).
     let ms = made.iter().find(|o| o.address.rtype == T::K8sMachineSet).unwrap();
     let (ns, name) = ms.id.split_once('/').unwrap();
-    let client = {
-        let kc = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig()).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
-        kube::Client::try_from(config).unwrap()
-    };
     let ar = xcsp_kube::resource(T::K8sMachineSet).unwrap();
-    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(client, ns, &ar);
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(client.clone(), ns, &ar);
     let by_hand = kube::api::PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
     api.patch(name, &by_hand, &kube::api::Patch::Merge(json!({ "spec": { "replicas": 5 } }))).await.unwrap();
     let found = kube.refresh(&stack, T::K8sMachineSet).await.unwrap();
@@ -250,11 +245,6 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     // does not (refresh_known), so plan sees it and never plans a create.
     let amt = made.iter().find(|o| o.address.rtype == T::K8sAzureMachineTemplate).unwrap();
     let (amt_ns, amt_name) = amt.id.split_once('/').unwrap();
-    let client = {
-        let kc = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig()).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
-        kube::Client::try_from(config).unwrap()
-    };
     let amt_api: kube::Api<kube::api::DynamicObject> =
         kube::Api::namespaced_with(client, amt_ns, &xcsp_kube::resource(T::K8sAzureMachineTemplate).unwrap());
     let unlabel = json!({ "metadata": { "labels": { "xcsp.io/stack": null } } });

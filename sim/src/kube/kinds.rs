@@ -150,6 +150,11 @@ impl Kind {
         KINDS.iter().find(|k| k.group == group && k.version == version && k.plural == plural)
     }
 
+    /// The served type of `group` and `plural` (each is served in one version).
+    pub fn served(group: &str, plural: &str) -> Option<&'static Kind> {
+        KINDS.iter().find(|k| k.group == group && k.plural == plural)
+    }
+
     /// The type whose objects have `apiVersion` and `kind`.
     pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static Kind> {
         KINDS.iter().find(|k| k.kind == kind && k.api_version() == api_version)

@@ -17,7 +17,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::kinds::{KINDS, Kind, MACHINECONFIGURATION};
+use super::kinds::{Kind, MACHINECONFIGURATION};
 use super::selector::Selector;
 use super::store::Store;
 use crate::world::{OpenShift, World};
@@ -33,7 +33,7 @@ const IGNITION_VERSION: &str = "3.5.0";
 const MC_API: &str = "machineconfiguration.openshift.io/v1";
 
 fn kind(group: &str, plural: &str) -> &'static Kind {
-    KINDS.iter().find(|k| k.group == group && k.plural == plural).expect("a served kind")
+    Kind::served(group, plural).expect("a served kind")
 }
 
 /// `data:` URL of bytes as `vincent-petithory/dataurl` `EncodeBytes` writes one.

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::kinds::{KINDS, Kind};
+use super::kinds::Kind;
 use super::status::KubeError;
 use super::store::Store;
 use crate::world::{OpenShift, World};
@@ -26,7 +26,7 @@ const INFRA_KINDS: &[&str] = &[
 ];
 
 fn kind(group: &str, plural: &str) -> &'static Kind {
-    KINDS.iter().find(|k| k.group == group && k.plural == plural).expect("a served kind")
+    Kind::served(group, plural).expect("a served kind")
 }
 
 /// What an OpenShift cluster on AWS holds from install: the `Infrastructure` named `cluster`

@@ -4,7 +4,7 @@
 //! happens here, before anything is stored.
 
 use super::fields::{self, Manager, Operation};
-use super::kinds::{KINDS, Kind};
+use super::kinds::Kind;
 use super::meta;
 use super::schema::{self, Cause, Schema};
 use super::selector::Selector;
@@ -157,7 +157,7 @@ impl Store {
     /// The stored body of an object of the served kind `group`/`plural`, for the sim's own
     /// controllers and checks (no API answer, no managed fields).
     pub fn value(&self, group: &str, plural: &str, ns: &str, name: &str) -> Option<&Value> {
-        let kind = KINDS.iter().find(|k| k.group == group && k.plural == plural)?;
+        let kind = Kind::served(group, plural)?;
         self.objects.get(&key(kind, ns, name)).map(|o| &o.value)
     }
 
@@ -490,7 +490,7 @@ impl Store {
         if self.objects.remove(key).is_some() {
             self.deleting.remove(key);
             self.rv += 1;
-            if let Some(kind) = KINDS.iter().find(|k| k.group == key.0 && k.plural == key.1) {
+            if let Some(kind) = Kind::served(key.0, key.1) {
                 world.journal("kubernetes", "removed", &kind.path(&key.2, &key.3));
             }
         }

@@ -67,6 +67,11 @@ fn il5_with(edit: impl Fn(String) -> String) -> tempfile::TempDir {
     dir
 }
 
+/// A diagnostic's text as one line of words, without miette's frame.
+fn one_line(stderr: &str) -> String {
+    stderr.split_whitespace().filter(|w| *w != "│").collect::<Vec<_>>().join(" ")
+}
+
 fn text(out: &Output) -> (String, String) {
     (String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
@@ -126,7 +131,7 @@ fn with_capz_installed_a_wrong_audience_or_infrastructure_name_is_refused_naming
     let out = cluster.xcsp(&["preflight"], wrong.path());
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
-    let words = stderr.split_whitespace().filter(|w| *w != "│").collect::<Vec<_>>().join(" ");
+    let words = one_line(&stderr);
     assert!(words.contains("xcsp::identity::audience"), "{stderr}");
     assert!(
         words.contains("`api://AzureADTokenExchangeUSGov`") && words.contains("`api://AzureADTokenExchange`"),
@@ -141,7 +146,7 @@ fn with_capz_installed_a_wrong_audience_or_infrastructure_name_is_refused_naming
     let out = cluster.xcsp(&["preflight"], wrong.path());
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
-    let words = stderr.split_whitespace().filter(|w| *w != "│").collect::<Vec<_>>().join(" ");
+    let words = one_line(&stderr);
     assert!(words.contains("xcsp::identity::issuer"), "{stderr}");
     assert!(
         words.contains("`https://elsewhere.example.mil`")

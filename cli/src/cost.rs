@@ -232,6 +232,15 @@ fn cost<'a>(
         ResourceType::K8sMachineSet => machines(attrs, azure, template),
         _ if free => Cost::Free,
         ResourceType::AwsVpnConnection => lookup("aws_vpn_connection", aws, "a VPN connection"),
+        ResourceType::AwsResolverEndpoint => {
+            // Billed per address (an ENI each); the queries' charge is per use, not in the table.
+            let ips = attrs.get("subnet_ids").and_then(|v| v.as_list()).map_or(2, <[_]>::len);
+            lookup(
+                &format!("aws_route53_resolver_endpoint/{ips}"),
+                aws,
+                &format!("a Resolver endpoint with {ips} addresses"),
+            )
+        }
         ResourceType::AzureVpnGateway => {
             let sku = text("sku");
             lookup(&format!("azure_vpn_gateway/{sku}"), azure, &format!("a {sku} VPN gateway"))
@@ -405,7 +414,7 @@ mod tests {
     /// The public example with a VpnGw1AZ gateway and an NC8as_T4_v3 pool: every part priced.
     /// 2 VPN connections 2 × 36.50 = 73.00; the gateway 153.30; its 2 public IPs 2 × 3.65 =
     /// 7.30; 4 site-to-site connections 4 × 10.95 = 43.80; 1 machine, 548.96 + a 128 GiB P10
-    /// disk 19.71 = 568.67. Total 846.07.
+    /// disk 19.71 = 568.67; the Route 53 Resolver endpoint with 2 addresses 182.50. Total 1,028.57.
     #[test]
     fn a_plan_of_the_public_example_adds_up() {
         let l = loaded("public", |s| {
@@ -421,12 +430,13 @@ mod tests {
         assert_eq!(cents("azure_public_ip."), [Some(365), Some(365)]);
         assert_eq!(cents("azure_virtual_network_gateway_connection."), [Some(1095); 4]);
         assert_eq!(cents("k8s_machine_set."), [Some(56867)]);
-        assert_eq!(e.delta_cents, 84607);
-        assert_eq!(e.total_after_cents, 84607);
+        assert_eq!(cents("aws_route53_resolver_endpoint."), [Some(18250)]);
+        assert_eq!(e.delta_cents, 102857);
+        assert_eq!(e.total_after_cents, 102857);
         assert_eq!(e.unknown_after, 0);
         let shown = render(&e);
-        assert!(shown.contains("This plan: +$846.07 a month."), "{shown}");
-        assert!(shown.contains("The stack once applied: $846.07 a month."), "{shown}");
+        assert!(shown.contains("This plan: +$1,028.57 a month."), "{shown}");
+        assert!(shown.contains("The stack once applied: $1,028.57 a month."), "{shown}");
         assert!(shown.contains("1 × Standard_NC8as_T4_v3 VM and Premium_LRS 128 GiB OS disk in eastus"), "{shown}");
     }
 
@@ -497,7 +507,7 @@ mod tests {
         let e = estimate(&l.model, &gone);
         assert!(gone.changes.iter().all(|c| c.action == Action::Delete));
         let priced: i64 = e.items.iter().filter_map(Item::delta).sum();
-        assert_eq!((e.delta_cents, priced), (-(56867 + 7300 + 730 + 4380), e.delta_cents), "{e:#?}");
+        assert_eq!((e.delta_cents, priced), (-(56867 + 7300 + 730 + 4380 + 18250), e.delta_cents), "{e:#?}");
         assert_eq!(e.total_after_cents, 0);
         assert_eq!(money(-123456789, true), "-$1,234,567.89");
         assert_eq!(money(5, false), "$0.05");

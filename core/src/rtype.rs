@@ -63,9 +63,12 @@ resource_types! {
     AwsVpnConnection => "aws_vpn_connection", Aws;
     AwsVpnConnectionRoute => "aws_vpn_connection_route", Aws;
     AwsSecurityGroupIngress => "aws_security_group_ingress", Aws;
+    AwsSecurityGroup => "aws_security_group", Aws;
+    AwsResolverEndpoint => "aws_route53_resolver_endpoint", Aws;
     AzureResourceGroup => "azure_resource_group", Azure;
     AzureVirtualNetwork => "azure_virtual_network", Azure;
     AzureSubnet => "azure_subnet", Azure;
+    AzureVnetDnsServers => "azure_virtual_network_dns_servers", Azure;
     AzureNetworkSecurityGroup => "azure_network_security_group", Azure;
     AzurePublicIp => "azure_public_ip", Azure;
     AzureVpnGateway => "azure_virtual_network_gateway", Azure;
@@ -131,6 +134,18 @@ impl ResourceType {
                 ("static_routes_only", "the routing mode of a VPN connection is fixed at creation"),
             ],
             AwsVpnConnectionRoute => &[("destination_cidr", "a static VPN route has no update call")],
+            AwsSecurityGroup => &[
+                ("name", "a security group's name is fixed at creation"),
+                ("description", "a security group's description is fixed at creation"),
+                ("vpc_id", "a security group belongs to one VPC"),
+            ],
+            AwsResolverEndpoint => &[
+                ("direction", "an endpoint's direction is fixed at creation"),
+                ("security_group_ids", "UpdateResolverEndpoint cannot change an endpoint's security groups"),
+                ("subnet_ids", "xcsp places an endpoint's addresses at creation"),
+                ("vpc_id", "an endpoint belongs to one VPC"),
+            ],
+            AzureVnetDnsServers => &[("virtual_network", "the DNS servers belong to one virtual network")],
             AzureResourceGroup => &[("location", "a resource group's location is fixed at creation")],
             AzureVirtualNetwork | AzureNetworkSecurityGroup | AzureLocalNetworkGateway | AzureUserAssignedIdentity => {
                 &[("location", "Azure resources cannot move between regions")]

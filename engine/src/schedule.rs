@@ -15,6 +15,8 @@ pub fn typical_duration(rtype: ResourceType) -> Duration {
         T::AwsVpnConnection => 5 * 60,
         T::AzureVpnConnection => 2 * 60,
         T::AwsVpnGateway | T::AwsVpnGatewayAttachment => 60,
+        // Route 53 Resolver makes an ENI per address before the endpoint is OPERATIONAL.
+        T::AwsResolverEndpoint => 3 * 60,
         T::AzurePublicIp | T::AzureVirtualNetwork | T::AzureSubnet => 15,
         T::AzureRoleAssignment
         | T::AzureRoleDefinition

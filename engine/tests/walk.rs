@@ -49,6 +49,9 @@ impl Fake {
         for o in ["ip_address", "principal_id", "client_id", "tunnel1_address", "tunnel2_address"] {
             out.entry(o.into()).or_insert_with(|| Value::string(format!("{o}-of-{id}")));
         }
+        if address.rtype == ResourceType::AwsResolverEndpoint {
+            out.insert("ip_addresses".into(), Value::strings([format!("ip-a-of-{id}"), format!("ip-b-of-{id}")]));
+        }
         if out.get("value").is_some_and(Value::has_unknown) {
             out.insert("value".into(), Value::sensitive(Value::string(format!("secret-of-{id}"))));
         }

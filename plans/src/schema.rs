@@ -166,7 +166,7 @@ pub const NETWORK: BlockSpec = BlockSpec {
             opt("rekey_margin_seconds", Ty::Number),
         ],
     )],
-    computed: &["tunnels", "vnet_id", "gateway_public_ips", "vpn_gateway_id"],
+    computed: &["tunnels", "vnet_id", "gateway_public_ips", "vpn_gateway_id", "dns_servers"],
 };
 
 pub const WORKLOAD_IDENTITY: BlockSpec = BlockSpec {

@@ -35,6 +35,7 @@ pub fn router() -> Router<Arc<Sim>> {
         .route("/kubeconfig", get(kubeconfig))
         .route("/kube/objects", get(kube_objects))
         .route("/machines", get(machines))
+        .route("/resolvers", get(resolvers))
         .route("/kube/crds", get(kube_crds))
 }
 
@@ -66,8 +67,15 @@ async fn kubeconfig(State(sim): S) -> Response {
 /// Every Kubernetes object: apiVersion, kind, namespace, name, resourceVersion, deleting.
 /// Each Machine: where CAPZ would hold it, and what CAPI needs before it matches a Node.
 async fn machines(State(sim): S) -> Json<Value> {
+    let link = crate::kube::joins::Link::of(&sim);
     let mut arm = sim.arm.store.lock().expect("store lock");
-    Json(json!({ "machines": sim.kube.machines(&sim.world, &mut arm) }))
+    Json(json!({ "machines": sim.kube.machines(&sim.world, &mut arm, &link) }))
+}
+
+/// Route 53 Resolver's inbound endpoints as a VM's DNS query meets them (`aws::resolver`).
+async fn resolvers(State(sim): S) -> Json<Value> {
+    let view = sim.aws.resolvers.lock().expect("resolvers lock").clone();
+    Json(json!({ "resolvers": view }))
 }
 
 async fn kube_objects(State(sim): S) -> Json<Value> {

@@ -107,6 +107,9 @@ async fn entry(State(sim): State<Arc<Sim>>, method: Method, uri: Uri, headers: H
     if crate::aws::is_ec2(&method, uri.path(), &headers) {
         return crate::aws::serve(&sim, &headers, &body).await;
     }
+    if crate::aws::resolver::is_resolver(&headers) {
+        return crate::aws::resolver::serve(&sim, &headers, &body).await;
+    }
     let request_id = uuid::Uuid::new_v4().to_string();
     let target = path::parse(uri.path());
     let name = arm::operation_name(&method, &target);

@@ -213,8 +213,17 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
     with_dns["properties"]["dhcpOptions"] = json!({"dnsServers": ["10.0.0.10"]});
     let updated = h.put(&format!("{vnet}{}", common::NET_API), with_dns).await;
     h.wait(&updated).await;
+    // A DNS server the VNet names must be something that answers the cluster's names: an
+    // address of a Route 53 Resolver inbound endpoint in the cluster's VPC, over the link.
     let m = machine(&h.base, &no_dns).await;
-    assert_eq!(m["held_at"], "boot", "{m}");
+    assert_eq!(m["held_at"], "dns", "{m}");
+    assert!(
+        m["message"]
+            .as_str()
+            .unwrap()
+            .contains("the DNS server 10.0.0.10 is no Route 53 Resolver inbound endpoint's address"),
+        "{m}"
+    );
     let machines = api(&client, "cluster.x-k8s.io", "Machine", "machines");
     let on_it = machines.get(m["name"].as_str().unwrap()).await.unwrap();
     let vm_name = m["name"].as_str().unwrap();

@@ -244,7 +244,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let state = dir.path();
     ok(&clouds.xcsp(state).arg("plan").arg(il5()).output().unwrap());
     let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(applied.contains("Apply complete! Resources: 49 added"), "{applied}");
+    assert!(applied.contains("Apply complete! Resources: 52 added"), "{applied}");
     assert_eq!(tunnels_up(&clouds, state), 4);
     // A tunnel whose path is cut (a test's fault in the sim) is DOWN on both sides: status says so
     // with exit 2, names the tunnel, and the link is whole again once the path is restored.
@@ -302,19 +302,54 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     );
     let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
     assert_eq!(held.len(), 2, "{held:?}");
-    // Their VMs exist, and boot into the first thing the link does not carry yet: the name of the
-    // machine-config server (the cluster's private DNS), which nothing in the VNet resolves.
+    // Their VMs exist and resolve the cluster's private names: the VNet's DNS servers are the two
+    // addresses of the Route 53 Resolver inbound endpoint in the cluster's VPC, whose own security
+    // group lets DNS in from the VNet, over the tunnels. They are held at the boot after it.
     for m in &held {
-        assert_eq!(m["held_at"], "dns", "{m:#}");
-        assert!(
-            m["message"]
-                .as_str()
-                .unwrap()
-                .contains("https://api-int.il5-gpu-x7k2p.sim.internal:22623/config/xcsp-il5-gpu-gpu"),
-            "{m:#}"
-        );
+        assert_eq!(m["held_at"], "boot", "{m:#}");
         assert_eq!(m["node_ref_needs"], serde_json::json!([]), "{m}");
     }
+    let resolvers = clouds.get("/_sim/resolvers")["resolvers"].as_array().cloned().unwrap_or_default();
+    assert_eq!(resolvers.len(), 1, "one inbound endpoint: {resolvers:?}");
+    let endpoint = &resolvers[0];
+    assert_eq!(endpoint["status"], "OPERATIONAL", "{endpoint}");
+    let cluster_vpc = clouds.ec2_with(
+        "DescribeVpcs",
+        &[("Filter.1.Name", "tag-key"), ("Filter.1.Value.1", "kubernetes.io/cluster/il5-gpu-x7k2p")],
+    );
+    let vpc = endpoint["vpc_id"].as_str().unwrap();
+    assert!(
+        vpc.starts_with("vpc-") && cluster_vpc.contains(&format!("<vpcId>{vpc}</vpcId>")),
+        "{endpoint}\n{cluster_vpc}"
+    );
+    let arm_now = clouds.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
+    let vnet = arm_now.iter().find(|r| r["type"] == "Microsoft.Network/virtualNetworks").expect("the VNet");
+    let mut servers = vnet["body"]["properties"]["dhcpOptions"]["dnsServers"].clone();
+    let mut ips = endpoint["ips"].clone();
+    for list in [&mut servers, &mut ips] {
+        list.as_array_mut().unwrap().sort_by_key(|v| v.to_string());
+    }
+    assert_eq!((servers.as_array().map(Vec::len), &servers), (Some(2), &ips), "{vnet}");
+    // With every tunnel cut, the DNS servers are out of reach: the machines are held at `dns`,
+    // saying why; restored, they pass it again.
+    let all: Vec<String> = clouds.get("/_sim/tunnels")["tunnels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["outside_ip"].as_str().map(String::from))
+        .collect();
+    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": all}}));
+    let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+    for m in &held {
+        assert_eq!(m["held_at"], "dns", "{m:#}");
+        let said = m["message"].as_str().unwrap();
+        assert!(said.contains("is UP: the query goes nowhere"), "{m:#}");
+        assert!(said.contains("https://api-int.il5-gpu-x7k2p.sim.internal:22623/config/xcsp-il5-gpu-gpu"), "{m:#}");
+    }
+    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
+    assert_eq!(tunnels_up(&clouds, state), 4);
+    let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+    assert!(held.iter().all(|m| m["held_at"] == "boot"), "{held:?}");
     // The VMs and NICs CAPZ made, in the pool's subnet, with CAPZ's tags and xcsp's.
     let arm = clouds.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
     let vms: Vec<&serde_json::Value> =
@@ -482,8 +517,11 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     }
 
     let destroyed = ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(destroyed.contains("49 destroyed"), "{destroyed}");
+    assert!(destroyed.contains("52 destroyed"), "{destroyed}");
     assert_eq!(clouds.aws_live(), (0, 0, 0));
+    // The DNS endpoint and its security group went too (moto's own lists, through the sim).
+    assert_eq!(clouds.get("/_sim/resolvers")["resolvers"], serde_json::json!([]));
+    assert!(!clouds.ec2("DescribeSecurityGroups").contains("xcsp-il5-gpu-link-dns"));
     assert_eq!(clouds.arm_count(), 0);
     assert_eq!(clouds.kube_objects(), vec![]);
     let all = clouds.get("/_sim/kube/objects")["items"].clone();
@@ -568,7 +606,7 @@ fn apply_killed_at_five_points_converges_without_twins() {
     // ARM resources as state records Azure ones (subnets are children of the VNet in ARM too).
     assert_eq!(clouds.aws_live(), (1, 2, 2));
     let state_json = recorded(state);
-    let azure = state_json["resources"].as_object().unwrap().keys().filter(|a| a.starts_with("azure_")).count();
+    let azure = arm_in_state(&state_json);
     assert_eq!(clouds.arm_xcsp_count(), azure, "{:#?}", clouds.arm_resources());
     assert_eq!(tunnels_up(&clouds, state), 4);
 
@@ -1075,6 +1113,13 @@ impl Clouds {
         self.ec2("DescribeSecurityGroups").matches(&format!("[xcsp {stack} {address}]")).count()
     }
 
+    /// Every rule xcsp marked as the stack's: the link's in the cluster groups, and those of the
+    /// DNS endpoint's own group (their `AuthorizeSecurityGroupIngress` calls interleave).
+    fn all_marked_rules(&self) -> usize {
+        self.marked_rules("il5-gpu", "aws_security_group_ingress.link")
+            + self.marked_rules("il5-gpu", "aws_security_group.link")
+    }
+
     /// Route tables EC2 lists as propagating `vgw`.
     fn propagating(&self, vgw: &str) -> usize {
         let text = self.ec2("DescribeRouteTables");
@@ -1096,6 +1141,13 @@ fn plan_of(clouds: &Clouds, state: &Path, spec: &Path) -> (Option<i32>, String) 
     (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The ARM resources a state records: its Azure ones but the VNet's DNS servers (a property of
+/// the VNet).
+fn arm_in_state(state: &serde_json::Value) -> usize {
+    let azure = state["resources"].as_object().unwrap().keys().filter(|a| a.starts_with("azure_"));
+    azure.filter(|a| !a.starts_with("azure_virtual_network_dns_servers.")).count()
+}
+
 /// Security-group rules state wants: every rule in every cluster group.
 fn rules_wanted(state: &Path) -> usize {
     let r = recorded(state);
@@ -1111,11 +1163,14 @@ fn assert_whole(clouds: &Clouds, state: &Path) {
     let r = recorded(state);
     let r = &r["resources"];
     assert_eq!(clouds.marked_rules("il5-gpu", "aws_security_group_ingress.link"), rules_wanted(state));
+    assert_eq!(clouds.marked_rules("il5-gpu", "aws_security_group.link"), 2, "DNS over TCP and UDP");
+    let endpoints = clouds.get("/_sim/resolvers")["resolvers"].as_array().map_or(0, Vec::len);
+    assert_eq!(endpoints, 1, "no twin Route 53 Resolver endpoint");
     let vgw = r["aws_vpn_gateway.link"]["id"].as_str().unwrap();
     let tables = r["aws_vpn_gateway_route_propagation.link"]["attributes"]["route_table_ids"].as_array().unwrap().len();
     assert_eq!(clouds.propagating(vgw), tables);
     assert_eq!(clouds.aws_live(), (1, 2, 2), "no twin in EC2");
-    let azure = r.as_object().unwrap().keys().filter(|a| a.starts_with("azure_")).count();
+    let azure = arm_in_state(&recorded(state));
     assert_eq!(clouds.arm_xcsp_count(), azure, "no twin in ARM: {:#?}", clouds.arm_resources());
     assert_eq!(tunnels_up(clouds, state), 4);
 }
@@ -1138,7 +1193,7 @@ fn rules_and_propagations_cut_short_by_server_errors_and_a_failed_gateway_are_co
     let failed = clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap();
     let said = String::from_utf8_lossy(&failed.stderr).into_owned() + &String::from_utf8_lossy(&failed.stdout);
     assert_eq!(failed.status.code(), Some(1), "{said}");
-    assert_eq!(clouds.marked_rules("il5-gpu", "aws_security_group_ingress.link"), 3, "3 rules, then 500s");
+    assert_eq!(clouds.all_marked_rules(), 3, "3 rules, then 500s");
     let vgw = clouds.ec2("DescribeVpnGateways");
     let vgw = vgw.split("<vpnGatewayId>").nth(1).and_then(|s| s.split('<').next()).expect("a gateway").to_string();
     assert_eq!(clouds.propagating(&vgw), 1, "1 table, then 500s");
@@ -1194,7 +1249,7 @@ fn apply_killed_part_way_through_the_rules_is_completed_by_the_next_apply() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(clouds.ec2_calls("AuthorizeSecurityGroupIngress") >= 6, "the 6th rule was tried before the kill");
-    assert_eq!(clouds.marked_rules("il5-gpu", "aws_security_group_ingress.link"), 5);
+    assert_eq!(clouds.all_marked_rules(), 5);
     clouds.configure(&serde_json::json!({ "faults": { "aws_fail_actions": [] } }));
     clouds.force_unlock(state);
 
@@ -1205,7 +1260,8 @@ fn apply_killed_part_way_through_the_rules_is_completed_by_the_next_apply() {
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_whole(&clouds, state);
     assert!(
-        clouds.ec2_calls("AuthorizeSecurityGroupIngress") - before <= (rules_wanted(state) - 5) as u64,
+        // The cluster groups' rules and the DNS group's two, less the five there.
+        clouds.ec2_calls("AuthorizeSecurityGroupIngress") - before <= (rules_wanted(state) + 2 - 5) as u64,
         "only the missing rules are sent"
     );
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());

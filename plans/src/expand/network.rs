@@ -88,7 +88,95 @@ pub(super) fn expand_network(b: &mut Builder, n: &Network, rg: &Address) -> Addr
     let (vgw_addr, attach_addr) = aws_gateway(b, &link);
     let conns = aws_connections(b, &link, &pips, &vgw_addr, &attach_addr);
     azure_connections(b, &link, &conns, &vng_addr, rg);
+    dns_over_link(b, &link, &vnet_addr);
     vnet_addr
+}
+
+/// The name of the cluster's private zone for the Azure network: the VNet's DNS servers are a
+/// Route 53 Resolver inbound endpoint in the cluster's VPC, reached over the link. Route 53
+/// answers a private hosted zone (`api-int.<domain>`) only inside the VPCs associated with it,
+/// or to queries arriving at an inbound endpoint in such a VPC (Route 53 Developer Guide,
+/// "Forwarding inbound DNS queries to your VPCs"); a VNet that names DNS servers hands them to
+/// its VMs by DHCP (ARM `virtualNetworks` `dhcpOptions.dnsServers`). ARCHITECTURE.md says why this
+/// and not an Azure DNS Private Resolver. Three resources: the endpoint's own security group
+/// (DNS, TCP and UDP 53, from the VNet only: "Inbound rules must allow TCP and UDP access on port
+/// 53", Developer Guide, "Values that you specify when you create or edit inbound endpoints"), the
+/// endpoint with two addresses in two zones of the cluster's private subnets, and the VNet's DNS
+/// servers, set apart from the VNet as Terraform's `azurerm_virtual_network_dns_servers` is, so
+/// the VNet (and the 40-minute gateway after it) need not wait for the endpoint.
+fn dns_over_link(b: &mut Builder, link: &Link, vnet_addr: &Address) {
+    let model = b.model;
+    let (n, name) = (link.n, link.name);
+    let infra = &model.cluster.infrastructure_name.value;
+    let vpc = n.vpc_id.as_ref().or(model.aws.vpc_id.as_ref()).map_or(Value::Unknown, |v| Value::string(&v.value));
+    let cluster_tag = Value::string(format!("kubernetes.io/cluster/{infra}"));
+    let aws_name = format!("xcsp-{}-{name}-dns", model.stack);
+    let rules: Vec<Value> = ["tcp", "udp"]
+        .into_iter()
+        .map(|proto| {
+            Value::Map(
+                [
+                    ("protocol".to_string(), Value::string(proto)),
+                    ("from_port".to_string(), Value::int(53)),
+                    ("to_port".to_string(), Value::int(53)),
+                    ("cidr".to_string(), Value::string(n.vnet_cidr.value.to_string())),
+                    ("description".to_string(), Value::string(format!("DNS from Azure network {name}"))),
+                ]
+                .into_iter()
+                .collect(),
+            )
+        })
+        .collect();
+    let sg = b.add(
+        T::AwsSecurityGroup,
+        name,
+        None,
+        vec![
+            ("name", Value::string(&aws_name)),
+            (
+                "description",
+                Value::string(format!(
+                    "Route 53 Resolver inbound endpoint for Azure network {name} (xcsp {})",
+                    model.stack
+                )),
+            ),
+            ("vpc_id", vpc.clone()),
+            ("cluster_tag", cluster_tag.clone()),
+            ("rules", Value::List(rules)),
+        ],
+    );
+    let sg_addr = b.addr(sg);
+    let endpoint = b.add(
+        T::AwsResolverEndpoint,
+        name,
+        None,
+        vec![
+            ("name", Value::string(&aws_name)),
+            ("direction", Value::string("INBOUND")),
+            ("security_group_ids", unknowns(1)),
+            // Unknown: the cluster's private subnets in two zones, found by the cluster's tag.
+            ("subnet_ids", Value::Unknown),
+            ("vpc_id", vpc),
+            ("cluster_tag", cluster_tag),
+            // Refresh reports the endpoint's status as it is (ACTION_NEEDED is drift).
+            ("status", Value::string("OPERATIONAL")),
+        ],
+    );
+    b.input(endpoint, "security_group_ids[0]", &sg_addr, "id");
+    b.serves(endpoint, "network", Some(name), "dns_servers", None, Read::Attribute("ip_addresses".into()));
+    let endpoint_addr = b.addr(endpoint);
+    let servers = b.add(
+        T::AzureVnetDnsServers,
+        name,
+        None,
+        vec![
+            ("resource_group", Value::string(&model.azure.resource_group.value)),
+            ("virtual_network", Value::Unknown),
+            ("dns_servers", Value::Unknown),
+        ],
+    );
+    b.input(servers, "virtual_network", vnet_addr, "name");
+    b.input(servers, "dns_servers", &endpoint_addr, "ip_addresses");
 }
 
 /// Azure's side of the link: two zone-redundant public IPs and the active-active VPN gateway in

@@ -113,13 +113,19 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
     // sync), which puts the node in the pool's MachineConfigPool by its node selector.
     labels.insert(format!("node-role.kubernetes.io/{}", pool_role(b, name)), Value::string(""));
     // Machines come up only over a working link (ignition from the machine-config server, the
-    // API server), and their nodes drain over it when they go: the MachineSets wait for the
-    // link's tunnels on apply, and destroy removes them (and their machines) before the tunnels.
+    // API server, both by the cluster's private names), and their nodes drain over it when they
+    // go: the MachineSets wait for the link's tunnels and the VNet's DNS servers on apply (a VM
+    // reads its DNS servers by DHCP when it boots, and keeps them until it restarts or renews its
+    // lease: Microsoft Learn, "Name resolution for resources in Azure virtual networks"), and
+    // destroy removes them (and their machines) before the tunnels.
     let tunnels: Vec<Address> = b
         .nodes
         .iter()
         .map(|n| &n.address)
-        .filter(|a| matches!(a.rtype, T::AzureVpnConnection | T::AwsVpnConnection) && a.name == p.network.value)
+        .filter(|a| {
+            matches!(a.rtype, T::AzureVpnConnection | T::AwsVpnConnection | T::AzureVnetDnsServers)
+                && a.name == p.network.value
+        })
         .cloned()
         .collect();
     for (index, zone, replicas) in machine_sets(p) {
@@ -178,6 +184,21 @@ fn pool_role(b: &Builder, pool: &str) -> String {
     format!("{}-{pool}", b.namespace)
 }
 
+/// Whether the kubelet may set label `key` on its own Node: any key but those in the
+/// kubernetes.io and k8s.io domains (their subdomains too), an unprefixed one (`gpu=true`)
+/// included: a label's namespace is its prefix, empty without one, and the kubelet's
+/// `--node-labels` check and NodeRestriction admission refuse the Kubernetes namespaces but for
+/// the kubelet's own few (`kubelet.kubernetes.io`, `node.kubernetes.io`, the labels it sets
+/// itself), which xcsp leaves to the kubelet (kubernetes `cmd/kubelet/app/options/options.go` and
+/// `plugin/pkg/admission/noderestriction/admission.go`, `isKubernetesLabel`, `getLabelNamespace`;
+/// the MCO's own `node.openshift.io/os_id` goes the same way). The others reach the Node through
+/// CAPI's label sync, or not at all.
+fn kubelet_may_set(key: &str) -> bool {
+    let namespace = key.split_once('/').map_or("", |(d, _)| d);
+    let kubernetes = |domain: &str| namespace == domain || namespace.ends_with(&format!(".{domain}"));
+    !kubernetes("kubernetes.io") && !kubernetes("k8s.io")
+}
+
 /// The pool's own machine configuration and bootstrap data: a MachineConfig of its role that
 /// makes the kubelet register with the Azure VM's name and CAPZ's provider ID and the pool's
 /// kubelet labels, in place of the AWS units every worker config of an AWS cluster carries; a
@@ -191,19 +212,9 @@ fn pool_role(b: &Builder, pool: &str) -> String {
 fn expand_machine_config(b: &mut Builder, p: &crate::spec::Pool, labels: &IndexMap<String, Value>) -> Address {
     let name = p.name.value.as_str();
     let role = pool_role(b, name);
-    // What the kubelet may set on its own Node: keys outside the kubernetes.io and k8s.io
-    // domains (kubernetes `plugin/pkg/admission/noderestriction`; the MCO's own
-    // `node.openshift.io/os_id` goes the same way). Others reach the Node through CAPI's sync or not at all.
     let kubelet_labels: Vec<String> = labels
         .iter()
-        .filter(|(k, _)| {
-            let domain = k.split_once('/').map_or("", |(d, _)| d);
-            !(domain == "kubernetes.io"
-                || domain == "k8s.io"
-                || domain.ends_with(".kubernetes.io")
-                || domain.ends_with(".k8s.io"))
-                && !domain.is_empty()
-        })
+        .filter(|(k, _)| kubelet_may_set(k))
         .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
         .collect();
     let mc = b.add(
@@ -248,4 +259,20 @@ fn template_digest(attrs: &[(&str, Value)]) -> String {
         h.update([0]);
     }
     hex::encode(h.finalize())[..8].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kubelet_may_set;
+
+    #[test]
+    fn the_kubelet_sets_every_label_outside_the_kubernetes_namespaces() {
+        for key in ["gpu", "nvidia.com/gpu.product", "node.openshift.io/cloud-provider", "xcsp.io/pool"] {
+            assert!(kubelet_may_set(key), "{key}");
+        }
+        for key in ["node-role.kubernetes.io/gpu", "kubernetes.io/arch", "node-restriction.kubernetes.io/x", "k8s.io/y"]
+        {
+            assert!(!kubelet_may_set(key), "{key}");
+        }
+    }
 }

@@ -40,6 +40,8 @@ pub fn sdk_error<E: ProvideErrorMetadata + std::fmt::Display>(address: &Address,
         T::AwsVpnGateway | T::AwsVpnGatewayAttachment | T::AwsRoutePropagation => "InvalidVpnGatewayID.NotFound",
         T::AwsCustomerGateway => "InvalidCustomerGatewayID.NotFound",
         T::AwsVpnConnection | T::AwsVpnConnectionRoute => "InvalidVpnConnectionID.NotFound",
+        T::AwsSecurityGroup => "InvalidGroup.NotFound",
+        T::AwsResolverEndpoint => "ResourceNotFoundException",
         _ => "-",
     };
     match code.as_str() {
@@ -47,7 +49,7 @@ pub fn sdk_error<E: ProvideErrorMetadata + std::fmt::Display>(address: &Address,
         "IncorrectState" | "DependencyViolation" | "InvalidGatewayID.InUse" => {
             ProviderError::InUse { address: address.to_string(), detail: format!("{code}: {message}") }
         }
-        "RequestLimitExceeded" | "Throttling" => {
+        "RequestLimitExceeded" | "Throttling" | "ThrottlingException" => {
             ProviderError::Throttled { address: address.to_string(), detail: message, retry_after: None }
         }
         _ => ProviderError::Failed { address: address.to_string(), code, message },

@@ -25,7 +25,7 @@ impl AwsProvider {
     }
 
     /// The cluster's VPC: the one tagged with the cluster tag.
-    async fn cluster_vpc(&self, address: &Address, cluster_tag: &str) -> Result<String> {
+    pub(crate) async fn cluster_vpc(&self, address: &Address, cluster_tag: &str) -> Result<String> {
         let r = send!(address, self.ec2.describe_vpcs().filters(filter("tag-key", &[cluster_tag])))?;
         match r.vpcs() {
             [one] => Ok(one.vpc_id().unwrap_or_default().to_string()),

@@ -1,4 +1,5 @@
-//! The AWS provider: the VPN side of the link in the cluster's VPC, through aws-sdk-ec2.
+//! The AWS provider: the VPN side of the link in the cluster's VPC, through aws-sdk-ec2, and the
+//! DNS endpoint the Azure side resolves the cluster's names through.
 //!
 //! - Credentials and endpoints the AWS way (aws-config's default chain: environment, profile,
 //!   SSO, web identity; `AWS_ENDPOINT_URL` or [`AwsConfig::endpoint_url`] for the local clouds;
@@ -15,7 +16,9 @@
 //! and `ingress` do the same for tunnel options and security-group rules (no IO in any of the
 //! three); each family module makes, updates, deletes and lists its types: `gateways` (virtual
 //! private and customer gateways, attachments, route propagation), `connection` (VPN
-//! connections and their static routes) and `security_groups` (`aws_security_group_ingress`).
+//! connections and their static routes), `security_groups` (`aws_security_group_ingress` and
+//! `aws_security_group`) and `resolver` (`aws_route53_resolver_endpoint`, through
+//! aws-sdk-route53resolver).
 //! This file keeps the configuration, the shared waits and the dispatch to the families.
 
 use std::collections::BTreeMap;
@@ -32,6 +35,7 @@ mod connection;
 mod ec2;
 mod gateways;
 mod ingress;
+mod resolver;
 mod security_groups;
 mod tunnel;
 
@@ -70,6 +74,7 @@ impl AwsConfig {
 
 pub struct AwsProvider {
     ec2: Client,
+    resolver: aws_sdk_route53resolver::Client,
     config: AwsConfig,
 }
 
@@ -169,7 +174,7 @@ impl AwsProvider {
             ));
         }
         let shared = loader.load().await;
-        AwsProvider { ec2: Client::new(&shared), config }
+        AwsProvider { ec2: Client::new(&shared), resolver: aws_sdk_route53resolver::Client::new(&shared), config }
     }
 
     /// Polls `check` until it says done, with backoff, reporting `what`.
@@ -258,6 +263,11 @@ impl AwsProvider {
                 .filter(|c| live(c.state().map(|s| s.as_str())))
                 .filter_map(|c| c.vpn_connection_id().map(String::from))
                 .collect(),
+            T::AwsSecurityGroup => send!(address, self.ec2.describe_security_groups().set_filters(Some(filters)))?
+                .security_groups()
+                .iter()
+                .filter_map(|g| g.group_id().map(String::from))
+                .collect(),
             _ => Vec::new(),
         })
     }
@@ -332,6 +342,8 @@ impl AwsProvider {
             T::AwsVpnConnection => self.vpn_connection(req, progress).await,
             T::AwsVpnConnectionRoute => self.connection_route(req).await,
             T::AwsSecurityGroupIngress => self.ingress(req).await,
+            T::AwsSecurityGroup => self.security_group(req).await,
+            T::AwsResolverEndpoint => self.resolver_endpoint(req, progress).await,
             _ => Err(failed(a, "NotAws", format!("{} is not an AWS resource type", a.rtype.as_str()))),
         }
     }
@@ -348,6 +360,8 @@ impl AwsProvider {
             T::AwsVpnConnection => self.delete_vpn_connection(a, id, progress).await,
             T::AwsVpnConnectionRoute => self.delete_connection_route(a, id).await,
             T::AwsSecurityGroupIngress => self.revoke_ingress(req, id).await,
+            T::AwsSecurityGroup => self.delete_security_group(a, id).await,
+            T::AwsResolverEndpoint => self.delete_resolver_endpoint(a, id, progress).await,
             _ => Ok(()),
         }
     }
@@ -362,6 +376,8 @@ impl AwsProvider {
             T::AwsCustomerGateway => self.list_customer_gateways(&l).await,
             T::AwsVpnConnection => self.list_vpn_connections(&l).await,
             T::AwsSecurityGroupIngress => self.list_ingress(&l).await,
+            T::AwsSecurityGroup => self.list_security_groups(&l).await,
+            T::AwsResolverEndpoint => self.list_resolver_endpoints(&l).await,
             _ => Ok(Vec::new()),
         }
     }

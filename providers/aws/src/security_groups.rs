@@ -1,15 +1,34 @@
 //! `aws_security_group_ingress`: a link's rules in every cluster security group (found by the
 //! cluster tag), each marked as the resource's in its description ([`crate::ingress`] builds and
-//! reads them). Its create or update, delete and list.
+//! reads them); and `aws_security_group`, a group of xcsp's own with its rules marked the same
+//! way. Their creates or updates, deletes and lists.
 
 use aws_sdk_ec2::error::ProvideErrorMetadata;
-use aws_sdk_ec2::types::{IpPermission, SecurityGroup};
+use aws_sdk_ec2::types::{IpPermission, ResourceType as AwsType, SecurityGroup};
 use xcsp_core::attrs::Reader;
-use xcsp_core::provider::{Observed, Request};
+use xcsp_core::provider::{Attributes, Observed, ProviderError, Request};
 use xcsp_core::{Address, Value};
 
-use crate::ec2::{failed, filter, sdk_error};
-use crate::{AwsProvider, Listing, Result, ingress, send};
+use crate::ec2::{desired_tags, failed, filter, required, sdk_error, tag_map, tag_spec, tags_value};
+use crate::{AwsProvider, Listing, Result, ingress, send, tagged_or_recorded};
+
+/// A group of xcsp's own as the plan writes it: name, description, VPC, its marked rules
+/// (member by member, [`ingress::observe`]), tags and id.
+fn group_attributes(stack: &str, a: &Address, g: &SecurityGroup) -> Attributes {
+    let mut out = Attributes::new();
+    out.insert("name".into(), Value::string(g.group_name().unwrap_or_default()));
+    out.insert("description".into(), Value::string(g.description().unwrap_or_default()));
+    out.insert("vpc_id".into(), Value::string(g.vpc_id().unwrap_or_default()));
+    let rules = ingress::observe(stack, std::slice::from_ref(g))
+        .into_iter()
+        .find(|(found, _)| found == a)
+        .and_then(|(_, mut attrs)| attrs.shift_remove("rules"))
+        .unwrap_or(Value::List(vec![]));
+    out.insert("rules".into(), rules);
+    out.insert("tags".into(), tags_value(&tag_map(g.tags())));
+    out.insert("id".into(), Value::string(g.group_id().unwrap_or_default()));
+    out
+}
 
 impl AwsProvider {
     async fn cluster_groups(&self, r: &Reader<'_>) -> Result<Vec<String>> {
@@ -30,6 +49,20 @@ impl AwsProvider {
     pub(crate) async fn ingress(&self, req: &Request<'_>) -> Result<Observed> {
         let a = req.address;
         let groups = self.cluster_groups(&Reader::new(a, req.attributes)).await?;
+        let now = self.converge_rules(req, &groups).await?;
+        let mut out = ingress::observe(req.stack, &now)
+            .into_iter()
+            .find(|(found, _)| found == a)
+            .map(|(_, attrs)| attrs)
+            .unwrap_or_default();
+        out.insert("security_group_ids".into(), Value::strings(groups.iter()));
+        Ok(Observed { address: a.clone(), id: groups.join(","), attributes: out })
+    }
+
+    /// Makes the rules marked as `req`'s in `groups` the planned ones, and answers the groups as
+    /// they are then.
+    async fn converge_rules(&self, req: &Request<'_>, groups: &[String]) -> Result<Vec<SecurityGroup>> {
+        let a = req.address;
         let wanted = ingress::permissions(req.stack, a, req.attributes);
         let same = |x: &IpPermission, y: &IpPermission| {
             let cidr = |p: &IpPermission| p.ip_ranges().first().and_then(|r| r.cidr_ip()).map(String::from);
@@ -38,8 +71,8 @@ impl AwsProvider {
         };
         // Read first, member by member, so that only the missing rules are sent (a run cut short
         // after some of them is completed, not repeated) and only ours the spec dropped are revoked.
-        let have = self.marked_rules(a, &groups, req.stack).await?;
-        for g in &groups {
+        let have = self.marked_rules(a, groups, req.stack).await?;
+        for g in groups {
             for p in wanted.iter().filter(|p| !have.iter().any(|(hg, h)| hg == g && same(p, h))) {
                 match self.ec2.authorize_security_group_ingress().group_id(g).ip_permissions(p.clone()).send().await {
                     Ok(_) => {}
@@ -59,14 +92,75 @@ impl AwsProvider {
             }
         }
         // What is there now, read back member by member as refresh reads it.
-        let now = self.groups(a, &groups).await?;
-        let mut out = ingress::observe(req.stack, &now)
-            .into_iter()
-            .find(|(found, _)| found == a)
-            .map(|(_, attrs)| attrs)
-            .unwrap_or_default();
-        out.insert("security_group_ids".into(), Value::strings(groups.iter()));
-        Ok(Observed { address: a.clone(), id: groups.join(","), attributes: out })
+        self.groups(a, groups).await
+    }
+
+    /// `aws_security_group`: a group of xcsp's own in the cluster's VPC (found by the cluster tag
+    /// unless the plan names it), with exactly the planned rules. A group is made with its tags
+    /// (`TagSpecifications`), so a create whose answer was lost leaves a group this finds by its
+    /// address tag; EC2 refuses a second group of the same name in a VPC (`InvalidGroup.Duplicate`,
+    /// CreateSecurityGroup, EC2 API reference).
+    pub(crate) async fn security_group(&self, req: &Request<'_>) -> Result<Observed> {
+        let a = req.address;
+        let r = Reader::new(a, req.attributes);
+        let id = match req.id.map(String::from).or(self.existing_id(req.stack, a).await?) {
+            Some(id) => id,
+            None => {
+                let vpc = match r.opt_str("vpc_id") {
+                    Some(v) => v,
+                    None => self.cluster_vpc(a, &r.str_or_empty("cluster_tag")).await?,
+                };
+                let made = self
+                    .ec2
+                    .create_security_group()
+                    .group_name(required(&r, "name")?)
+                    .description(required(&r, "description")?)
+                    .vpc_id(&vpc)
+                    .tag_specifications(tag_spec(AwsType::SecurityGroup, &desired_tags(req.stack, &r)))
+                    .send()
+                    .await;
+                match made {
+                    Ok(m) => m.group_id().unwrap_or_default().to_string(),
+                    Err(x) => {
+                        let x = x.into_service_error();
+                        // A retried create whose first answer was lost: the group is there, tagged.
+                        match (x.code(), self.existing_id(req.stack, a).await?) {
+                            (Some("InvalidGroup.Duplicate"), Some(id)) => id,
+                            _ => return Err(sdk_error(a, x)),
+                        }
+                    }
+                }
+            }
+        };
+        let now = self.converge_rules(req, std::slice::from_ref(&id)).await?;
+        let Some(group) = now.first() else {
+            return Err(ProviderError::NotFound { address: a.to_string() });
+        };
+        self.retag(a, &id, &tag_map(group.tags()), &desired_tags(req.stack, &r)).await?;
+        let group = self.groups(a, std::slice::from_ref(&id)).await?;
+        let attributes = group_attributes(req.stack, a, &group[0]);
+        Ok(Observed { address: a.clone(), id, attributes })
+    }
+
+    /// Deletes a group of xcsp's own; EC2 refuses while a network interface uses it
+    /// (`DependencyViolation`: the engine waits and tries again).
+    pub(crate) async fn delete_security_group(&self, a: &Address, id: &str) -> Result<()> {
+        match self.ec2.delete_security_group().group_id(id).send().await {
+            Ok(_) => Ok(()),
+            Err(x) => Err(sdk_error(a, x.into_service_error())),
+        }
+    }
+
+    pub(crate) async fn list_security_groups(&self, l: &Listing<'_>) -> Result<Vec<Observed>> {
+        let groups = tagged_or_recorded!(self, l, describe_security_groups, security_groups, group_id, "group-id");
+        let mut out = Vec::new();
+        for g in &groups {
+            let id = g.group_id().unwrap_or_default().to_string();
+            let Some(address) = l.address(g.tags(), &id).filter(|x| x.rtype == l.rtype) else { continue };
+            let attributes = group_attributes(l.stack, &address, g);
+            out.push(Observed { address, id, attributes });
+        }
+        Ok(out)
     }
 
     /// The security groups with these ids.
@@ -129,7 +223,9 @@ impl AwsProvider {
             groups.extend(page.map_err(|x| sdk_error(&l.probe, x.into_service_error()))?.security_groups().to_vec());
         }
         let mut out = Vec::new();
-        for (addr, observed_attrs) in ingress::observe(l.stack, &groups) {
+        // Only the rules of `aws_security_group_ingress` resources: a group of xcsp's own marks its rules too.
+        for (addr, observed_attrs) in ingress::observe(l.stack, &groups).into_iter().filter(|(x, _)| x.rtype == l.rtype)
+        {
             let id = Reader::new(&addr, &observed_attrs).strings("security_group_ids").join(",");
             out.push(Observed { address: addr, id, attributes: observed_attrs });
         }

@@ -169,12 +169,49 @@ pub fn read_resource_group(body: &Json) -> Attributes {
 }
 
 /// A VNet body; `subnets` are the ones it has now (a PUT without them would remove them).
-pub fn vnet_body(d: &Reader, stack: &str, subnets: Json) -> Result<Json, ProviderError> {
+/// A VNet's body. A PUT replaces what it leaves out, so the subnets and the DHCP options (the DNS
+/// servers `azure_virtual_network_dns_servers` sets) are sent as the VNet has them now (`current`,
+/// its GET, or null for a new one).
+pub fn vnet_body(d: &Reader, stack: &str, current: &Json) -> Result<Json, ProviderError> {
     let mut props = json!({ "addressSpace": { "addressPrefixes": d.json("address_space")? } });
+    let subnets = &current["properties"]["subnets"];
     if subnets.as_array().is_some_and(|s| !s.is_empty()) {
-        props["subnets"] = subnets;
+        props["subnets"] = subnets.clone();
+    }
+    if !current["properties"]["dhcpOptions"].is_null() {
+        props["dhcpOptions"] = current["properties"]["dhcpOptions"].clone();
     }
     Ok(json!({ "location": d.str("location")?, "tags": resource_tags(d, stack), "properties": props }))
+}
+
+/// The VNet `current` (its GET) with the DNS servers `servers` (none: Azure's own resolver), as
+/// its PUT: ARM has no call of its own for a VNet's DNS servers (`dhcpOptions.dnsServers` is a
+/// VNet property, network.json `DhcpOptions`).
+pub fn vnet_with_dns(current: &Json, servers: Json) -> Json {
+    let mut body = json!({
+        "location": current["location"],
+        "tags": current["tags"],
+        "properties": current["properties"].clone(),
+    });
+    body["properties"]["dhcpOptions"] = json!({ "dnsServers": servers });
+    body
+}
+
+/// A VNet's DNS servers as `azure_virtual_network_dns_servers` records them.
+pub fn read_dns_servers(body: &Json) -> Attributes {
+    let mut out = Attributes::new();
+    if let Some(rg) = body["id"].as_str().and_then(resource_group_of) {
+        out.insert("resource_group".into(), Value::string(rg));
+    }
+    put(&mut out, "virtual_network", &body["name"]);
+    let servers = &body["properties"]["dhcpOptions"]["dnsServers"];
+    out.insert("dns_servers".into(), Value::strings(servers.as_array().into_iter().flatten().filter_map(Json::as_str)));
+    out
+}
+
+/// The id xcsp records for a VNet's DNS servers: the VNet's, with `/dnsServers`.
+pub fn dns_servers_id(vnet_id: &str) -> String {
+    format!("{vnet_id}/dnsServers")
 }
 
 pub fn read_vnet(body: &Json) -> Attributes {

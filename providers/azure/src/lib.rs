@@ -13,7 +13,8 @@
 //!   right after an identity is made. Both stop at the operation's deadline (per type, see
 //!   [`Timeouts`]).
 //! - Writes to one VPN gateway and its connections are serialized by a lock per gateway (Azure
-//!   runs one operation at a time per gateway); everything else runs in parallel.
+//!   runs one operation at a time per gateway), and those to a VNet, its subnets and its DNS
+//!   servers by one per VNet (its body carries them all); everything else runs in parallel.
 //! - Refresh lists each type once in the stack's resource group and recognizes the stack's
 //!   resources by their tags; what Azure cannot tag is found by deterministic names ([`identify`]).
 //! - Secrets never reach a log, an error or a `Debug` output: see [`transport`] for what
@@ -123,6 +124,27 @@ impl AzureProvider {
             _ => return None,
         };
         Some(gateway.to_ascii_lowercase())
+    }
+
+    /// The VNet whose body a write or delete of `req` sends or changes: the VNet itself, one of its
+    /// subnets, its DNS servers. ARM keeps a VNet's subnets and DHCP options in its body, so a
+    /// VNet PUT made from a read taken before a subnet's create or delete undoes it (a deleted
+    /// subnet comes back, a new one goes); one at a time per VNet, as Terraform's azurerm
+    /// provider locks a VNet's name around every subnet and DNS-servers change
+    /// (`locks.ByName(id.VirtualNetworkName, VirtualNetworkResourceName)`).
+    fn vnet_of(&self, req: &Request<'_>) -> Option<String> {
+        let d = Reader::new(req.address, req.attributes);
+        let name = match req.address.rtype {
+            T::AzureVirtualNetwork => d.opt_str("name")?,
+            T::AzureSubnet | T::AzureVnetDnsServers => d.opt_str("virtual_network")?,
+            _ => return None,
+        };
+        let id = format!(
+            "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/virtualNetworks/{name}",
+            self.config.subscription_id,
+            self.resource_group(&d)
+        );
+        Some(id.to_ascii_lowercase())
     }
 
     /// The ARM id a top-level resource of `provider_type` named in `d` has (or will have).
@@ -314,7 +336,7 @@ impl Provider for AzureProvider {
     }
 
     fn serial_key(&self, req: &Request<'_>) -> Option<String> {
-        self.gateway_of(req)
+        self.gateway_of(req).or_else(|| self.vnet_of(req))
     }
 
     fn delete<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {

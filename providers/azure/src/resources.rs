@@ -205,18 +205,34 @@ impl AzureProvider {
                 read = arm::read_vnet;
                 let name = d.str("name")?;
                 let c = n.virtual_networks_client();
-                // A PUT replaces the subnets: send the ones the VNet has now.
-                let subnets = match self.retry(address, progress, || as_json!(c.get(rg, &name, sub))).await {
-                    Ok(v) => v["properties"]["subnets"].clone(),
+                // A PUT replaces the subnets and DNS servers: send the ones the VNet has now.
+                let current = match self.retry(address, progress, || as_json!(c.get(rg, &name, sub))).await {
+                    Ok(v) => v,
                     Err(ProviderError::NotFound { .. }) => Json::Null,
                     Err(e) => return Err(e),
                 };
                 let m: azure_mgmt_network::models::VirtualNetwork =
-                    model(address, arm::vnet_body(&d, stack, subnets)?)?;
+                    model(address, arm::vnet_body(&d, stack, &current)?)?;
                 self.write(
                     address,
                     progress,
                     &doing("virtual network"),
+                    || raw!(c.create_or_update(rg, &name, m.clone(), sub).send()),
+                    || as_json!(c.get(rg, &name, sub)),
+                )
+                .await?
+            }
+            T::AzureVnetDnsServers => {
+                read = arm::read_dns_servers;
+                let name = d.str("virtual_network")?;
+                let c = n.virtual_networks_client();
+                let current = self.retry(address, progress, || as_json!(c.get(rg, &name, sub))).await?;
+                let m: azure_mgmt_network::models::VirtualNetwork =
+                    model(address, arm::vnet_with_dns(&current, d.json("dns_servers")?))?;
+                self.write(
+                    address,
+                    progress,
+                    &doing("virtual network's DNS servers"),
                     || raw!(c.create_or_update(rg, &name, m.clone(), sub).send()),
                     || as_json!(c.get(rg, &name, sub)),
                 )
@@ -403,7 +419,10 @@ impl AzureProvider {
         if address.rtype == T::AzureRoleAssignment {
             attributes.insert("role".into(), Value::string(d.str("role")?));
         }
-        let id = body["id"].as_str().unwrap_or_default().to_string();
+        let mut id = body["id"].as_str().unwrap_or_default().to_string();
+        if address.rtype == T::AzureVnetDnsServers {
+            id = arm::dns_servers_id(&id);
+        }
         Ok(Observed { address: address.clone(), id, attributes })
     }
 
@@ -432,6 +451,27 @@ impl AzureProvider {
                     raw!(c.delete(rg, &name, sub).send())
                 })
                 .await
+            }
+            T::AzureVnetDnsServers => {
+                // The VNet goes back to Azure's own resolver; a VNet already gone has none.
+                let vnet = segment(1).map(str::to_string).or_else(|| d.opt_str("virtual_network")).unwrap_or_default();
+                let c = n.virtual_networks_client();
+                let current = match self.retry(address, progress, || as_json!(c.get(rg, &vnet, sub))).await {
+                    Ok(v) => v,
+                    Err(e) if gone(&e) => return Ok(()),
+                    Err(e) => return Err(e),
+                };
+                let m: azure_mgmt_network::models::VirtualNetwork =
+                    model(address, arm::vnet_with_dns(&current, json!([])))?;
+                self.write(
+                    address,
+                    progress,
+                    "Azure is removing the virtual network's DNS servers",
+                    || raw!(c.create_or_update(rg, &vnet, m.clone(), sub).send()),
+                    || as_json!(c.get(rg, &vnet, sub)),
+                )
+                .await
+                .map(|_| ())
             }
             T::AzureSubnet => {
                 let name = name();
@@ -605,6 +645,29 @@ impl AzureProvider {
             T::AzureVirtualNetwork => {
                 let c = n.virtual_networks_client();
                 tagged(self.list_all(rtype, || all_pages!(c.list(rg, sub))).await?, arm::read_vnet)
+            }
+            T::AzureVnetDnsServers => {
+                // Read from the VNet: the one state records them on, else a VNet of the stack
+                // that has DNS servers (an apply killed after the PUT).
+                let c = n.virtual_networks_client();
+                let vnets = self.list_all(rtype, || all_pages!(c.list(rg, sub))).await?;
+                let mut out = Vec::new();
+                for vnet in &vnets {
+                    let id = arm::dns_servers_id(vnet["id"].as_str().unwrap_or_default());
+                    let recorded = known
+                        .iter()
+                        .find(|k| k.address.rtype == rtype && k.id.eq_ignore_ascii_case(&id))
+                        .map(|k| k.address.clone());
+                    let has = vnet["properties"]["dhcpOptions"]["dnsServers"].as_array().is_some_and(|s| !s.is_empty());
+                    let adopted = || {
+                        let vnet_address = ours(vnet).then(|| address_of(vnet)).flatten()?;
+                        has.then(|| Address { rtype, name: vnet_address.name, index: vnet_address.index })
+                    };
+                    if let Some(address) = recorded.or_else(adopted) {
+                        out.push(Observed { address, id, attributes: arm::read_dns_servers(vnet) });
+                    }
+                }
+                out
             }
             T::AzureSubnet => {
                 // Subnets come inside their VNet: one list of VNets covers them all.

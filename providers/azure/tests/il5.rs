@@ -37,6 +37,15 @@ async fn the_il5_azure_side_is_created_in_order_refreshed_in_bulk_and_destroyed(
     for i in 0..4 {
         assert_eq!(key_of(&format!("azure_virtual_network_gateway_connection.link[{i}]"), None), gateway, "{i}");
     }
+    // A VNet, its subnets and its DNS servers share the VNet's key (each PUT of the VNet carries
+    // its subnets and DNS servers), and nothing else does.
+    let vnet = key_of("azure_virtual_network.link", None);
+    assert!(vnet.as_deref().is_some_and(|k| k.ends_with("/virtualnetworks/il5-gpu-link")), "{vnet:?}");
+    for a in ["azure_subnet.gateway-link", "azure_subnet.pool-gpu", "azure_virtual_network_dns_servers.link"] {
+        assert_eq!(key_of(a, None), vnet, "{a}");
+    }
+    assert_ne!(vnet, gateway);
+    assert_eq!(key_of("azure_network_security_group.gpu", None), None);
     // The outputs other resources and the Kubernetes side consume.
     let uai = recorded.get("azure_user_assigned_identity.capz");
     for output in ["principal_id", "client_id", "tenant_id", "id", "name"] {
@@ -60,8 +69,8 @@ async fn the_il5_azure_side_is_created_in_order_refreshed_in_bulk_and_destroyed(
     let expected: BTreeMap<String, u64> = [
         // One list per stack tag key Azure may carry (today's and the one written before).
         ("GET Microsoft.Resources/resourceGroups (list)", 2),
-        // The VNets, and again for the subnets inside them.
-        ("GET Microsoft.Network/virtualNetworks (list)", 2),
+        // The VNets, again for the subnets inside them, and again for their DNS servers.
+        ("GET Microsoft.Network/virtualNetworks (list)", 3),
         ("GET Microsoft.Network/networkSecurityGroups (list)", 1),
         ("GET Microsoft.Network/publicIPAddresses (list)", 1),
         ("GET Microsoft.Network/virtualNetworkGateways (list)", 1),

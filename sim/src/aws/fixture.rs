@@ -1,6 +1,6 @@
 //! What an OpenShift IPI install on AWS leaves behind, made in moto so the examples run against
 //! something realistic: a VPC tagged `kubernetes.io/cluster/<infra>=owned`, a private and a
-//! public subnet per availability zone, their route tables, and the node and control-plane
+//! public subnet per availability zone (with CAPA's role tags), their route tables, and the node and control-plane
 //! security groups, all carrying the cluster tag.
 
 use serde::Serialize;
@@ -103,7 +103,16 @@ pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluste
                     ("CidrBlock".into(), cidr),
                     ("AvailabilityZone".into(), az.clone()),
                 ],
-                tagged("subnet", name.clone()),
+                {
+                    // CAPA's subnet roles (openshift/installer, vendored cluster-api-provider-aws
+                    // `pkg/cloud/services/network/subnets.go`): internal load balancers go in the
+                    // private subnets, public ones in the public subnets.
+                    let role = if kind == "private" { "internal-elb" } else { "elb" };
+                    let mut tags = tagged("subnet", name.clone());
+                    tags.push(("TagSpecification.1.Tag.3.Key".into(), format!("kubernetes.io/role/{role}")));
+                    tags.push(("TagSpecification.1.Tag.3.Value".into(), "1".into()));
+                    tags
+                },
             )
             .await?;
             let subnet_id = first(&subnet, "subnetId")?;

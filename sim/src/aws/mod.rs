@@ -4,10 +4,12 @@
 //! The layer owns the Site-to-Site VPN resources ([`vpn`]), adds route propagation to moto's
 //! DescribeRouteTables, splits CreateTags/DeleteTags between itself and moto, injects
 //! `RequestLimitExceeded` and 5xx on demand, counts requests per action, and forwards everything
-//! else (VPCs, subnets, route tables, security groups, ...) to moto unchanged.
+//! else (VPCs, subnets, route tables, security groups, ...) to moto unchanged. Route 53
+//! Resolver's JSON calls go to moto through [`resolver`].
 
 pub mod fixture;
 pub mod query;
+pub mod resolver;
 pub mod tunnels;
 pub mod vpn;
 
@@ -146,6 +148,8 @@ pub struct Aws {
     pub vpn: Mutex<VpnStore>,
     moto: Mutex<Option<String>>,
     pub requests: Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Route 53 Resolver's inbound endpoints, as moto had them after the last change ([`resolver`]).
+    pub resolvers: Mutex<Vec<resolver::InboundEndpoint>>,
     http: reqwest::Client,
 }
 
@@ -162,6 +166,7 @@ impl Aws {
     pub fn reset(&self) {
         *self.vpn.lock().expect("vpn lock") = VpnStore::default();
         self.requests.lock().expect("requests lock").clear();
+        self.resolvers.lock().expect("resolvers lock").clear();
     }
 
     /// Forgets the request counts (a test measuring one phase).
@@ -344,6 +349,14 @@ async fn answer(
                 Some(text) => xml(200, with_propagation(&text, &sim.aws.vpn.lock().expect("vpn").propagation)),
                 None => resp,
             }
+        }
+        // What a Route 53 Resolver endpoint's groups let in: read the view again after a change.
+        "AuthorizeSecurityGroupIngress" | "RevokeSecurityGroupIngress" | "DeleteSecurityGroup" => {
+            let (resp, text) = forward(sim, headers, body.to_vec(), request_id).await;
+            if text.is_some() {
+                resolver::refresh(sim, headers).await;
+            }
+            resp
         }
         _ => forward(sim, headers, body.to_vec(), request_id).await.0,
     }

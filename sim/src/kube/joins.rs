@@ -13,10 +13,42 @@ use super::store::Store;
 use crate::arm::store::Store as ArmStore;
 use crate::world::SimConfig;
 
-/// What CAPZ's Azure calls meet: the ARM emulator's resources and the sim's configuration.
+/// What CAPZ's Azure calls meet: the ARM emulator's resources and the sim's configuration; and
+/// what a booting VM's packets meet on the way to the cluster ([`Link`]).
 pub struct Azure<'a> {
     pub store: &'a ArmStore,
     pub config: &'a SimConfig,
+    pub link: &'a Link,
+}
+
+/// The AWS side as a VM in the VNet reaches it: Route 53 Resolver's inbound endpoints, and the
+/// VPCs a tunnel that is UP leads to (a VGW attached to the VPC with a connection whose tunnel
+/// negotiated, [`crate::aws::tunnels::verdicts`]).
+#[derive(Debug, Clone, Default)]
+pub struct Link {
+    pub resolvers: Vec<crate::aws::resolver::InboundEndpoint>,
+    pub up_vpcs: Vec<String>,
+}
+
+impl Link {
+    /// Read from the sim now. Takes the VPN and ARM locks in turn: call it holding neither.
+    pub fn of(sim: &crate::server::Sim) -> Link {
+        let up: Vec<String> =
+            crate::aws::tunnels::verdicts(sim).into_iter().filter(|v| v.up).map(|v| v.vpn_connection).collect();
+        let now = sim.world.clock.now();
+        let vpn = sim.aws.vpn.lock().expect("vpn lock");
+        let mut up_vpcs: Vec<String> = up
+            .iter()
+            .filter_map(|c| vpn.conns.get(c))
+            .filter_map(|c| vpn.vgws.get(&c.vgw)?.attachment.clone())
+            .filter(|(_, at, attached)| *attached && now >= *at)
+            .map(|(vpc, _, _)| vpc)
+            .collect();
+        up_vpcs.sort();
+        up_vpcs.dedup();
+        drop(vpn);
+        Link { resolvers: sim.aws.resolvers.lock().expect("resolvers lock").clone(), up_vpcs }
+    }
 }
 
 const CAPI: &str = "cluster.x-k8s.io";
@@ -112,7 +144,7 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
     }
     let name = machine["metadata"]["name"].as_str().unwrap_or_default();
     if azure.store.of_kind(&crate::arm::kinds::VM).any(|vm| vm.name == name) {
-        if let Some(h) = dns(&azure_cluster, &data, azure) {
+        if let Some(h) = dns(&azure_cluster, &data, azure, name) {
             return h;
         }
         return at(
@@ -127,18 +159,63 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
 /// The first thing a booting VM does: Ignition fetches the config its pointer names
 /// (`https://api-int.<domain>:22623/config/<pool>`). `api-int.<domain>` exists only in the
 /// cluster's Route 53 private hosted zone, which answers only inside the VPCs associated with it
-/// or through a Resolver inbound endpoint (AWS, Route 53 Developer Guide: "Working with private
-/// hosted zones", "Resolving DNS queries between VPCs and your network"); a VNet without DNS
+/// or through a Resolver inbound endpoint in one (AWS, Route 53 Developer Guide: "Working with
+/// private hosted zones", "Forwarding inbound DNS queries to your VPCs"). A VNet without DNS
 /// servers of its own uses Azure's resolver (`properties.dhcpOptions.dnsServers` empty), which
-/// cannot. Held at `dns` then; with DNS servers set, what they answer is not emulated.
-fn dns(azure_cluster: &Value, bootstrap: &Value, azure: &Azure) -> Option<Held> {
+/// cannot. With DNS servers, the VM asks them in order and keeps to the first that answers
+/// (Microsoft Learn, "Create, change, or delete a virtual network", Change DNS servers); one
+/// answers the cluster's names when it is an address of an OPERATIONAL inbound endpoint, a tunnel
+/// to the endpoint's VPC is UP, and the endpoint's security groups let DNS (UDP 53) in from the
+/// VM's subnet. Held at `dns` with the first server's reason otherwise.
+fn dns(azure_cluster: &Value, bootstrap: &Value, azure: &Azure, machine: &str) -> Option<Held> {
     use base64::Engine as _;
     let servers =
         azure.store.get(&vnet_id(azure_cluster).to_ascii_lowercase())?.body["properties"]["dhcpOptions"]["dnsServers"]
             .clone();
-    if servers.as_array().is_some_and(|s| !s.is_empty()) {
-        return None;
-    }
+    let servers: Vec<&str> = servers.as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    // The VM's subnet, by its NIC.
+    let subnet: Option<ipnet::Ipv4Net> = azure
+        .store
+        .of_kind(&crate::arm::kinds::NIC)
+        .find(|n| n.name == format!("{machine}-nic"))
+        .and_then(|n| n.body["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str())
+        .and_then(|id| azure.store.get(&id.to_ascii_lowercase()))
+        .and_then(|s| s.body["properties"]["addressPrefix"].as_str()?.parse().ok());
+    let mut reasons = servers.iter().map(|ip| {
+        let link = azure.link;
+        match link.resolvers.iter().find(|e| e.ips.iter().any(|e_ip| e_ip == ip)) {
+            None => Some(format!(
+                "the DNS server {ip} is no Route 53 Resolver inbound endpoint's address: nothing answers there"
+            )),
+            Some(e) if e.status != "OPERATIONAL" => {
+                Some(format!("the Resolver endpoint {} at {ip} is {}", e.id, e.status))
+            }
+            Some(e) if !link.up_vpcs.contains(&e.vpc_id) => Some(format!(
+                "no tunnel to {} (the Resolver endpoint {} at {ip}) is UP: the query goes nowhere",
+                e.vpc_id, e.id
+            )),
+            Some(e) if !subnet.is_some_and(|s| e.admits_dns_from(&s)) => Some(format!(
+                "the security groups of the Resolver endpoint {} let no DNS (UDP 53) in from the VM's subnet {}",
+                e.id,
+                subnet.map(|s| s.to_string()).unwrap_or_else(|| "(unknown)".into())
+            )),
+            Some(_) => None,
+        }
+    });
+    let reason = if servers.is_empty() {
+        "the VNet has no DNS servers of its own, so the VM asks Azure's resolver, which cannot resolve the cluster's private names".to_string()
+    } else {
+        let mut first = None;
+        for r in reasons.by_ref() {
+            match r {
+                None => return None,
+                Some(why) => {
+                    first.get_or_insert(why);
+                }
+            }
+        }
+        first.unwrap_or_default()
+    };
     let pointer: Value = bootstrap["data"]["value"]
         .as_str()
         .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
@@ -147,10 +224,8 @@ fn dns(azure_cluster: &Value, bootstrap: &Value, azure: &Azure) -> Option<Held> 
     let source = pointer["ignition"]["config"]["merge"][0]["source"].as_str().unwrap_or("its pointer's config");
     Some(Held {
         step: "dns",
-        message: format!(
-            "the VNet has no DNS servers of its own, so the VM asks Azure's resolver, which cannot resolve the cluster's private names: Ignition cannot fetch {source}"
-        ),
-        source: "AWS Route 53 Developer Guide (private hosted zones, Resolver inbound endpoints); ARM virtualNetworks dhcpOptions.dnsServers",
+        message: format!("{reason}: Ignition cannot fetch {source}"),
+        source: "AWS Route 53 Developer Guide (private hosted zones, Resolver inbound endpoints); ARM virtualNetworks dhcpOptions.dnsServers; Microsoft Learn, Change DNS servers",
     })
 }
 

@@ -106,8 +106,8 @@ impl Kube {
 
     /// Each Machine with where CAPZ holds it and what CAPI still needs to match a Node
     /// ([`joins`]), after [`Kube::reflect_machines`] brought them up to date.
-    pub fn machines(&self, world: &World, arm: &mut crate::arm::store::Store) -> Vec<Value> {
-        let held = self.reflect_machines(world, arm);
+    pub fn machines(&self, world: &World, arm: &mut crate::arm::store::Store, link: &joins::Link) -> Vec<Value> {
+        let held = self.reflect_machines(world, arm, link);
         let s = self.store.lock().expect("store lock");
         held.into_iter()
             .filter_map(|(k, held)| {
@@ -132,6 +132,7 @@ impl Kube {
         &self,
         world: &World,
         arm: &mut crate::arm::store::Store,
+        link: &joins::Link,
     ) -> Vec<(store::Key, joins::Held)> {
         let config = world.config();
         let mut s = self.store.lock().expect("store lock");
@@ -145,7 +146,7 @@ impl Kube {
         let mut found = Vec::new();
         for k in keys {
             let Some(mut obj) = s.objects.get(&k).cloned() else { continue };
-            let mut held = joins::held(&s, &obj.value, &joins::Azure { store: arm, config: &config });
+            let mut held = joins::held(&s, &obj.value, &joins::Azure { store: arm, config: &config, link });
             if s.deleting.contains_key(&k) {
                 found.push((k, held));
                 continue;
@@ -154,7 +155,7 @@ impl Kube {
                 match capz::make_vm(&s, arm, &obj.value, world.clock.now()) {
                     Ok(provider_id) => {
                         obj.value["spec"]["providerID"] = json!(provider_id);
-                        held = joins::held(&s, &obj.value, &joins::Azure { store: arm, config: &config });
+                        held = joins::held(&s, &obj.value, &joins::Azure { store: arm, config: &config, link });
                     }
                     Err(refused) => held = refused,
                 }
@@ -317,8 +318,9 @@ pub async fn serve(sim: &Sim, method: Method, uri: &Uri, headers: &HeaderMap, bo
         // The controllers and CAPI's and CAPZ's view of the Machines, brought up to date before
         // the request sees them (the ARM store first, then the Kubernetes one, as everywhere both
         // are held).
+        let link = joins::Link::of(sim);
         let mut arm = sim.arm.store.lock().expect("store lock");
-        sim.kube.reflect_machines(&sim.world, &mut arm);
+        sim.kube.reflect_machines(&sim.world, &mut arm, &link);
     }
     let result = if !authorized {
         Err(KubeError::unauthorized())

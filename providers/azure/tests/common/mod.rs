@@ -245,7 +245,12 @@ fn il5_at(path: &Path) -> Il5 {
             node.inputs.iter().filter(|i| i.from.rtype.provider() == ProviderKind::Aws).cloned().collect();
         for input in from_aws {
             let t = node.address.index.unwrap_or(0);
-            node.attributes.insert(input.attribute.clone(), Value::string(format!("203.0.113.{}", 10 + t)));
+            let stand_in = match input.output.as_str() {
+                // The Route 53 Resolver endpoint's two addresses in the cluster's private subnets.
+                "ip_addresses" => Value::strings(["10.0.0.10", "10.0.32.10"]),
+                _ => Value::string(format!("203.0.113.{}", 10 + t)),
+            };
+            node.attributes.insert(input.attribute.clone(), stand_in);
             node.inputs.retain(|i| i.attribute != input.attribute);
         }
         node.depends_on.retain(|d| d.rtype.provider() != ProviderKind::Aws);

@@ -111,22 +111,8 @@ fn dns_over_link(b: &mut Builder, link: &Link, vnet_addr: &Address) {
     let vpc = n.vpc_id.as_ref().or(model.aws.vpc_id.as_ref()).map_or(Value::Unknown, |v| Value::string(&v.value));
     let cluster_tag = Value::string(format!("kubernetes.io/cluster/{infra}"));
     let aws_name = format!("xcsp-{}-{name}-dns", model.stack);
-    let rules: Vec<Value> = ["tcp", "udp"]
-        .into_iter()
-        .map(|proto| {
-            Value::Map(
-                [
-                    ("protocol".to_string(), Value::string(proto)),
-                    ("from_port".to_string(), Value::int(53)),
-                    ("to_port".to_string(), Value::int(53)),
-                    ("cidr".to_string(), Value::string(n.vnet_cidr.value.to_string())),
-                    ("description".to_string(), Value::string(format!("DNS from Azure network {name}"))),
-                ]
-                .into_iter()
-                .collect(),
-            )
-        })
-        .collect();
+    let rules: Vec<Value> =
+        ["tcp", "udp"].into_iter().map(|proto| ingress_rule(proto, 53, 53, &n.vnet_cidr.value, "DNS", name)).collect();
     let sg = b.add(
         T::AwsSecurityGroup,
         name,
@@ -277,19 +263,7 @@ fn aws_gateway(b: &mut Builder, link: &Link) -> (Address, Address) {
     // In a canonical order (ports, then protocol): refresh reads the rules back in it.
     let rules: Vec<Value> = topology::aws_ingress_ports()
         .into_iter()
-        .map(|(proto, from, to, what)| {
-            Value::Map(
-                [
-                    ("protocol".to_string(), Value::string(*proto)),
-                    ("from_port".to_string(), Value::int(i64::from(*from))),
-                    ("to_port".to_string(), Value::int(i64::from(*to))),
-                    ("cidr".to_string(), Value::string(n.vnet_cidr.value.to_string())),
-                    ("description".to_string(), Value::string(format!("{what} from Azure network {name}"))),
-                ]
-                .into_iter()
-                .collect(),
-            )
-        })
+        .map(|(proto, from, to, what)| ingress_rule(proto, *from, *to, &n.vnet_cidr.value, what, name))
         .collect();
     b.add(
         T::AwsSecurityGroupIngress,
@@ -303,6 +277,22 @@ fn aws_gateway(b: &mut Builder, link: &Link) -> (Address, Address) {
         ],
     );
     (vgw_addr, attach_addr)
+}
+
+/// One inbound security-group rule as the plan writes it: `what` from the Azure network `network`
+/// (its VNet `cidr`) on ports `from`..=`to`.
+fn ingress_rule(protocol: &str, from: u16, to: u16, cidr: &Ipv4Net, what: &str, network: &str) -> Value {
+    Value::Map(
+        [
+            ("protocol".to_string(), Value::string(protocol)),
+            ("from_port".to_string(), Value::int(i64::from(from))),
+            ("to_port".to_string(), Value::int(i64::from(to))),
+            ("cidr".to_string(), Value::string(cidr.to_string())),
+            ("description".to_string(), Value::string(format!("{what} from Azure network {network}"))),
+        ]
+        .into_iter()
+        .collect(),
+    )
 }
 
 /// The tunnels, AWS's end: per Azure public IP a customer gateway and a VPN connection to the VGW

@@ -368,19 +368,8 @@ async fn forward(sim: &Sim, headers: &HeaderMap, body: Vec<u8>, request_id: &str
         let e = Ec2Error::new(503, "Unavailable", "the local AWS cloud has no moto behind it (start it with moto)");
         return (xml(503, e.body(request_id)), None);
     };
-    let mut req = sim.aws.http.post(format!("{url}/")).body(body);
-    for (k, v) in headers {
-        if matches!(
-            k.as_str(),
-            "authorization" | "x-amz-date" | "content-type" | "x-amz-security-token" | "x-moto-account-id"
-        ) {
-            req = req.header(k.as_str(), v.as_bytes());
-        }
-    }
-    match req.send().await {
-        Ok(r) => {
-            let status = r.status().as_u16();
-            let text = r.text().await.unwrap_or_default();
+    match to_moto(sim, &url, headers, body).await {
+        Ok((status, text)) => {
             let ok = (status == 200).then(|| text.clone());
             (xml(status, text), ok)
         }
@@ -389,6 +378,28 @@ async fn forward(sim: &Sim, headers: &HeaderMap, body: Vec<u8>, request_id: &str
             (xml(503, e.body(request_id)), None)
         }
     }
+}
+
+/// One request to moto at `url` with the caller's signing headers (EC2's query calls and
+/// Route 53 Resolver's JSON ones alike): its status and body.
+pub(crate) async fn to_moto(sim: &Sim, url: &str, headers: &HeaderMap, body: Vec<u8>) -> Result<(u16, String), String> {
+    let mut req = sim.aws.http.post(format!("{url}/")).body(body);
+    for (k, v) in headers {
+        if matches!(
+            k.as_str(),
+            "authorization"
+                | "x-amz-date"
+                | "content-type"
+                | "x-amz-target"
+                | "x-amz-security-token"
+                | "x-moto-account-id"
+        ) {
+            req = req.header(k.as_str(), v.as_bytes());
+        }
+    }
+    let r = req.send().await.map_err(|e| e.to_string())?;
+    let status = r.status().as_u16();
+    Ok((status, r.text().await.unwrap_or_default()))
 }
 
 /// Asks moto a yes/no question: does its answer to `form` contain `needle`?

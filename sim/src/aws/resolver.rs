@@ -69,7 +69,7 @@ pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
     let Some(url) = sim.aws.moto_url() else {
         return json_error(503, "ServiceUnavailableException", "the local AWS cloud has no moto behind it");
     };
-    let (status, text) = match call(sim, &url, headers, body.to_vec()).await {
+    let (status, text) = match super::to_moto(sim, &url, headers, body.to_vec()).await {
         Ok(answer) => answer,
         Err(e) => return json_error(503, "ServiceUnavailableException", &format!("moto did not answer: {e}")),
     };
@@ -78,22 +78,6 @@ pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
     }
     let status = axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
     (status, [(axum::http::header::CONTENT_TYPE, "application/x-amz-json-1.1")], text).into_response()
-}
-
-/// One request to moto with the caller's signing headers.
-async fn call(sim: &Sim, url: &str, headers: &HeaderMap, body: Vec<u8>) -> Result<(u16, String), String> {
-    let mut req = sim.aws.http.post(format!("{url}/")).body(body);
-    for (k, v) in headers {
-        if matches!(
-            k.as_str(),
-            "authorization" | "x-amz-date" | "content-type" | "x-amz-target" | "x-amz-security-token"
-        ) {
-            req = req.header(k.as_str(), v.as_bytes());
-        }
-    }
-    let r = req.send().await.map_err(|e| e.to_string())?;
-    let status = r.status().as_u16();
-    Ok((status, r.text().await.unwrap_or_default()))
 }
 
 /// The caller's `Authorization` with its credential scope's service replaced by `service`, so
@@ -137,7 +121,7 @@ pub async fn refresh(sim: &Sim, headers: &HeaderMap) {
         );
         let url = url.clone();
         async move {
-            let (status, text) = call(sim, &url, &h, body.to_string().into_bytes()).await.ok()?;
+            let (status, text) = super::to_moto(sim, &url, &h, body.to_string().into_bytes()).await.ok()?;
             (status == 200).then(|| serde_json::from_str::<Value>(&text).ok()).flatten()
         }
     };
@@ -181,7 +165,7 @@ async fn group_rules(sim: &Sim, url: &str, headers: &HeaderMap, group: &str) -> 
         ("Filter.1.Value.1", group),
     ];
     let body = serde_urlencoded::to_string(form).unwrap_or_default();
-    let Ok((200, text)) = call(sim, url, &h, body.into_bytes()).await else { return Vec::new() };
+    let Ok((200, text)) = super::to_moto(sim, url, &h, body.into_bytes()).await else { return Vec::new() };
     let field = |chunk: &str, tag: &str| -> Option<String> {
         let open = format!("<{tag}>");
         let start = chunk.find(&open)? + open.len();

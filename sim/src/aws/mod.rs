@@ -350,10 +350,11 @@ async fn answer(
                 None => resp,
             }
         }
-        // What a Route 53 Resolver endpoint's groups let in: read the view again after a change.
+        // What a Route 53 Resolver endpoint's groups let in: read the view again after a change
+        // to one of them (an endpoint made later reads its groups' rules then).
         "AuthorizeSecurityGroupIngress" | "RevokeSecurityGroupIngress" | "DeleteSecurityGroup" => {
             let (resp, text) = forward(sim, headers, body.to_vec(), request_id).await;
-            if text.is_some() {
+            if text.is_some() && resolver::watches_group(sim, p.get("GroupId")) {
                 resolver::refresh(sim, headers).await;
             }
             resp

@@ -3,8 +3,8 @@
 //! endpoints the Kubernetes side reads when a VM resolves the cluster's names
 //! ([`crate::kube::joins`]): each endpoint's VPC, status, addresses, and what its security groups
 //! let in on port 53. The view is read from moto again after every call that can change it (an
-//! endpoint made or deleted, a rule authorized or revoked, a group deleted), so a Machine's
-//! reflection never waits on moto.
+//! endpoint made or deleted, a rule authorized or revoked or a group deleted where an endpoint
+//! uses the group), so a Machine's reflection never waits on moto.
 
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
@@ -19,6 +19,7 @@ pub struct InboundEndpoint {
     pub vpc_id: String,
     pub status: String,
     pub ips: Vec<String>,
+    pub security_groups: Vec<String>,
     /// The inbound rules of its security groups: (protocol, from port, to port, CIDR).
     pub rules: Vec<(String, i64, i64, String)>,
 }
@@ -109,6 +110,13 @@ fn signed_for(headers: &HeaderMap, service: &str, target: Option<&str>, content_
     out
 }
 
+/// Whether a change to security group `group` (none named: any) can change the view: only a
+/// group an inbound endpoint uses can.
+pub fn watches_group(sim: &Sim, group: Option<&str>) -> bool {
+    let view = sim.aws.resolvers.lock().expect("resolvers lock");
+    group.is_none_or(|g| view.iter().any(|e| e.security_groups.iter().any(|s| s == g)))
+}
+
 /// Reads the inbound endpoints and their groups' rules from moto into the view.
 pub async fn refresh(sim: &Sim, headers: &HeaderMap) {
     let Some(url) = sim.aws.moto_url() else { return };
@@ -140,8 +148,15 @@ pub async fn refresh(sim: &Sim, headers: &HeaderMap) {
             .flatten()
             .filter_map(|i| i["Ip"].as_str().map(String::from))
             .collect();
+        let security_groups: Vec<String> = e["SecurityGroupIds"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect();
         let mut rules = Vec::new();
-        for sg in e["SecurityGroupIds"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        for sg in &security_groups {
             rules.extend(group_rules(sim, &url, headers, sg).await);
         }
         view.push(InboundEndpoint {
@@ -149,6 +164,7 @@ pub async fn refresh(sim: &Sim, headers: &HeaderMap) {
             vpc_id: e["HostVPCId"].as_str().unwrap_or_default().to_string(),
             status: e["Status"].as_str().unwrap_or_default().to_string(),
             ips,
+            security_groups,
             rules,
         });
     }

@@ -181,9 +181,11 @@ fn dns(azure_cluster: &Value, bootstrap: &Value, azure: &Azure, machine: &str) -
         .and_then(|n| n.body["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str())
         .and_then(|id| azure.store.get(&id.to_ascii_lowercase()))
         .and_then(|s| s.body["properties"]["addressPrefix"].as_str()?.parse().ok());
-    let mut reasons = servers.iter().map(|ip| {
-        let link = azure.link;
-        match link.resolvers.iter().find(|e| e.ips.iter().any(|e_ip| e_ip == ip)) {
+    // Why each server does not answer (None: it answers).
+    let link = azure.link;
+    let why_not: Vec<Option<String>> = servers
+        .iter()
+        .map(|ip| match link.resolvers.iter().find(|e| e.ips.iter().any(|e_ip| e_ip == ip)) {
             None => Some(format!(
                 "the DNS server {ip} is no Route 53 Resolver inbound endpoint's address: nothing answers there"
             )),
@@ -200,22 +202,14 @@ fn dns(azure_cluster: &Value, bootstrap: &Value, azure: &Azure, machine: &str) -
                 subnet.map(|s| s.to_string()).unwrap_or_else(|| "(unknown)".into())
             )),
             Some(_) => None,
-        }
-    });
-    let reason = if servers.is_empty() {
+        })
+        .collect();
+    if why_not.iter().any(Option::is_none) {
+        return None;
+    }
+    let reason = why_not.into_iter().flatten().next().unwrap_or_else(|| {
         "the VNet has no DNS servers of its own, so the VM asks Azure's resolver, which cannot resolve the cluster's private names".to_string()
-    } else {
-        let mut first = None;
-        for r in reasons.by_ref() {
-            match r {
-                None => return None,
-                Some(why) => {
-                    first.get_or_insert(why);
-                }
-            }
-        }
-        first.unwrap_or_default()
-    };
+    });
     let pointer: Value = bootstrap["data"]["value"]
         .as_str()
         .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())

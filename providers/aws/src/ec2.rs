@@ -84,7 +84,11 @@ pub fn filter(name: &str, values: &[&str]) -> Filter {
 
 /// The address a resource's tags name, if it is this stack's.
 pub fn owner(stack: &str, tags: &[Tag]) -> Option<Address> {
-    let get = |k: &str| tags.iter().find(|t| t.key() == Some(k)).and_then(|t| t.value());
+    owner_by(stack, |k| tags.iter().find(|t| t.key() == Some(k)).and_then(|t| t.value()))
+}
+
+/// The address the tags `get` reads name (by key), if it is this stack's: for any AWS API's tags.
+pub fn owner_by<'a>(stack: &str, get: impl Fn(&str) -> Option<&'a str>) -> Option<Address> {
     (get(STACK_TAG) == Some(stack)).then(|| get(ADDRESS_TAG)?.parse().ok()).flatten()
 }
 

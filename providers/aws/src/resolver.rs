@@ -22,7 +22,7 @@ use aws_sdk_route53resolver::types::{
 };
 use xcsp_core::attrs::Reader;
 use xcsp_core::provider::{Attributes, Observed, Progress, ProviderError, Request};
-use xcsp_core::{ADDRESS_TAG, Address, STACK_TAG, Value};
+use xcsp_core::{Address, Value};
 
 use crate::ec2::{desired_tags, failed, filter, required, sdk_error, tags_value};
 use crate::{AwsProvider, Listing, Result};
@@ -47,10 +47,9 @@ pub fn endpoint_subnets(subnets: &[(String, String, Vec<String>)]) -> Option<Vec
     (by_zone.len() >= 2).then(|| by_zone.values().take(2).map(|s| s.to_string()).collect())
 }
 
-/// Whether an endpoint's tags say it is `address` of `stack`.
+/// The address an endpoint's tags name, if it is `stack`'s ([`crate::ec2::owner_by`]).
 fn ours(tags: &[Tag], stack: &str) -> Option<Address> {
-    let get = |k: &str| tags.iter().find(|t| t.key() == k).map(Tag::value);
-    (get(STACK_TAG) == Some(stack)).then(|| get(ADDRESS_TAG)?.parse().ok()).flatten()
+    crate::ec2::owner_by(stack, |k| tags.iter().find(|t| t.key() == k).map(Tag::value))
 }
 
 impl AwsProvider {

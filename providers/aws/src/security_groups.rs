@@ -136,9 +136,10 @@ impl AwsProvider {
         let Some(group) = now.first() else {
             return Err(ProviderError::NotFound { address: a.to_string() });
         };
-        self.retag(a, &id, &tag_map(group.tags()), &desired_tags(req.stack, &r)).await?;
-        let group = self.groups(a, std::slice::from_ref(&id)).await?;
-        let attributes = group_attributes(req.stack, a, &group[0]);
+        // The group as the rules left it, with the tags the retag leaves on it (no second read).
+        let tags = self.retag(a, &id, &tag_map(group.tags()), &desired_tags(req.stack, &r)).await?;
+        let mut attributes = group_attributes(req.stack, a, group);
+        attributes.insert("tags".into(), tags_value(&tags));
         Ok(Observed { address: a.clone(), id, attributes })
     }
 

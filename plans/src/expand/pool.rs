@@ -118,7 +118,7 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
     // reads its DNS servers by DHCP when it boots, and keeps them until it restarts or renews its
     // lease: Microsoft Learn, "Name resolution for resources in Azure virtual networks"), and
     // destroy removes them (and their machines) before the tunnels.
-    let tunnels: Vec<Address> = b
+    let link: Vec<Address> = b
         .nodes
         .iter()
         .map(|n| &n.address)
@@ -149,7 +149,7 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
         for c in cluster {
             b.after(ms, c);
         }
-        for t in &tunnels {
+        for t in &link {
             b.after(ms, t);
         }
     }

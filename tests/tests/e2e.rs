@@ -259,34 +259,56 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     assert_ne!(down[0]["azure_status"], "Connected", "both sides see it: {v}");
     clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
     assert_eq!(tunnels_up(&clouds, state), 4, "restored, the tunnel negotiates again");
-    // The pool's machines, as CAPI reports them: one per MachineSet (a zone each), and no Node,
-    // since the local cluster boots no VM; status says so for each.
-    // (A Machine appears when its VM would be made: a few seconds after its MachineSet here.)
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // The pool's machines, as CAPI reports them: one per MachineSet (a zone each), each with its
+    // Node Ready, named after the VM and carrying the VM's provider ID, resource group
+    // lower-cased as CAPZ writes it. (A Machine appears when its VM would be made, its Node when
+    // the VM has booted: a few seconds after the MachineSet here.)
+    let deadline = Instant::now() + Duration::from_secs(60);
     let (status, machines) = loop {
         let out = clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap();
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let machines = status["machines"].as_array().cloned().unwrap_or_default();
-        if machines.len() >= 2 || Instant::now() > deadline {
+        let ready = machines.iter().filter(|m| m["node"]["ready"] == "True").count();
+        if ready >= 2 || Instant::now() > deadline {
             break (status, machines);
         }
         std::thread::sleep(Duration::from_millis(250));
     };
     assert_eq!(machines.len(), 2, "{status}");
-    assert!(machines.iter().all(|m| m["node"].is_null() && m["namespace"] == "xcsp-il5-gpu"), "{status}");
+    for m in &machines {
+        assert_eq!(
+            (&m["namespace"], &m["phase"], &m["node"]["ready"]),
+            (&"xcsp-il5-gpu".into(), &"Running".into(), &"True".into()),
+            "{status}"
+        );
+        assert_eq!(m["node"]["name"], m["name"], "the kubelet's node name is the VM's: {status}");
+        let id = m["provider_id"].as_str().unwrap();
+        assert!(
+            id.starts_with("azure:///subscriptions/")
+                && id.contains("/resourceGroups/il5-gpu-workers/providers/Microsoft.Compute/virtualMachines/"),
+            "{status}"
+        );
+    }
     let sets: std::collections::BTreeSet<&str> = machines.iter().filter_map(|m| m["machine_set"].as_str()).collect();
     assert_eq!(sets.len(), 2, "{status}");
     let text = ok(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
-    assert_eq!(text.matches("no Node").count(), 2, "{text}");
-    // CAPZ made their VMs (every check before passes, below), so each Machine carries its VM's
-    // provider ID, resource group lower-cased as CAPZ writes it, and CAPI waits for a Node.
-    assert_eq!(text.matches("no Node has registered with provider ID azure:///subscriptions/").count(), 2, "{text}");
-    assert_eq!(
-        text.matches("/resourceGroups/il5-gpu-workers/providers/Microsoft.Compute/virtualMachines/").count(),
-        2,
-        "{text}"
-    );
-    assert_eq!(text.matches("CAPI/CAPZ say Ready: WaitingForNodeRef").count(), 2, "{text}");
+    assert_eq!(text.matches(" True since ").count(), 2, "{text}");
+    // The Nodes as the cluster has them: labelled by the pool's kubelet labels, with the Azure VM's
+    // provider ID, and still tainted uninitialized (no cloud controller manager on an AWS cluster
+    // initializes an Azure node).
+    let nodes = clouds.kube_get("/api/v1/nodes");
+    let nodes = nodes["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(nodes.len(), 2, "{nodes:#?}");
+    for n in &nodes {
+        assert_eq!(n["metadata"]["labels"]["node.openshift.io/cloud-provider"], "azure", "{n:#}");
+        assert_eq!(n["metadata"]["labels"]["node-role.kubernetes.io/worker"], "", "{n:#}");
+        assert!(machines.iter().any(|m| m["provider_id"] == n["spec"]["providerID"]), "{n:#}");
+        assert_eq!(n["spec"]["taints"][0]["key"], "node.cloudprovider.kubernetes.io/uninitialized", "{n:#}");
+    }
+    let sets = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machinesets");
+    for ms in sets["items"].as_array().unwrap() {
+        assert_eq!(ms["status"]["readyReplicas"], 1, "{ms:#}");
+    }
     // Where CAPZ holds each machine, as the sim follows its reconcile: past the Cluster, the
     // AzureCluster (ready: xcsp manages it), the identity, the bootstrap data (the pool's copy of
     // the pointer ignition the machine-config operator wrote for the pool's own
@@ -300,13 +322,16 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         said.contains("Pool objects: namespace xcsp-il5-gpu") && said.contains("The cluster can take the pool."),
         "{said}"
     );
-    let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
-    assert_eq!(held.len(), 2, "{held:?}");
     // Their VMs exist and resolve the cluster's private names: the VNet's DNS servers are the two
     // addresses of the Route 53 Resolver inbound endpoint in the cluster's VPC, whose own security
-    // group lets DNS in from the VNet, over the tunnels. They are held at the boot after it.
+    // group lets DNS in from the VNet, over the tunnels. They boot: the internal API load
+    // balancer's group lets the machine-config server's port in from the VNet (xcsp's rules, on
+    // every group of the cluster), the server answers the pool's rendered config, whose unit
+    // writes the kubelet's provider ID from the Azure metadata service, and each registers a Node
+    // that CAPI matches to its Machine.
+    let held = joined(&clouds, 2);
     for m in &held {
-        assert_eq!(m["held_at"], "boot", "{m:#}");
+        assert_eq!(m["held_at"], "joined", "{m:#}");
         assert_eq!(m["node_ref_needs"], serde_json::json!([]), "{m}");
     }
     let resolvers = clouds.get("/_sim/resolvers")["resolvers"].as_array().cloned().unwrap_or_default();
@@ -339,7 +364,21 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         .filter_map(|t| t["outside_ip"].as_str().map(String::from))
         .collect();
     clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": all}}));
-    let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+    // Their kubelets stop posting: after the node-monitor grace period the Nodes are Unknown,
+    // and the sim says why (the DNS servers are out of reach).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let held = loop {
+        let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+        if held.iter().all(|m| m["held_at"] == "dns") || Instant::now() > deadline {
+            break held;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let status: serde_json::Value =
+        serde_json::from_slice(&clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap().stdout)
+            .unwrap();
+    let unknown = status["machines"].as_array().unwrap().iter().filter(|m| m["node"]["ready"] == "Unknown").count();
+    assert_eq!(unknown, 2, "{status}");
     for m in &held {
         assert_eq!(m["held_at"], "dns", "{m:#}");
         let said = m["message"].as_str().unwrap();
@@ -348,8 +387,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     }
     clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
     assert_eq!(tunnels_up(&clouds, state), 4);
-    let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
-    assert!(held.iter().all(|m| m["held_at"] == "boot"), "{held:?}");
+    joined(&clouds, 2);
     // The VMs and NICs CAPZ made, in the pool's subnet, with CAPZ's tags and xcsp's.
     let arm = clouds.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
     let vms: Vec<&serde_json::Value> =
@@ -1127,6 +1165,20 @@ impl Clouds {
             .skip(1)
             .filter(|s| s.split("</propagatingVgwSet>").next().unwrap_or_default().contains(&format!(">{vgw}<")))
             .count()
+    }
+}
+
+/// The sim's machines once `n` of them have joined (their Node registered and matched), or as
+/// they are after 60 seconds.
+fn joined(clouds: &Clouds, n: usize) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+        if held.iter().filter(|m| m["held_at"] == "joined").count() >= n || Instant::now() > deadline {
+            assert_eq!(held.iter().filter(|m| m["held_at"] == "joined").count(), n, "{held:#?}");
+            return held;
+        }
+        std::thread::sleep(Duration::from_millis(250));
     }
 }
 

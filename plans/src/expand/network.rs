@@ -270,7 +270,7 @@ fn aws_gateway(b: &mut Builder, link: &Link) -> (Address, Address) {
         name,
         None,
         vec![
-            // Unknown: the cluster's node and control-plane groups, found by the cluster's tag.
+            // Unknown: every group of the cluster, found by its tags (the cloud provider's and CAPA's).
             ("security_group_ids", sgs),
             ("rules", Value::List(rules)),
             ("cluster_tag", Value::string(format!("kubernetes.io/cluster/{infra}"))),

@@ -5,8 +5,10 @@
 //! security group, marking each rule's description with `[xcsp <stack> <address>]`. One
 //! resource stands for all of them, so refresh must see a partial set: an apply killed in the
 //! middle of its `AuthorizeSecurityGroupIngress` calls, or a rule revoked by hand. The groups a
-//! link's rules belong in are those that carry any of its marked rules, and every group sharing
-//! their cluster tag (`kubernetes.io/cluster/<infra>`, the tag xcsp finds the groups by); the
+//! link's rules belong in are those that carry any of its marked rules, and every group of the
+//! same cluster (by `kubernetes.io/cluster/<infra>` or CAPA's
+//! `sigs.k8s.io/cluster-api-provider-aws/cluster/<infra>`, the tags xcsp finds the groups by,
+//! [`CLUSTER_TAG_PREFIXES`]); the
 //! `rules` refresh reports are those present in every one of them, so a missing member is drift
 //! the plan shows and apply repairs.
 
@@ -16,6 +18,28 @@ use aws_sdk_ec2::types::{IpPermission, IpRange, SecurityGroup};
 use indexmap::IndexMap;
 use xcsp_core::provider::Attributes;
 use xcsp_core::{Address, Value};
+
+/// The tag prefixes that name a group's cluster: the cloud provider's, and CAPA's own, which
+/// CAPA puts on every group it makes while it keeps the cloud provider's on the `lb` group only
+/// (cluster-api-provider-aws `pkg/cloud/services/securitygroup/securitygroups.go`
+/// `getSecurityGroupTagParams`; `api/v1beta2/tags.go` `ClusterTagKey`). An OpenShift cluster
+/// installed through CAPA (4.16 and later) has its API load balancer's group (`apiserver-lb`,
+/// which admits the machine-config server's port only from the machine network) among the
+/// latter only.
+pub const CLUSTER_TAG_PREFIXES: [&str; 2] = ["kubernetes.io/cluster/", "sigs.k8s.io/cluster-api-provider-aws/cluster/"];
+
+/// The cluster a tag key names, under either prefix.
+pub fn cluster_of(key: &str) -> Option<&str> {
+    CLUSTER_TAG_PREFIXES.iter().find_map(|p| key.strip_prefix(p))
+}
+
+/// The tag keys that name the cluster `tag` (a `kubernetes.io/cluster/<infra>` key) names.
+pub fn cluster_tag_keys(tag: &str) -> Vec<String> {
+    match cluster_of(tag) {
+        Some(infra) => CLUSTER_TAG_PREFIXES.iter().map(|p| format!("{p}{infra}")).collect(),
+        None => vec![tag.to_string()],
+    }
+}
 
 /// The marker in a rule's description that says whose it is.
 pub fn marker(stack: &str, address: &Address) -> String {
@@ -86,12 +110,7 @@ pub fn observe(stack: &str, groups: &[SecurityGroup]) -> Vec<(Address, Attribute
         }
     }
     let cluster_keys = |g: &SecurityGroup| -> Vec<String> {
-        g.tags()
-            .iter()
-            .filter_map(|t| t.key())
-            .filter(|k| k.starts_with("kubernetes.io/cluster/"))
-            .map(String::from)
-            .collect()
+        g.tags().iter().filter_map(|t| t.key()).filter_map(cluster_of).map(String::from).collect()
     };
     let mut out = Vec::new();
     for (addr, by_group) in found {
@@ -179,6 +198,20 @@ mod tests {
         let found = observe("il5", &[g]);
         assert_eq!(found[0].0, address);
         assert_eq!(found[0].1["rules"], attrs["rules"]);
+    }
+
+    #[test]
+    fn capas_groups_and_the_cloud_providers_tag_name_one_cluster() {
+        let capa = SecurityGroup::builder()
+            .group_id("sg-2")
+            .tags(Tag::builder().key("sigs.k8s.io/cluster-api-provider-aws/cluster/infra-1").value("owned").build())
+            .build();
+        let found = observe("il5", &[group("sg-1", &[(6443, "api")]), capa]);
+        assert_eq!(found[0].1["rules"], Value::List(vec![]), "the CAPA group lacks the rule: {found:?}");
+        assert_eq!(
+            cluster_tag_keys("kubernetes.io/cluster/infra-1"),
+            ["kubernetes.io/cluster/infra-1", "sigs.k8s.io/cluster-api-provider-aws/cluster/infra-1"]
+        );
     }
 
     #[test]

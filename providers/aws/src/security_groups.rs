@@ -37,11 +37,18 @@ impl AwsProvider {
         if !given.is_empty() {
             return Ok(given);
         }
+        // Every group of the cluster: by the cloud provider's tag or by CAPA's ([`ingress::CLUSTER_TAG_PREFIXES`]).
         let tag = r.str_or_empty("cluster_tag");
-        let found = send!(a, self.ec2.describe_security_groups().filters(filter("tag-key", &[&tag])))?;
+        let keys = ingress::cluster_tag_keys(&tag);
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let found = send!(a, self.ec2.describe_security_groups().filters(filter("tag-key", &keys)))?;
         let ids: Vec<String> = found.security_groups().iter().filter_map(|g| g.group_id().map(String::from)).collect();
         if ids.is_empty() {
-            return Err(failed(a, "ClusterSecurityGroupsNotFound", format!("no security group carries the tag {tag}")));
+            return Err(failed(
+                a,
+                "ClusterSecurityGroupsNotFound",
+                format!("no security group carries the tag {}", keys.join(" or ")),
+            ));
         }
         Ok(ids)
     }

@@ -1,7 +1,8 @@
 //! What an OpenShift IPI install on AWS leaves behind, made in moto so the examples run against
 //! something realistic: a VPC tagged `kubernetes.io/cluster/<infra>=owned`, a private and a
-//! public subnet per availability zone (with CAPA's role tags), their route tables, and the node and control-plane
-//! security groups, all carrying the cluster tag.
+//! public subnet per availability zone (with CAPA's role tags) and their route tables, all
+//! carrying the cluster tag, and CAPA's four security groups with their rules
+//! ([`security_groups`]).
 
 use serde::Serialize;
 
@@ -14,6 +15,11 @@ pub struct Cluster {
     pub subnet_ids: Vec<String>,
     pub route_table_ids: Vec<String>,
     pub security_group_ids: Vec<String>,
+    /// The group of the internal API load balancer (`<infra>-int`, which `api-int.<domain>` names).
+    pub api_lb_security_group: String,
+    /// The private subnets (where the internal API load balancer has a node in each zone) and
+    /// their route tables: (subnet, CIDR, route table).
+    pub private_subnets: Vec<(String, String, String)>,
 }
 
 struct Ec2<'a> {
@@ -47,6 +53,85 @@ impl Ec2<'_> {
         }
         Ok(text)
     }
+}
+
+/// The install's machine network (`networking.machineNetwork[0]`), which the fixture's VPC is.
+pub const MACHINE_NETWORK: &str = "10.0.0.0/16";
+
+/// Where an inbound rule admits traffic from.
+pub enum Source {
+    Cidr(&'static str),
+    /// The groups of these CAPA roles.
+    Roles(&'static [&'static str]),
+}
+
+/// One inbound rule of a cluster group.
+pub struct Rule {
+    pub protocol: &'static str,
+    pub from: u16,
+    pub to: u16,
+    pub source: Source,
+    pub what: &'static str,
+}
+
+const fn rule(protocol: &'static str, from: u16, to: u16, source: Source, what: &'static str) -> Rule {
+    Rule { protocol, from, to, source, what }
+}
+
+/// The security groups an OpenShift install on AWS (4.16 and later, through CAPA) leaves, by
+/// role, with the inbound rules that matter to a machine joining from elsewhere. Groups are
+/// named `<infra>-<role>` and tagged `sigs.k8s.io/cluster-api-provider-aws/cluster/<infra>` and
+/// `sigs.k8s.io/cluster-api-provider-aws/role`; only the `lb` group (which every machine carries)
+/// keeps the cloud provider's tag `kubernetes.io/cluster/<infra>` (CAPA
+/// `pkg/cloud/services/securitygroup/securitygroups.go` `getSecurityGroupTagParams`, `getName`;
+/// `GetCoreSecurityGroups` in `pkg/cloud/services/ec2/instances.go` for which machine carries
+/// which). Rules (`securitygroups.go` `getSecurityGroupIngressRules`, and openshift/installer
+/// `pkg/asset/manifests/aws/cluster.go` for the control plane's extra rules and the load
+/// balancers): the internal API load balancer `<infra>-int` carries `apiserver-lb`, which admits
+/// 6443 from the VPC and from anywhere (the external or private API's rule), and the
+/// machine-config server's 22623 only from the machine network; behind it, the control plane
+/// admits both from the load balancer's, its own and the nodes' groups, and `lb` both from the
+/// VPC (the load balancer's own addresses, client addresses not preserved).
+pub fn security_groups(machine_network: &'static str) -> [(&'static str, Vec<Rule>); 4] {
+    use Source::{Cidr, Roles};
+    [
+        (
+            "apiserver-lb",
+            vec![
+                rule("tcp", 6443, 6443, Cidr(machine_network), "Kubernetes API"),
+                rule("tcp", 6443, 6443, Cidr("0.0.0.0/0"), "Kubernetes API Server traffic"),
+                rule("tcp", 22623, 22623, Cidr(machine_network), "Machine Config Server internal traffic from cluster"),
+            ],
+        ),
+        (
+            "lb",
+            vec![
+                rule("tcp", 6443, 6443, Cidr(machine_network), "Allow NLB traffic to the control plane instances."),
+                rule("tcp", 22623, 22623, Cidr(machine_network), "Allow NLB traffic to the control plane instances."),
+            ],
+        ),
+        (
+            "controlplane",
+            vec![
+                rule("tcp", 6443, 6443, Roles(&["apiserver-lb", "controlplane", "node"]), "Kubernetes API"),
+                rule(
+                    "tcp",
+                    22623,
+                    22623,
+                    Roles(&["node", "controlplane", "apiserver-lb"]),
+                    "MCS traffic from cluster network",
+                ),
+                rule("tcp", 2379, 2380, Roles(&["controlplane"]), "etcd"),
+            ],
+        ),
+        (
+            "node",
+            vec![
+                rule("tcp", 30000, 32767, Cidr("0.0.0.0/0"), "Node Port Services"),
+                rule("tcp", 10250, 10250, Roles(&["controlplane", "node"]), "Kubelet API"),
+            ],
+        ),
+    ]
 }
 
 fn first(text: &str, tag: &str) -> Result<String, String> {
@@ -89,6 +174,8 @@ pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluste
         subnet_ids: vec![],
         route_table_ids: vec![],
         security_group_ids: vec![],
+        api_lb_security_group: String::new(),
+        private_subnets: vec![],
     };
     for (i, zone) in ["a", "b", "c"].iter().enumerate() {
         let az = format!("{region}{zone}");
@@ -100,7 +187,7 @@ pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluste
                 "CreateSubnet",
                 vec![
                     ("VpcId".into(), vpc_id.clone()),
-                    ("CidrBlock".into(), cidr),
+                    ("CidrBlock".into(), cidr.clone()),
                     ("AvailabilityZone".into(), az.clone()),
                 ],
                 {
@@ -128,26 +215,70 @@ pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluste
                 let rt_id = first(&rt, "routeTableId")?;
                 call(
                     "AssociateRouteTable",
-                    vec![("RouteTableId".into(), rt_id.clone()), ("SubnetId".into(), subnet_id)],
+                    vec![("RouteTableId".into(), rt_id.clone()), ("SubnetId".into(), subnet_id.clone())],
                     vec![],
                 )
                 .await?;
+                if kind == "private" {
+                    out.private_subnets.push((subnet_id, cidr, rt_id.clone()));
+                }
                 out.route_table_ids.push(rt_id);
             }
         }
     }
-    for (role, description) in [("node", "Cluster nodes"), ("controlplane", "Control plane")] {
+    // The security groups CAPA makes for the cluster, then their rules (which name each other).
+    let mut ids: Vec<(&str, String)> = Vec::new();
+    for (role, _) in security_groups(MACHINE_NETWORK) {
+        let mut tags = vec![
+            ("TagSpecification.1.ResourceType".to_string(), "security-group".to_string()),
+            ("TagSpecification.1.Tag.1.Key".into(), "Name".into()),
+            ("TagSpecification.1.Tag.1.Value".into(), format!("{infra}-{role}")),
+            ("TagSpecification.1.Tag.2.Key".into(), format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{infra}")),
+            ("TagSpecification.1.Tag.2.Value".into(), "owned".into()),
+            ("TagSpecification.1.Tag.3.Key".into(), "sigs.k8s.io/cluster-api-provider-aws/role".into()),
+            ("TagSpecification.1.Tag.3.Value".into(), role.into()),
+        ];
+        if role == "lb" {
+            tags.push(("TagSpecification.1.Tag.4.Key".into(), cluster_tag.clone()));
+            tags.push(("TagSpecification.1.Tag.4.Value".into(), "owned".into()));
+        }
         let sg = call(
             "CreateSecurityGroup",
             vec![
                 ("GroupName".into(), format!("{infra}-{role}")),
-                ("GroupDescription".into(), description.into()),
+                ("GroupDescription".into(), format!("Kubernetes cluster {infra}: {role}")),
                 ("VpcId".into(), vpc_id.clone()),
             ],
-            tagged("security-group", format!("{infra}-{role}")),
+            tags,
         )
         .await?;
-        out.security_group_ids.push(first(&sg, "groupId")?);
+        ids.push((role, first(&sg, "groupId")?));
     }
+    let id_of = |role: &str| ids.iter().find(|(r, _)| *r == role).map(|(_, id)| id.clone()).unwrap_or_default();
+    for (role, rules) in security_groups(MACHINE_NETWORK) {
+        for rule in rules {
+            let mut form = vec![
+                ("GroupId".to_string(), id_of(role)),
+                ("IpPermissions.1.IpProtocol".to_string(), rule.protocol.to_string()),
+                ("IpPermissions.1.FromPort".to_string(), rule.from.to_string()),
+                ("IpPermissions.1.ToPort".to_string(), rule.to.to_string()),
+            ];
+            match rule.source {
+                Source::Cidr(cidr) => {
+                    form.push(("IpPermissions.1.IpRanges.1.CidrIp".into(), cidr.into()));
+                    form.push(("IpPermissions.1.IpRanges.1.Description".into(), rule.what.into()));
+                }
+                Source::Roles(roles) => {
+                    for (j, r) in roles.iter().enumerate() {
+                        form.push((format!("IpPermissions.1.Groups.{}.GroupId", j + 1), id_of(r)));
+                        form.push((format!("IpPermissions.1.Groups.{}.Description", j + 1), rule.what.into()));
+                    }
+                }
+            }
+            call("AuthorizeSecurityGroupIngress", form, vec![]).await?;
+        }
+    }
+    out.api_lb_security_group = id_of("apiserver-lb");
+    out.security_group_ids = ids.into_iter().map(|(_, id)| id).collect();
     Ok(out)
 }

@@ -142,6 +142,14 @@ impl std::fmt::Debug for Moto {
     }
 }
 
+/// A cluster the fixture made, as a VM joining it meets it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ClusterView {
+    pub fixture: fixture::Cluster,
+    /// The inbound rules of the API load balancer's group: (protocol, from port, to port, CIDR).
+    pub api_lb_rules: Vec<(String, i64, i64, String)>,
+}
+
 /// The AWS side of the sim world.
 #[derive(Debug, Default)]
 pub struct Aws {
@@ -150,6 +158,9 @@ pub struct Aws {
     pub requests: Mutex<std::collections::BTreeMap<String, u64>>,
     /// Route 53 Resolver's inbound endpoints, as moto had them after the last change ([`resolver`]).
     pub resolvers: Mutex<Vec<resolver::InboundEndpoint>>,
+    /// The clusters the fixture made, with their API load balancer group's rules as moto had
+    /// them after the last change ([`resolver::refresh_api_lb`]).
+    pub clusters: Mutex<Vec<ClusterView>>,
     http: reqwest::Client,
 }
 
@@ -356,6 +367,9 @@ async fn answer(
             let (resp, text) = forward(sim, headers, body.to_vec(), request_id).await;
             if text.is_some() && resolver::watches_group(sim, p.get("GroupId")) {
                 resolver::refresh(sim, headers).await;
+            }
+            if text.is_some() {
+                resolver::refresh_api_lb(sim, headers, p.get("GroupId")).await;
             }
             resp
         }

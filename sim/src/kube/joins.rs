@@ -28,6 +28,12 @@ pub struct Azure<'a> {
 pub struct Link {
     pub resolvers: Vec<crate::aws::resolver::InboundEndpoint>,
     pub up_vpcs: Vec<String>,
+    /// The VGWs those tunnels end on.
+    pub up_vgws: Vec<String>,
+    /// Route table id -> the VGWs propagating routes into it.
+    pub propagation: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// The clusters the fixture made, with their API load balancer's rules.
+    pub clusters: Vec<crate::aws::ClusterView>,
 }
 
 impl Link {
@@ -37,17 +43,28 @@ impl Link {
             crate::aws::tunnels::verdicts(sim).into_iter().filter(|v| v.up).map(|v| v.vpn_connection).collect();
         let now = sim.world.clock.now();
         let vpn = sim.aws.vpn.lock().expect("vpn lock");
-        let mut up_vpcs: Vec<String> = up
+        let attached: Vec<(String, String)> = up
             .iter()
             .filter_map(|c| vpn.conns.get(c))
-            .filter_map(|c| vpn.vgws.get(&c.vgw)?.attachment.clone())
-            .filter(|(_, at, attached)| *attached && now >= *at)
-            .map(|(vpc, _, _)| vpc)
+            .filter_map(|c| Some((c.vgw.clone(), vpn.vgws.get(&c.vgw)?.attachment.clone()?)))
+            .filter(|(_, (_, at, attached))| *attached && now >= *at)
+            .map(|(vgw, (vpc, _, _))| (vgw, vpc))
             .collect();
+        let mut up_vpcs: Vec<String> = attached.iter().map(|(_, vpc)| vpc.clone()).collect();
         up_vpcs.sort();
         up_vpcs.dedup();
+        let mut up_vgws: Vec<String> = attached.into_iter().map(|(vgw, _)| vgw).collect();
+        up_vgws.sort();
+        up_vgws.dedup();
+        let propagation = vpn.propagation.clone();
         drop(vpn);
-        Link { resolvers: sim.aws.resolvers.lock().expect("resolvers lock").clone(), up_vpcs }
+        Link {
+            resolvers: sim.aws.resolvers.lock().expect("resolvers lock").clone(),
+            up_vpcs,
+            up_vgws,
+            propagation,
+            clusters: sim.aws.clusters.lock().expect("clusters lock").clone(),
+        }
     }
 }
 
@@ -55,6 +72,7 @@ const CAPI: &str = "cluster.x-k8s.io";
 const CAPZ: &str = "infrastructure.cluster.x-k8s.io";
 
 /// Where a Machine is held.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Held {
     /// `cluster`, `azure_cluster`, `identity`, `infrastructure`, `bootstrap_data` or `vm`.
     pub step: &'static str,
@@ -173,14 +191,7 @@ fn dns(azure_cluster: &Value, bootstrap: &Value, azure: &Azure, machine: &str) -
         azure.store.get(&vnet_id(azure_cluster).to_ascii_lowercase())?.body["properties"]["dhcpOptions"]["dnsServers"]
             .clone();
     let servers: Vec<&str> = servers.as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-    // The VM's subnet, by its NIC.
-    let subnet: Option<ipnet::Ipv4Net> = azure
-        .store
-        .of_kind(&crate::arm::kinds::NIC)
-        .find(|n| n.name == format!("{machine}-nic"))
-        .and_then(|n| n.body["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str())
-        .and_then(|id| azure.store.get(&id.to_ascii_lowercase()))
-        .and_then(|s| s.body["properties"]["addressPrefix"].as_str()?.parse().ok());
+    let subnet = vm_subnet(azure.store, machine);
     // Why each server does not answer (None: it answers).
     let link = azure.link;
     let why_not: Vec<Option<String>> = servers
@@ -221,6 +232,25 @@ fn dns(azure_cluster: &Value, bootstrap: &Value, azure: &Azure, machine: &str) -
         message: format!("{reason}: Ignition cannot fetch {source}"),
         source: "AWS Route 53 Developer Guide (private hosted zones, Resolver inbound endpoints); ARM virtualNetworks dhcpOptions.dnsServers; Microsoft Learn, Change DNS servers",
     })
+}
+
+/// The address range of the subnet a Machine's VM is in, by its NIC (`<machine>-nic`).
+pub fn vm_subnet(arm: &ArmStore, machine: &str) -> Option<ipnet::Ipv4Net> {
+    arm.of_kind(&crate::arm::kinds::NIC)
+        .find(|n| n.name == format!("{machine}-nic"))
+        .and_then(|n| n.body["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str())
+        .and_then(|id| arm.get(&id.to_ascii_lowercase()))
+        .and_then(|s| s.body["properties"]["addressPrefix"].as_str()?.parse().ok())
+}
+
+/// The config source a Machine's bootstrap pointer names (`ignition.config.merge[0].source`).
+pub fn pointer_source(store: &Store, machine: &Value) -> Option<String> {
+    use base64::Engine as _;
+    let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
+    let secret = store.value("", "secrets", ns, machine["spec"]["bootstrap"]["dataSecretName"].as_str()?)?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(secret["data"]["value"].as_str()?).ok()?;
+    let pointer: Value = serde_json::from_slice(&bytes).ok()?;
+    pointer["ignition"]["config"]["merge"][0]["source"].as_str().map(String::from)
 }
 
 /// The id of the AzureCluster's VNet: `networkSpec.vnet`, in its own resource group if it names
@@ -377,9 +407,23 @@ pub fn node_ref_needs(store: &Store, machine: &Value) -> Vec<String> {
 /// `Ready` summarizes them. The `GET /_sim/machines` answer carries what only CAPZ's log shows.
 /// Once the VM exists, the infrastructure is ready and `Ready` waits for the Node
 /// (`WaitingForNodeRef`).
-pub fn machine_conditions(held: &Held, machine: &Value) -> Vec<(&'static str, bool, &'static str)> {
+pub fn machine_conditions(
+    held: &Held,
+    machine: &Value,
+    node_ready: Option<bool>,
+) -> Vec<(&'static str, bool, &'static str)> {
     let bootstrap = machine["spec"]["bootstrap"]["dataSecretName"].as_str().is_some_and(|s| !s.is_empty());
-    if matches!(held.step, "dns" | "boot") {
+    if let Some(ready) = node_ready {
+        // The Machine has its Node (`nodeRef`): CAPI's `NodeHealthy` follows the Node's `Ready`
+        // (`machine_controller_noderef.go`, `NodeConditionsFailed` when it is not).
+        return vec![
+            ("BootstrapReady", true, ""),
+            ("InfrastructureReady", true, ""),
+            ("NodeHealthy", ready, if ready { "" } else { "NodeConditionsFailed" }),
+            ("Ready", true, ""),
+        ];
+    }
+    if matches!(held.step, "dns" | "boot" | "api_path" | "ignition" | "kubelet" | "booting" | "node_ref") {
         // The VM is there: CAPI waits for a Node with the Machine's provider ID.
         return vec![
             ("BootstrapReady", true, ""),

@@ -115,8 +115,19 @@ impl Store {
                 .map(|(k, _)| !self.deleting.contains_key(k))
                 .collect();
             // A ready replica is a Machine whose Node is Ready (CAPI `machineset_controller.go`,
-            // the status calculation over `noderefutil.IsNodeReady`); no Node registers here.
-            let ready = 0;
+            // the status calculation over `noderefutil.IsNodeReady`).
+            let ready = self
+                .machines()
+                .filter(|(k, o)| owner_uid(&o.value) == Some(uid) && !self.deleting.contains_key(*k))
+                .filter_map(|(_, o)| o.value["status"]["nodeRef"]["name"].as_str())
+                .filter(|n| {
+                    self.value("", "nodes", "", n).is_some_and(|node| {
+                        node["status"]["conditions"]
+                            .as_array()
+                            .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+                    })
+                })
+                .count();
             let Some(ms) = self.objects.get(ms_key).cloned() else { continue };
             let mut next = ms.clone();
             let st = &mut next.value["status"];

@@ -3,6 +3,7 @@
 //! bearer-token auth, CRD-schema admission, and a MachineSet controller. Served over TLS on a port
 //! of its own (`crate::tls`) under `/api`, `/apis` and `/version`; see `sim/README.md` ("Kubernetes API").
 
+pub mod boot;
 pub mod capz;
 pub mod fields;
 pub mod joins;
@@ -142,6 +143,24 @@ impl Kube {
         // CAPZ's finalizer: the VMs of Machines going or gone go first.
         let live: Vec<String> = keys.iter().filter(|k| !s.deleting.contains_key(*k)).map(|k| k.3.clone()).collect();
         capz::reap(arm, &live);
+        // CAPI deletes a deleted Machine's Node (`machine_controller.go` `reconcileDelete`): the
+        // Nodes of VMs that are gone go with them.
+        let gone: Vec<(String, String)> = s
+            .registered
+            .iter()
+            .filter(|(vm, _)| arm.get(&vm.to_ascii_lowercase()).is_none())
+            .map(|(vm, node)| (vm.clone(), node.clone()))
+            .collect();
+        for (vm, node) in gone {
+            s.registered.remove(&vm);
+            s.boots.remove(&vm);
+            s.kubelets.retain(|(v, _), _| *v != vm);
+            s.heartbeats.remove(&node);
+            let key = store::key(kinds::Kind::served("", "nodes").expect("nodes served"), "", &node);
+            if s.objects.contains_key(&key) {
+                s.remove(&key, world);
+            }
+        }
         let now = store::timestamp(world);
         let mut found = Vec::new();
         for k in keys {
@@ -160,8 +179,26 @@ impl Kube {
                     Err(refused) => held = refused,
                 }
             }
+            // Past DNS, the boot and the Node ([`boot`]).
+            let mut node = None;
+            // A VM whose Node registered keeps it when DNS fails later: its kubelet stops posting.
+            let registered = arm
+                .of_kind(&crate::arm::kinds::VM)
+                .find(|vm| vm.name == k.3)
+                .is_some_and(|vm| s.registered.contains_key(&vm.id));
+            if held.step == "boot" || (held.step == "dns" && registered) {
+                let pointer = joins::pointer_source(&s, &obj.value).unwrap_or_default();
+                let dns = (held.step == "dns").then(|| held.clone());
+                let progress = boot::advance(&mut s, arm, link, &obj.value, &pointer, dns, world);
+                held = progress.held;
+                node = progress.node.and_then(|n| {
+                    let v = s.value("", "nodes", "", &n)?;
+                    let ready = v["status"]["conditions"][0]["status"] == "True";
+                    Some((n, v["metadata"]["uid"].clone(), ready))
+                });
+            }
             let old = obj.value["status"]["conditions"].as_array().cloned().unwrap_or_default();
-            let conditions: Vec<Value> = joins::machine_conditions(&held, &obj.value)
+            let conditions: Vec<Value> = joins::machine_conditions(&held, &obj.value, node.as_ref().map(|n| n.2))
                 .into_iter()
                 .map(|(kind, ok, reason)| {
                     let status = if ok { "True" } else { "False" };
@@ -184,17 +221,30 @@ impl Kube {
             let infrastructure = conditions.get(1).is_some_and(|c| c["status"] == "True");
             // CAPI's phases (`machine_controller_phases.go` `reconcilePhase`).
             let phase = match (bootstrap, infrastructure) {
+                (_, true) if node.is_some() => "Running",
                 (_, true) => "Provisioned",
                 (true, false) => "Provisioning",
                 (false, false) => "Pending",
             };
             let unchanged =
                 s.objects.get(&k).is_some_and(|o| o.value["spec"]["providerID"] == obj.value["spec"]["providerID"]);
+            let node_ref = node
+                .as_ref()
+                .map(|(name, uid, _)| json!({"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}));
             if !unchanged
                 || obj.value["status"]["conditions"] != json!(conditions)
                 || obj.value["status"]["phase"] != phase
+                || obj.value["status"].get("nodeRef") != node_ref.as_ref()
             {
                 let mut next = obj;
+                match &node_ref {
+                    Some(r) => next.value["status"]["nodeRef"] = r.clone(),
+                    None => {
+                        if let Some(st) = next.value["status"].as_object_mut() {
+                            st.remove("nodeRef");
+                        }
+                    }
+                }
                 next.value["status"]["infrastructureReady"] = json!(infrastructure);
                 next.value["status"]["conditions"] = json!(conditions);
                 next.value["status"]["phase"] = json!(phase);

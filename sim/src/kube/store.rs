@@ -103,6 +103,14 @@ pub struct Store {
     pub ca_pem: String,
     /// `rv` when the object-driven controllers (tokens, machine-config) last ran.
     pub controllers_rv: u64,
+    /// A booting VM (by id): when its boot is done ([`super::boot`]).
+    pub boots: BTreeMap<String, Instant>,
+    /// What a VM's kubelet registers with, for a rendered config (VM id, config): run once.
+    pub kubelets: BTreeMap<(String, String), Result<super::boot::Registration, super::joins::Held>>,
+    /// VM id -> the Node its kubelet registered.
+    pub registered: BTreeMap<String, String>,
+    /// Node name -> when its kubelet last posted status (the sim's last look with the path up).
+    pub heartbeats: BTreeMap<String, Instant>,
 }
 
 /// An answer: HTTP status and body.
@@ -118,6 +126,10 @@ impl Store {
             deleting: BTreeMap::new(),
             ca_pem: ca_pem.to_string(),
             controllers_rv: 0,
+            boots: BTreeMap::new(),
+            kubelets: BTreeMap::new(),
+            registered: BTreeMap::new(),
+            heartbeats: BTreeMap::new(),
         };
         let ns = Kind::find("", "v1", "namespaces").expect("namespaces served");
         for name in DEFAULT_NAMESPACES {

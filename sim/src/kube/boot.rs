@@ -1,0 +1,556 @@
+//! The boot of a worker VM that CAPZ made, once its DNS resolves the cluster's names
+//! ([`super::joins`]'s `dns` step), up to its Node: each step as the machine meets it, the first
+//! that fails holding the Machine with its reason (`GET /_sim/machines`).
+//!
+//! 1. `api_path`: Ignition opens `https://api-int.<domain>:22623` and the kubelet `:6443`, both on
+//!    the cluster's internal API load balancer `<infra>-int` (openshift/installer
+//!    `pkg/asset/manifests/aws/cluster.go`, `ControlPlaneLoadBalancer` and its additional listener).
+//!    The packets cross an UP tunnel to the cluster's VPC, the load balancer's security group
+//!    (CAPA's `apiserver-lb`, [`crate::aws::fixture::security_groups`]) must let the port in from
+//!    the VM's subnet, and the answer goes back through the route tables of the load balancer's
+//!    subnets (the private ones), which reach the VNet only where the link's VGW propagates its
+//!    routes (AWS, "Route propagation", VPC User Guide).
+//! 2. `ignition`: the machine-config server answers `/config/<pool>` with the pool's rendered
+//!    config; for a pool it does not know, or one not rendered yet, it answers 500
+//!    (openshift/machine-config-operator `pkg/server/cluster_server.go` `GetConfig`, `api.go`).
+//! 3. `kubelet`: the rendered config's units that run before the kubelet
+//!    (`Before=` or `RequiredBy=kubelet-dependencies.target`) run on the VM. Those of the AWS
+//!    templates (`aws-kubelet-nodename.service`, `aws-kubelet-providerid.service`, MCO
+//!    `templates/common/aws/units`) ask the EC2 instance metadata service, which an Azure VM has
+//!    none of, and fail. Any other runs as the script its `ExecStart=` names, with `bash`, in a
+//!    scratch root where `curl` answers the Azure Instance Metadata Service of this VM
+//!    ([`imds_curl`]); the kubelet then reads `/etc/kubernetes/node.env` (the worker kubelet's
+//!    drop-in `20-node-env.conf`), and registers with `--hostname-override=${KUBELET_NODE_NAME}`,
+//!    `--provider-id=${KUBELET_PROVIDERID}` and
+//!    `--node-labels=node-role.kubernetes.io/worker,node.openshift.io/os_id=${ID},${CUSTOM_KUBELET_LABELS}`
+//!    (MCO `templates/worker/01-worker-kubelet/_base/units/kubelet.service.yaml`).
+//! 4. The Node registers after the boot's duration ([`BOOT_SECS`]) and is `Ready` while its path
+//!    to the API holds; once it breaks, the node lifecycle controller marks it `Unknown` after the
+//!    node-monitor grace period ([`NODE_MONITOR_GRACE_SECS`]).
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::joins::{Held, Link};
+use super::store::Store;
+
+/// Seconds from a VM's creation to its Node's registration: the first boot, Ignition, the pivot
+/// to the pool's OS image and its reboot, the kubelet's start (OpenShift documents no figure; a
+/// few minutes on Azure's GPU sizes).
+pub const BOOT_SECS: (f64, f64) = (180.0, 420.0);
+
+/// The node lifecycle controller's `--node-monitor-grace-period`: 50 s since Kubernetes 1.32
+/// (kubernetes/kubernetes issue 127352 discusses the 50-second default; 40 s before).
+pub const NODE_MONITOR_GRACE_SECS: f64 = 50.0;
+
+/// What the kubelet registers with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Registration {
+    pub node_name: String,
+    pub provider_id: String,
+    pub labels: serde_json::Map<String, Value>,
+}
+
+fn held(step: &'static str, message: String, source: &'static str) -> Held {
+    Held { step, message, source }
+}
+
+/// Whether a VM in `subnet` opens TCP `port` on the cluster's internal API load balancer.
+pub fn api_path(link: &Link, infra: &str, subnet: Option<&ipnet::Ipv4Net>, port: i64) -> Result<(), Held> {
+    let at = |message: String| {
+        held(
+            "api_path",
+            message,
+            "openshift/installer pkg/asset/manifests/aws/cluster.go (the internal API load balancer); CAPA securitygroups.go; AWS VPC User Guide, route propagation",
+        )
+    };
+    let Some(cluster) = link.clusters.iter().find(|c| c.fixture.infra == infra) else {
+        return Err(at(format!("no AWS network of cluster {infra} (the sim's --fixture makes it)")));
+    };
+    let vpc = &cluster.fixture.vpc_id;
+    if !link.up_vpcs.contains(vpc) {
+        return Err(at(format!("no tunnel to {vpc} (the cluster's VPC) is UP: TCP {port} to api-int goes nowhere")));
+    }
+    for (subnet_id, _, table) in &cluster.fixture.private_subnets {
+        let back = link.propagation.get(table).is_some_and(|vgws| vgws.iter().any(|v| link.up_vgws.contains(v)));
+        if !back {
+            return Err(at(format!(
+                "the route table {table} of {subnet_id} (where the internal API load balancer answers from) has no route back to the VNet: no VGW with an UP tunnel propagates into it"
+            )));
+        }
+    }
+    let Some(subnet) = subnet else {
+        return Err(at("the VM's subnet is unknown".into()));
+    };
+    if !crate::aws::resolver::admits_tcp(&cluster.api_lb_rules, port, subnet) {
+        return Err(at(format!(
+            "the internal API load balancer's security group {} lets no TCP {port} in from the VM's subnet {subnet}",
+            cluster.fixture.api_lb_security_group
+        )));
+    }
+    Ok(())
+}
+
+/// What the machine-config server answers for `/config/<pool>`: the pool's rendered config.
+pub fn served_config(store: &Store, pool: &str) -> Result<Value, Held> {
+    let at = |message: String| {
+        held("ignition", message, "openshift/machine-config-operator pkg/server/cluster_server.go GetConfig; api.go")
+    };
+    let mc = super::kinds::MACHINECONFIGURATION;
+    let Some(p) = store.value(mc, "machineconfigpools", "", pool) else {
+        return Err(at(format!(
+            "the machine-config server answers 500 for /config/{pool}: machineconfigpools.machineconfiguration.openshift.io \"{pool}\" not found"
+        )));
+    };
+    let rendered = p["status"]["configuration"]["name"].as_str().unwrap_or_default();
+    match store.value(mc, "machineconfigs", "", rendered) {
+        Some(config) if !rendered.is_empty() => Ok(config["spec"]["config"].clone()),
+        _ => Err(at(format!(
+            "the machine-config server answers 500 for /config/{pool}: the pool has no rendered config yet ({})",
+            p["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == "RenderDegraded" && c["status"] == "True"))
+                .and_then(|c| c["message"].as_str())
+                .unwrap_or("not rendered")
+        ))),
+    }
+}
+
+/// A `curl` that answers, for one VM, what Azure's Instance Metadata Service answers
+/// (`http://169.254.169.254/metadata/instance/compute/<field>?api-version=...&format=text`, header
+/// `Metadata: true`, else HTTP 400; Microsoft Learn, "Azure Instance Metadata Service"); any other
+/// address is out of reach, as curl reports it (exit 7), the EC2 metadata service included.
+fn imds_curl(vm_id: &str, vm_name: &str) -> String {
+    format!(
+        r#"#!/bin/bash
+# The sim's stand-in for curl on an Azure VM: only the Instance Metadata Service answers.
+header=0; url=""; fail=0
+for a in "$@"; do
+  case "$a" in
+    "Metadata: true") header=1 ;;
+    -f|-fsS|-fs|-sSf|-sf|--fail) fail=1 ;;
+    http://*|https://*) url="$a" ;;
+  esac
+done
+case "$url" in
+  http://169.254.169.254/metadata/*) ;;
+  *) echo "curl: (7) Failed to connect to ${{url#*://}}" >&2; exit 7 ;;
+esac
+if [ "$header" != 1 ] || [[ "$url" != *api-version=* ]]; then
+  [ "$fail" = 1 ] && {{ echo "curl: (22) The requested URL returned error: 400" >&2; exit 22; }}
+  echo '{{"error":"Bad request"}}'; exit 0
+fi
+path="${{url%%\?*}}"
+case "$path" in
+  */metadata/instance/compute/resourceId) printf '%s' '{vm_id}' ;;
+  */metadata/instance/compute/name) printf '%s' '{vm_name}' ;;
+  *) [ "$fail" = 1 ] && {{ echo "curl: (22) The requested URL returned error: 404" >&2; exit 22; }} ;;
+esac
+"#
+    )
+}
+
+/// A `data:` URL's bytes (base64 or percent-encoded, as Ignition reads them).
+fn data_url(source: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let rest = source.strip_prefix("data:")?;
+    let (meta, data) = rest.split_once(',')?;
+    if meta.ends_with(";base64") {
+        base64::engine::general_purpose::STANDARD.decode(data).ok()
+    } else {
+        Some(percent(data))
+    }
+}
+
+fn percent(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
+}
+
+/// The AWS template units, which fail on an Azure VM.
+const AWS_UNITS: &[&str] = &["aws-kubelet-nodename.service", "aws-kubelet-providerid.service"];
+
+/// Runs the units of `config` that prepare the kubelet, on the VM `vm_id` named `vm_name`, and
+/// answers what the kubelet registers with.
+pub fn kubelet(config: &Value, vm_id: &str, vm_name: &str) -> Result<Registration, Held> {
+    let at = |message: String| {
+        held(
+            "kubelet",
+            message,
+            "openshift/machine-config-operator templates/common/aws/units, templates/worker/01-worker-kubelet",
+        )
+    };
+    let units: Vec<&Value> = config["systemd"]["units"].as_array().into_iter().flatten().collect();
+    let active = |u: &&&Value| u["mask"] != json!(true) && u["enabled"] != json!(false);
+    for u in units.iter().filter(active) {
+        let name = u["name"].as_str().unwrap_or_default();
+        if AWS_UNITS.contains(&name) {
+            return Err(at(format!(
+                "{name} failed: it asks the EC2 instance metadata service, which an Azure VM does not have, so /etc/kubernetes/node.env is never written and kubelet.service does not start"
+            )));
+        }
+    }
+    let files: Vec<&Value> = config["storage"]["files"].as_array().into_iter().flatten().collect();
+    let root = tempfile::tempdir().map_err(|e| at(format!("the sim cannot make a scratch root: {e}")))?;
+    let root_path = root.path();
+    std::fs::create_dir_all(root_path.join("etc/kubernetes")).ok();
+    std::fs::create_dir_all(root_path.join("bin")).ok();
+    let curl = root_path.join("bin/curl");
+    std::fs::write(&curl, imds_curl(vm_id, vm_name)).ok();
+    set_executable(&curl);
+    for u in units.iter().filter(active) {
+        let contents = u["contents"].as_str().unwrap_or_default();
+        let before_kubelet = contents.lines().any(|l| {
+            let l = l.trim();
+            (l.starts_with("Before=") || l.starts_with("RequiredBy=")) && l.contains("kubelet-dependencies.target")
+        });
+        if !before_kubelet {
+            continue;
+        }
+        let name = u["name"].as_str().unwrap_or_default();
+        let Some(exec) = contents.lines().find_map(|l| l.trim().strip_prefix("ExecStart=")) else { continue };
+        let path = exec.split_whitespace().next().unwrap_or_default();
+        let Some(script) =
+            files.iter().find(|f| f["path"] == path).and_then(|f| f["contents"]["source"].as_str()).and_then(data_url)
+        else {
+            return Err(at(format!("{name} failed: {path} is not a file the config writes")));
+        };
+        run(root_path, &String::from_utf8_lossy(&script)).map_err(|e| at(format!("{name} failed: {e}")))?;
+    }
+    let env = std::fs::read_to_string(root_path.join("etc/kubernetes/node.env")).unwrap_or_default();
+    let worker_needs_env = units.iter().any(|u| {
+        u["name"] == "kubelet.service"
+            && u["dropins"].as_array().is_some_and(|d| {
+                d.iter().any(|d| d["contents"].as_str().is_some_and(|c| c.contains("/etc/kubernetes/node.env")))
+            })
+    });
+    if env.is_empty() && worker_needs_env {
+        return Err(at(
+            "kubelet.service does not start: its drop-in 20-node-env.conf needs /etc/kubernetes/node.env, which nothing wrote"
+                .into(),
+        ));
+    }
+    let var = |k: &str| {
+        env.lines().find_map(|l| l.strip_prefix(&format!("{k}="))).map(|v| v.trim().to_string()).unwrap_or_default()
+    };
+    let node_name = Some(var("KUBELET_NODE_NAME")).filter(|n| !n.is_empty()).unwrap_or_else(|| vm_name.to_string());
+    let mut labels = serde_json::Map::new();
+    let flag = format!("node-role.kubernetes.io/worker,node.openshift.io/os_id=rhcos,{}", var("CUSTOM_KUBELET_LABELS"));
+    for l in flag.split(',').filter(|l| !l.is_empty()) {
+        let (k, v) = l.split_once('=').unwrap_or((l, ""));
+        labels.insert(k.to_string(), json!(v));
+    }
+    // The kubelet's own labels (kubernetes/kubernetes `pkg/kubelet/kubelet_node_status.go` `initialNode`).
+    for (k, v) in [
+        ("kubernetes.io/hostname", node_name.as_str()),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", "amd64"),
+        ("beta.kubernetes.io/os", "linux"),
+        ("beta.kubernetes.io/arch", "amd64"),
+    ] {
+        labels.insert(k.to_string(), json!(v));
+    }
+    Ok(Registration { node_name, provider_id: var("KUBELET_PROVIDERID"), labels })
+}
+
+#[cfg(unix)]
+fn set_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755));
+}
+
+#[cfg(not(unix))]
+fn set_executable(_: &Path) {}
+
+/// Runs a unit's script under `bash` with `root` standing for `/` where it writes the kubelet's
+/// environment, and `root/bin` first on the PATH; at most 20 seconds.
+fn run(root: &Path, script: &str) -> Result<(), String> {
+    let script = script.replace("/etc/kubernetes/", &format!("{}/etc/kubernetes/", root.display()));
+    let file = root.join("unit.sh");
+    std::fs::write(&file, script).map_err(|e| e.to_string())?;
+    let mut child = std::process::Command::new("bash")
+        .arg(&file)
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", root.join("bin").display()))
+        .current_dir(root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run bash: {e}"))?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read as _;
+                    let _ = e.read_to_string(&mut err);
+                }
+                return if status.success() {
+                    Ok(())
+                } else {
+                    Err(format!("exit {}: {}", status.code().unwrap_or(-1), err.trim()))
+                };
+            }
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => {
+                let _ = child.kill();
+                return Err("still running after 20 s".into());
+            }
+        }
+    }
+}
+
+/// The Node a kubelet registers (kubernetes/kubernetes `pkg/kubelet/kubelet_node_status.go`
+/// `initialNode`): its labels, its provider ID, and the taint `--cloud-provider=external` puts on
+/// it until a cloud controller manager initializes it (`node.cloudprovider.kubernetes.io/uninitialized`;
+/// on an AWS cluster, AWS's, which does not know an `azure://` provider ID).
+pub fn node(reg: &Registration, now: &str) -> Value {
+    let mut spec = json!({
+        "taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}],
+    });
+    if !reg.provider_id.is_empty() {
+        spec["providerID"] = json!(reg.provider_id);
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": reg.node_name, "labels": reg.labels},
+        "spec": spec,
+        "status": {
+            "conditions": [ready_condition(true, now)],
+            "nodeInfo": {"operatingSystem": "linux", "architecture": "amd64", "osImage": "Red Hat Enterprise Linux CoreOS"},
+            "addresses": [{"type": "Hostname", "address": reg.node_name}],
+        },
+    })
+}
+
+/// The Node's `Ready` condition: the kubelet's while it posts its status, the node lifecycle
+/// controller's `Unknown` once it stopped for the grace period
+/// (`pkg/controller/nodelifecycle/node_lifecycle_controller.go` `tryUpdateNodeHealth`).
+pub fn ready_condition(posting: bool, since: &str) -> Value {
+    if posting {
+        json!({"type": "Ready", "status": "True", "reason": "KubeletReady",
+            "message": "kubelet is posting ready status", "lastTransitionTime": since, "lastHeartbeatTime": since})
+    } else {
+        json!({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status.", "lastTransitionTime": since})
+    }
+}
+
+/// What became of a booting machine: where it is held, and its Node once one registered.
+pub struct Progress {
+    pub held: Held,
+    /// The Node's name, when the kubelet registered one with this Machine's provider ID.
+    pub node: Option<String>,
+}
+
+/// Takes a Machine whose VM resolves the cluster's names (held at `boot` by [`super::joins`])
+/// through its boot, registering its Node when the boot is done, and keeps the Node's `Ready`
+/// condition as the node lifecycle controller would. `pointer` is the bootstrap pointer's config
+/// source (`https://<host>:22623/config/<pool>`); `dns` why the VM's DNS fails now, if it does
+/// (a registered Node's kubelet then stops posting: it no longer finds the API).
+pub fn advance(
+    s: &mut Store,
+    arm: &crate::arm::store::Store,
+    link: &Link,
+    machine: &Value,
+    pointer: &str,
+    dns: Option<Held>,
+    world: &crate::world::World,
+) -> Progress {
+    let config = world.config();
+    let name = machine["metadata"]["name"].as_str().unwrap_or_default();
+    let now = world.clock.now();
+    let stamp = super::store::timestamp(world);
+    let Some(vm) = arm.of_kind(&crate::arm::kinds::VM).find(|vm| vm.name == name) else {
+        return Progress { held: held("vm", "the VM is gone".into(), "sim"), node: None };
+    };
+    let (vm_id, created) = (vm.id.clone(), vm.created_at);
+    let infra = config.openshift.as_ref().map(|o| o.infrastructure_name.clone()).unwrap_or_default();
+    let subnet = super::joins::vm_subnet(arm, name);
+    // The path to the API, the machine-config server's answer, and the kubelet's preparation.
+    let path = dns.map_or(Ok(()), Err).and_then(|()| {
+        api_path(link, &infra, subnet.as_ref(), i64::from(super::mco::SERVER_PORT))
+            .and_then(|()| api_path(link, &infra, subnet.as_ref(), 6443))
+    });
+    let node_name = s.registered.get(&vm_id).cloned();
+    let Some(node_name) = node_name else {
+        if let Err(h) = path {
+            return Progress { held: h, node: None };
+        }
+        let pool = pointer.rsplit_once("/config/").map(|(_, p)| p).unwrap_or_default().to_string();
+        let served = match served_config(s, &pool) {
+            Ok(c) => c,
+            Err(h) => return Progress { held: h, node: None },
+        };
+        let key = (vm_id.clone(), served.to_string());
+        let reg = match s.kubelets.get(&key) {
+            Some(r) => r.clone(),
+            None => {
+                let r = kubelet(&served, &vm_id, name);
+                s.kubelets.insert(key, r.clone());
+                r
+            }
+        };
+        let reg = match reg {
+            Ok(r) => r,
+            Err(h) => return Progress { held: h, node: None },
+        };
+        let due =
+            *s.boots.entry(vm_id.clone()).or_insert_with(|| created + world.lro_duration(BOOT_SECS.0, BOOT_SECS.1));
+        if now < due {
+            return Progress {
+                held: held(
+                    "booting",
+                    format!(
+                        "the VM boots: Ignition, the pivot to the pool's image, the kubelet ({} s to go)",
+                        due.duration_since(now).as_secs()
+                    ),
+                    "sim latency profile (BOOT_SECS)",
+                ),
+                node: None,
+            };
+        }
+        if s.value("", "nodes", "", &reg.node_name).is_none() {
+            let kind = super::kinds::Kind::served("", "nodes").expect("nodes served");
+            s.insert_new(kind, node(&reg, &stamp), Vec::new(), world);
+        }
+        s.registered.insert(vm_id.clone(), reg.node_name.clone());
+        s.heartbeats.insert(reg.node_name.clone(), now);
+        return joined(s, machine, &reg.node_name);
+    };
+    // A registered Node: its kubelet posts status while the path holds.
+    let grace = world.lro_duration(NODE_MONITOR_GRACE_SECS, NODE_MONITOR_GRACE_SECS);
+    let posting = match &path {
+        Ok(()) => {
+            s.heartbeats.insert(node_name.clone(), now);
+            true
+        }
+        Err(_) => s.heartbeats.get(&node_name).is_some_and(|last| now.duration_since(*last) < grace),
+    };
+    let key = super::store::key(super::kinds::Kind::served("", "nodes").expect("nodes served"), "", &node_name);
+    if let Some(mut obj) = s.objects.get(&key).cloned() {
+        let was = obj.value["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+            .map(|c| c["status"] == "True");
+        if was != Some(posting) {
+            obj.value["status"]["conditions"] = json!([ready_condition(posting, &stamp)]);
+            s.store(obj);
+        }
+    }
+    match path {
+        Err(h) if !posting => Progress { held: h, node: Some(node_name) },
+        _ => joined(s, machine, &node_name),
+    }
+}
+
+/// A registered Node: CAPI matches it to the Machine only when the provider IDs are the same
+/// (cluster-api `internal/controllers/machine/machine_controller_noderef.go` `getNode`).
+fn joined(s: &Store, machine: &Value, node_name: &str) -> Progress {
+    let node_pid =
+        s.value("", "nodes", "", node_name).and_then(|n| n["spec"]["providerID"].as_str()).unwrap_or_default();
+    let machine_pid = machine["spec"]["providerID"].as_str().unwrap_or_default();
+    if node_pid != machine_pid {
+        return Progress {
+            held: held(
+                "node_ref",
+                format!(
+                    "the Node {node_name} registered with provider ID {:?}, the Machine's is {machine_pid:?}: CAPI never matches them",
+                    node_pid
+                ),
+                "cluster-api internal/controllers/machine/machine_controller_noderef.go getNode",
+            ),
+            node: None,
+        };
+    }
+    Progress {
+        held: held(
+            "joined",
+            format!("the Node {node_name} is this Machine's"),
+            "cluster-api machine_controller_noderef.go",
+        ),
+        node: Some(node_name.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(s: &str) -> String {
+        use base64::Engine as _;
+        format!("data:text/plain;charset=utf-8;base64,{}", base64::engine::general_purpose::STANDARD.encode(s))
+    }
+
+    fn config(units: Value, script: &str) -> Value {
+        json!({"systemd": {"units": units},
+            "storage": {"files": [{"path": "/usr/local/bin/env", "contents": {"source": data(script)}}]}})
+    }
+
+    const UNIT: &str = "[Unit]\nBefore=kubelet-dependencies.target\n[Service]\nExecStart=/usr/local/bin/env\n";
+
+    #[test]
+    fn an_aws_unit_left_enabled_fails_on_azure() {
+        let c = config(json!([{"name": "aws-kubelet-providerid.service", "enabled": true}]), "");
+        let e = kubelet(&c, "/subscriptions/s/resourceGroups/RG/x", "vm-1").unwrap_err();
+        assert_eq!(e.step, "kubelet");
+        assert!(e.message.contains("EC2 instance metadata"), "{}", e.message);
+        let masked = config(json!([{"name": "aws-kubelet-providerid.service", "mask": true}]), "");
+        assert!(kubelet(&masked, "id", "vm-1").is_ok());
+    }
+
+    #[test]
+    fn a_script_reads_the_azure_metadata_service_and_writes_the_kubelet_environment() {
+        let script = r#"#!/bin/bash
+set -euo pipefail
+id="$(curl -fsS -H 'Metadata: true' 'http://169.254.169.254/metadata/instance/compute/resourceId?api-version=2021-02-01&format=text')"
+name="$(curl -fsS -H 'Metadata: true' 'http://169.254.169.254/metadata/instance/compute/name?api-version=2021-02-01&format=text')"
+printf 'KUBELET_NODE_NAME=%s\nKUBELET_PROVIDERID=azure://%s\nCUSTOM_KUBELET_LABELS=gpu=true\n' "$name" "$id" > /etc/kubernetes/node.env
+"#;
+        let c = config(json!([{"name": "env.service", "enabled": true, "contents": UNIT}]), script);
+        let r =
+            kubelet(&c, "/subscriptions/s/resourceGroups/RG/providers/Microsoft.Compute/virtualMachines/vm-1", "vm-1")
+                .unwrap();
+        assert_eq!(r.node_name, "vm-1");
+        assert_eq!(
+            r.provider_id,
+            "azure:///subscriptions/s/resourceGroups/RG/providers/Microsoft.Compute/virtualMachines/vm-1"
+        );
+        assert_eq!(r.labels["gpu"], "true");
+        assert_eq!(r.labels["node-role.kubernetes.io/worker"], "");
+    }
+
+    #[test]
+    fn the_metadata_service_wants_its_header_and_the_ec2_one_is_out_of_reach() {
+        let no_header = "#!/bin/bash\nset -e\ncurl -fsS 'http://169.254.169.254/metadata/instance/compute/name?api-version=2021-02-01&format=text'\n";
+        let c = config(json!([{"name": "env.service", "enabled": true, "contents": UNIT}]), no_header);
+        assert!(kubelet(&c, "id", "vm").unwrap_err().message.contains("exit 22"));
+        let ec2 = "#!/bin/bash\nset -e\ncurl -fsS http://169.254.169.254/latest/meta-data/instance-id\n";
+        let c = config(json!([{"name": "env.service", "enabled": true, "contents": UNIT}]), ec2);
+        assert!(kubelet(&c, "id", "vm").unwrap_err().message.contains("exit 7"));
+    }
+
+    #[test]
+    fn without_node_env_the_worker_kubelet_does_not_start() {
+        let c = json!({"systemd": {"units": [{"name": "kubelet.service", "dropins": [{"name": "20-node-env.conf",
+            "contents": "[Service]\nEnvironmentFile=/etc/kubernetes/node.env\n"}]}]}});
+        assert!(kubelet(&c, "id", "vm").unwrap_err().message.contains("node.env"));
+    }
+}

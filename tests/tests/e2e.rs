@@ -1008,6 +1008,57 @@ impl Clouds {
     }
 }
 
+/// The boot meets the cluster's own rules: with xcsp's machine-config rule revoked by hand from
+/// the internal API load balancer's group (CAPA's `apiserver-lb`, which admits 22623 only from the
+/// machine network), a replacement machine's VM is held before Ignition, `xcsp status` shows it
+/// without a Node, plan shows the missing rule, and after apply it joins.
+#[test]
+fn boot_is_held_where_the_cluster_would_hold_it() {
+    let (clouds, dir) = applied();
+    let state = dir.path();
+    joined(&clouds, 2);
+    let groups = clouds.ec2_with(
+        "DescribeSecurityGroups",
+        &[("Filter.1.Name", "tag:sigs.k8s.io/cluster-api-provider-aws/role"), ("Filter.1.Value.1", "apiserver-lb")],
+    );
+    let lb = groups.split("<groupId>").nth(1).and_then(|g| g.split('<').next()).expect("the group").to_string();
+    assert!(groups.contains("[xcsp il5-gpu aws_security_group_ingress.link]"), "xcsp's rules are there: {groups}");
+    clouds.revoke_machine_config_rule(&lb);
+
+    // A Machine deleted by hand: its MachineSet makes another, whose VM cannot fetch its config.
+    let machines = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines");
+    let victim = machines["items"][0]["metadata"]["name"].as_str().unwrap().to_string();
+    clouds.kube_request(
+        "DELETE",
+        &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{victim}"),
+        None,
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let held = loop {
+        let all = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+        let held: Vec<serde_json::Value> = all.into_iter().filter(|m| m["held_at"] == "api_path").collect();
+        if !held.is_empty() || Instant::now() > deadline {
+            break held;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(held.len(), 1, "{held:#?}");
+    assert_ne!(held[0]["name"], victim.as_str());
+    let said = held[0]["message"].as_str().unwrap();
+    assert!(said.contains(&format!("security group {lb} lets no TCP 22623 in from the VM's subnet")), "{said}");
+    let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
+    assert_eq!(text.matches("no Node has registered with provider ID azure:///subscriptions/").count(), 1, "{text}");
+
+    let (code, said) = plan(&clouds, state);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("~ aws_security_group_ingress.link will be updated in place"), "{said}");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    let held = joined(&clouds, 2);
+    assert!(held.iter().all(|m| m["name"] != victim.as_str()), "{held:#?}");
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.kube_get("/api/v1/nodes")["items"], serde_json::json!([]), "the Nodes go with their machines");
+}
+
 /// Drift that used to hide behind "No changes": one security-group rule revoked, propagation
 /// turned off on one route table, the Azure gateway left `Failed`, a connection's shared key
 /// changed. Each is read back member by

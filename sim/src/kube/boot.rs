@@ -385,13 +385,11 @@ pub fn advance(
     let infra = config.openshift.as_ref().map(|o| o.infrastructure_name.clone()).unwrap_or_default();
     let subnet = super::joins::vm_subnet(arm, name);
     // The path to the API, the machine-config server's answer, and the kubelet's preparation.
-    let path = dns.map_or(Ok(()), Err).and_then(|()| {
-        api_path(link, &infra, subnet.as_ref(), i64::from(super::mco::SERVER_PORT))
-            .and_then(|()| api_path(link, &infra, subnet.as_ref(), 6443))
-    });
+    // Ignition needs the machine-config server once; the kubelet needs the API all along.
+    let api = dns.map_or(Ok(()), Err).and_then(|()| api_path(link, &infra, subnet.as_ref(), 6443));
     let node_name = s.registered.get(&vm_id).cloned();
     let Some(node_name) = node_name else {
-        if let Err(h) = path {
+        if let Err(h) = api_path(link, &infra, subnet.as_ref(), i64::from(super::mco::SERVER_PORT)) {
             return Progress { held: h, node: None };
         }
         let pool = pointer.rsplit_once("/config/").map(|(_, p)| p).unwrap_or_default().to_string();
@@ -412,6 +410,9 @@ pub fn advance(
             Ok(r) => r,
             Err(h) => return Progress { held: h, node: None },
         };
+        if let Err(h) = api {
+            return Progress { held: h, node: None };
+        }
         let due =
             *s.boots.entry(vm_id.clone()).or_insert_with(|| created + world.lro_duration(BOOT_SECS.0, BOOT_SECS.1));
         if now < due {
@@ -437,7 +438,7 @@ pub fn advance(
     };
     // A registered Node: its kubelet posts status while the path holds.
     let grace = world.lro_duration(NODE_MONITOR_GRACE_SECS, NODE_MONITOR_GRACE_SECS);
-    let posting = match &path {
+    let posting = match &api {
         Ok(()) => {
             s.heartbeats.insert(node_name.clone(), now);
             true
@@ -455,7 +456,7 @@ pub fn advance(
             s.store(obj);
         }
     }
-    match path {
+    match api {
         Err(h) if !posting => Progress { held: h, node: Some(node_name) },
         _ => joined(s, machine, &node_name),
     }

@@ -22,6 +22,8 @@ pub struct Kubeconfig {
     pub context: Option<String>,
     /// `cluster.kubeconfig`, `KUBECONFIG` or `~/.kube/config`, for messages.
     pub from: &'static str,
+    /// Whether a MachineSet's write waits for its Nodes ([`xcsp_kube::KubeConfig::wait_for_nodes`]).
+    pub wait_for_nodes: bool,
 }
 
 impl Kubeconfig {
@@ -29,6 +31,7 @@ impl Kubeconfig {
     pub fn client_config(&self) -> xcsp_kube::KubeConfig {
         let mut config = xcsp_kube::KubeConfig::new(&self.path);
         config.context = self.context.clone();
+        config.wait_for_nodes = self.wait_for_nodes;
         config
     }
 }
@@ -62,7 +65,7 @@ pub fn find(model: &Model) -> Result<Kubeconfig, Problem> {
     if let Some(written) = &cluster.kubeconfig {
         let path = expand(&written.value);
         if path.is_file() {
-            return Ok(Kubeconfig { path, context, from: "cluster.kubeconfig" });
+            return Ok(Kubeconfig { path, context, from: "cluster.kubeconfig", wait_for_nodes: false });
         }
         return Err(Problem::error(
             "xcsp::cluster::kubeconfig",
@@ -74,7 +77,9 @@ pub fn find(model: &Model) -> Result<Kubeconfig, Problem> {
     let mut tried = vec!["cluster.kubeconfig (not set in the spec)".to_string()];
     let env = std::env::var_os("KUBECONFIG").unwrap_or_default();
     match std::env::split_paths(&env).find(|p| !p.as_os_str().is_empty()) {
-        Some(path) if path.is_file() => return Ok(Kubeconfig { path, context, from: "KUBECONFIG" }),
+        Some(path) if path.is_file() => {
+            return Ok(Kubeconfig { path, context, from: "KUBECONFIG", wait_for_nodes: false });
+        }
         Some(path) => {
             return Err(Problem::error(
                 "xcsp::cluster::kubeconfig",
@@ -88,7 +93,7 @@ pub fn find(model: &Model) -> Result<Kubeconfig, Problem> {
     match std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")) {
         Some(path) if path.is_file() => match xcsp_kube::server(&path, context.as_deref()) {
             Ok((_, server)) if same_server(&server, api_url) => {
-                return Ok(Kubeconfig { path, context, from: "~/.kube/config" });
+                return Ok(Kubeconfig { path, context, from: "~/.kube/config", wait_for_nodes: false });
             }
             Ok((name, server)) => tried.push(format!(
                 "{} (not used: its context `{name}` is for {server}, not the spec's cluster.api_url {api_url})",

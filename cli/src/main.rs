@@ -74,6 +74,12 @@ pub struct RunArgs {
     /// Skip checks that reach outside the clouds (the OIDC issuer's discovery document).
     #[arg(long, env = "XCSP_OFFLINE", value_parser = clap::builder::BoolishValueParser::new())]
     offline: bool,
+    /// After writing a MachineSet, wait (up to 30 minutes) for its machines' Nodes to be Ready,
+    /// as Terraform's `wait_for_rollout` waits for a Deployment; `false` ends when the objects
+    /// are written, and `xcsp status` follows the machines.
+    #[arg(long, env = "XCSP_WAIT_FOR_NODES", default_value_t = true, action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    wait_for_nodes: bool,
     /// Which ready operation starts first (`fifo` only to compare against, in benchmarks).
     #[arg(long, default_value = "critical-path", hide = true, value_parser = ["critical-path", "fifo"])]
     order: String,

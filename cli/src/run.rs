@@ -111,9 +111,23 @@ pub(crate) fn kubeconfig(
 /// The part of the graph a run applies and the providers it needs (`strict`: stop without a
 /// kubeconfig when Kubernetes objects are in reach, as apply does).
 pub(crate) async fn reach(l: &Loaded, state: &State, strict: bool) -> miette::Result<(ResourceGraph, Providers)> {
+    reach_waiting(l, state, strict, false).await
+}
+
+/// [`reach`], the Kubernetes provider waiting after a MachineSet's write for its Nodes to be
+/// Ready when `wait_for_nodes` (apply's `--wait-for-nodes`).
+pub(crate) async fn reach_waiting(
+    l: &Loaded,
+    state: &State,
+    strict: bool,
+    wait_for_nodes: bool,
+) -> miette::Result<(ResourceGraph, Providers)> {
     let graph = in_reach(l, state);
     let kinds = needed(&graph, state);
-    let kube = kubeconfig(l, &kinds, strict)?;
+    let mut kube = kubeconfig(l, &kinds, strict)?;
+    if let Some(k) = kube.as_mut() {
+        k.wait_for_nodes = wait_for_nodes;
+    }
     let providers = clouds::providers(&l.model, &kinds, kube.as_ref()).await?;
     Ok((graph, providers))
 }
@@ -255,7 +269,7 @@ pub async fn apply(
     }
     check_issuers(l, run_args.offline).await?;
     crate::preflight::before_changes(&l.model, run_args.offline).await?;
-    let (graph, providers) = reach(l, &state, true).await?;
+    let (graph, providers) = reach_waiting(l, &state, true, run_args.wait_for_nodes).await?;
     let mode = Mode::pick(run_args.json);
     let (tx, rx) = mpsc::unbounded_channel();
     let events = Events::new(tx);

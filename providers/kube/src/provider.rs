@@ -90,8 +90,11 @@ pub struct KubeConfig {
     /// The kubeconfig file; its current context unless `context` names another.
     pub kubeconfig: std::path::PathBuf,
     pub context: Option<String>,
-    /// How long deleting a MachineSet may wait for its machines (VMs take minutes to go).
+    /// How long deleting a MachineSet may wait for its machines (VMs take minutes to go), and
+    /// writing one for their Nodes.
     pub machine_timeout: Duration,
+    /// Whether a MachineSet's write waits for its `readyReplicas` to reach its replicas.
+    pub wait_for_nodes: bool,
     /// Any other operation, retries included.
     pub timeout: Duration,
     pub poll_interval: Duration,
@@ -103,6 +106,7 @@ impl KubeConfig {
             kubeconfig: kubeconfig.to_path_buf(),
             context: None,
             machine_timeout: Duration::from_secs(30 * 60),
+            wait_for_nodes: false,
             timeout: Duration::from_secs(5 * 60),
             poll_interval: Duration::from_secs(5),
         }
@@ -345,9 +349,53 @@ impl KubeProvider {
         if a.rtype == T::K8sCluster {
             self.control_plane_initialized(a, &api, name).await?;
         }
+        if a.rtype == T::K8sMachineSet && self.config.wait_for_nodes {
+            let want = object["spec"]["replicas"].as_i64().unwrap_or(1);
+            self.nodes_ready(a, &api, name, want, progress).await?;
+        }
         let mut out = req.attributes.clone();
         out.insert("uid".into(), Value::string(applied.metadata.uid.clone().unwrap_or_default()));
         Ok(Observed { address: a.clone(), id: object_id(ns, name), attributes: out })
+    }
+
+    /// Waits for a MachineSet's machines to have Nodes that are Ready: its `status.readyReplicas`
+    /// (CAPI counts a Machine whose Node is Ready, `machineset_controller.go`) reaching `want`,
+    /// at most `machine_timeout`, saying how many are on the way.
+    async fn nodes_ready(
+        &self,
+        a: &Address,
+        api: &Api<DynamicObject>,
+        name: &str,
+        want: i64,
+        progress: &dyn Progress,
+    ) -> Result<(), ProviderError> {
+        let deadline = Instant::now() + self.config.machine_timeout;
+        // Look soon, then back off to the poll interval (a VM's boot takes minutes).
+        let mut pause = Duration::from_millis(250).min(self.config.poll_interval);
+        loop {
+            let set = self.retry(a, || api.get(name)).await?;
+            let ready = set.data["status"]["readyReplicas"].as_i64().unwrap_or(0);
+            if ready >= want {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(failed(
+                    a,
+                    "NodesNotReady",
+                    format!(
+                        "{ready} of {want} Nodes of MachineSet {name} Ready after {} min: `xcsp status` says where each machine is held",
+                        self.config.machine_timeout.as_secs() / 60
+                    ),
+                ));
+            }
+            let machines = set.data["status"]["replicas"].as_i64().unwrap_or(0);
+            progress.waiting(
+                a,
+                &format!("{ready} of {want} Nodes Ready ({machines} machines; VMs boot and join over the link)"),
+            );
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(self.config.poll_interval);
+        }
     }
 
     /// The pool's Cluster has no control plane of its own (the cluster's is OpenShift's), so CAPI

@@ -109,6 +109,19 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
             ),
         )),
         Some(capz) => {
+            if !s.machine_approver {
+                use xcsp_kube::survey::{MACHINE_APPROVER_CAPI, MACHINE_APPROVER_NAMESPACE};
+                problems.push(
+                    Problem::warning(
+                        "xcsp::cluster::no_machine_approver",
+                        format!(
+                            "no machine approver for Cluster API Machines runs (no Deployment {MACHINE_APPROVER_NAMESPACE}/{MACHINE_APPROVER_CAPI}; OpenShift deploys it only with the TechPreviewNoUpgrade feature set): the pool's nodes' certificate signing requests would stay Pending and no node would register"
+                        ),
+                    )
+                    .label(&cluster.kubernetes_objects.span, "the pool's machines join this cluster")
+                    .with_help("approve each new node's requests with `oc adm certificate approve`, or run a cluster with the machine approver for Cluster API"),
+                );
+            }
             let subject = format!("system:serviceaccount:{}:{}", capz.namespace, capz.service_account);
             for id in &model.identities {
                 if id.subject() != subject {
@@ -248,6 +261,11 @@ fn describe(s: &Survey) -> String {
         ),
         None => format!("CAPZ:         not running (no Deployment {OPENSHIFT_CAPI_NAMESPACE}/{CAPZ_DEPLOYMENT})\n"),
     };
+    out += if s.machine_approver {
+        "Approver:     machine-approver-capi approves Cluster API machines' node certificates\n"
+    } else {
+        "Approver:     none for Cluster API machines (node certificates wait for a person)\n"
+    };
     for (name, kind) in &s.clusters {
         out += &format!("Cluster API Cluster {OPENSHIFT_CAPI_NAMESPACE}/{name} ({kind})\n");
     }
@@ -284,7 +302,20 @@ mod tests {
             }),
             clusters: vec![],
             service_account_issuer: Some("https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com".into()),
+            machine_approver: true,
         }
+    }
+
+    #[test]
+    fn a_cluster_without_a_machine_approver_for_capi_is_warned_of_not_stopped() {
+        let model = il5();
+        let mut s = survey(&["v1beta1"], &["v1beta1"]);
+        assert!(check(&model, &s).is_empty(), "{:?}", check(&model, &s));
+        s.machine_approver = false;
+        let problems = check(&model, &s);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].code, "xcsp::cluster::no_machine_approver");
+        assert!(!problems[0].is_error());
     }
 
     #[test]

@@ -842,7 +842,10 @@ impl Clouds {
 fn azure_resources_and_state_with_the_old_tag_keys_are_adopted_and_swept() {
     let (clouds, dir) = applied();
     let state = dir.path();
-    let retagged = clouds.retag_with_old_keys(|_| true);
+    // xcsp's resources; not the VMs and NICs CAPZ made for the pool's machines, which carry the
+    // stack's tags through the machine template but are CAPZ's to tag.
+    let capz = |id: &str| id.contains("/virtualMachines/") || id.contains("/networkInterfaces/");
+    let retagged = clouds.retag_with_old_keys(|id| !capz(id));
     assert!(retagged >= 15, "{retagged} resources retagged");
     // A state file written by the version before: the recorded tags under the old keys too.
     let file = state.join("state.json");
@@ -1055,6 +1058,43 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     let held = joined(&clouds, 2);
     assert!(held.iter().all(|m| m["name"] != victim.as_str()), "{held:#?}");
+
+    // Without OpenShift's machine approver for Cluster API Machines, a new node's certificate
+    // request stays Pending: the next replacement is held at `csr`, and preflight warns.
+    let approver = "/apis/apps/v1/namespaces/openshift-cluster-machine-approver/deployments/machine-approver-capi";
+    let saved = clouds.kube_get(approver);
+    clouds.kube_request("DELETE", approver, None);
+    let said = text_of(&clouds.xcsp(state).arg("preflight").arg(il5()).output().unwrap());
+    assert!(said.contains("xcsp::cluster::no_machine_approver") && said.contains("The cluster can take the pool."), "{said}");
+    let victim = held[0]["name"].as_str().unwrap().to_string();
+    clouds.kube_request(
+        "DELETE",
+        &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{victim}"),
+        None,
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let held = loop {
+        let all = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+        let held: Vec<serde_json::Value> = all.into_iter().filter(|m| m["held_at"] == "csr").collect();
+        if !held.is_empty() || Instant::now() > deadline {
+            break held;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(held.len(), 1, "{held:#?}");
+    assert!(held[0]["message"].as_str().unwrap().contains("certificate signing request stays Pending"), "{held:#?}");
+    let mut restored = saved.clone();
+    for k in ["resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"] {
+        restored["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    let body = restored.to_string();
+    let made = clouds.kube_request(
+        "POST",
+        "/apis/apps/v1/namespaces/openshift-cluster-machine-approver/deployments",
+        Some(("application/json", &body)),
+    );
+    assert_eq!(made["metadata"]["name"], "machine-approver-capi", "{made}");
+    joined(&clouds, 2);
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_eq!(clouds.kube_get("/api/v1/nodes")["items"], serde_json::json!([]), "the Nodes go with their machines");
 }

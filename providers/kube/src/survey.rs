@@ -58,7 +58,19 @@ pub struct Survey {
     /// The issuer of the cluster's service-account tokens, when OpenShift's `Authentication`
     /// says (`None`: no such object; the internal issuer when its field is empty).
     pub service_account_issuer: Option<String>,
+    /// Whether OpenShift's machine approver for Cluster API Machines runs
+    /// ([`MACHINE_APPROVER_NAMESPACE`]/[`MACHINE_APPROVER_CAPI`]): without it a new node's
+    /// certificate signing requests stay Pending.
+    pub machine_approver: bool,
 }
+
+/// Where OpenShift runs its machine approvers.
+pub const MACHINE_APPROVER_NAMESPACE: &str = "openshift-cluster-machine-approver";
+/// The approver of node certificates for Cluster API Machines, deployed only with the
+/// TechPreviewNoUpgrade or CustomNoUpgrade feature set (openshift/cluster-machine-approver
+/// `manifests/04-deployment-capi.yaml`); it approves a node's first certificate only for a node
+/// named as some Machine's `InternalDNS` address (`pkg/machinehandler/machinehandler.go`).
+pub const MACHINE_APPROVER_CAPI: &str = "machine-approver-capi";
 
 /// The issuer of service-account tokens when `Authentication.spec.serviceAccountIssuer` is empty.
 pub const INTERNAL_ISSUER: &str = "https://kubernetes.default.svc";
@@ -149,5 +161,13 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
             let issuer = str_at(&a.data, &["spec", "serviceAccountIssuer"]);
             if issuer.is_empty() { INTERNAL_ISSUER.to_string() } else { issuer }
         });
-    Ok(Survey { openshift, capi_versions, capz_versions, capz, clusters, service_account_issuer })
+    let approvers: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        MACHINE_APPROVER_NAMESPACE,
+        &resource("apps", "v1", "Deployment", "deployments"),
+    );
+    let machine_approver = absent(approvers.get(MACHINE_APPROVER_CAPI).await)
+        .map_err(|e| format!("cannot read the Deployment {MACHINE_APPROVER_NAMESPACE}/{MACHINE_APPROVER_CAPI}: {e}"))?
+        .is_some();
+    Ok(Survey { openshift, capi_versions, capz_versions, capz, clusters, service_account_issuer, machine_approver })
 }

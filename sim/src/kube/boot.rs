@@ -24,7 +24,8 @@
 //!    `--provider-id=${KUBELET_PROVIDERID}` and
 //!    `--node-labels=node-role.kubernetes.io/worker,node.openshift.io/os_id=${ID},${CUSTOM_KUBELET_LABELS}`
 //!    (MCO `templates/worker/01-worker-kubelet/_base/units/kubelet.service.yaml`).
-//! 4. The Node registers after the boot's duration ([`BOOT_SECS`]) and is `Ready` while its path
+//! 4. `csr`: the machine approver approves the kubelet's certificate request ([`csr_approved`]).
+//! 5. The Node registers after the boot's duration ([`BOOT_SECS`]) and is `Ready` while its path
 //!    to the API holds; once it breaks, the node lifecycle controller marks it `Unknown` after the
 //!    node-monitor grace period ([`NODE_MONITOR_GRACE_SECS`]).
 
@@ -428,6 +429,9 @@ pub fn advance(
                 node: None,
             };
         }
+        if let Err(h) = csr_approved(s, &reg.node_name) {
+            return Progress { held: h, node: None };
+        }
         if s.value("", "nodes", "", &reg.node_name).is_none() {
             let kind = super::kinds::Kind::served("", "nodes").expect("nodes served");
             s.insert_new(kind, node(&reg, &stamp), Vec::new(), world);
@@ -460,6 +464,43 @@ pub fn advance(
         Err(h) if !posting => Progress { held: h, node: Some(node_name) },
         _ => joined(s, machine, &node_name),
     }
+}
+
+/// The kubelet's first client certificate, which it asks for before it can register: on
+/// OpenShift the machine approver approves it only for a node named as a Machine's `InternalDNS`
+/// address (case aside), and for Cluster API Machines only its `machine-approver-capi` instance
+/// looks (openshift/cluster-machine-approver `pkg/machinehandler/machinehandler.go`
+/// `FindMatchingMachineFromInternalDNS`, `manifests/04-deployment-capi.yaml`; CAPZ gives a VM's
+/// Machine the address `InternalDNS` = the VM's name, `azure/services/virtualmachines`
+/// `getAddresses`). Without it the request stays Pending and no Node registers.
+fn csr_approved(s: &Store, node_name: &str) -> Result<(), Held> {
+    use super::openshift::{MACHINE_APPROVER_CAPI, MACHINE_APPROVER_NAMESPACE};
+    let at = |message: String| {
+        held(
+            "csr",
+            message,
+            "openshift/cluster-machine-approver pkg/machinehandler/machinehandler.go, manifests/04-deployment-capi.yaml",
+        )
+    };
+    if s.value("apps", "deployments", MACHINE_APPROVER_NAMESPACE, MACHINE_APPROVER_CAPI).is_none() {
+        return Err(at(format!(
+            "the kubelet's certificate signing request stays Pending: no machine approver for Cluster API Machines runs (Deployment {MACHINE_APPROVER_NAMESPACE}/{MACHINE_APPROVER_CAPI}, deployed only with the TechPreviewNoUpgrade feature set); `oc adm certificate approve` would let it register"
+        )));
+    }
+    let known = s.objects.iter().filter(|(k, _)| k.0 == "cluster.x-k8s.io" && k.1 == "machines").any(|(_, o)| {
+        o.value["status"]["addresses"].as_array().is_some_and(|a| {
+            a.iter().any(|a| {
+                a["type"] == "InternalDNS"
+                    && a["address"].as_str().is_some_and(|x| x.trim_end_matches('.').eq_ignore_ascii_case(node_name))
+            })
+        })
+    });
+    if !known {
+        return Err(at(format!(
+            "the kubelet's certificate signing request for node {node_name} stays Pending: no Machine has the address InternalDNS {node_name}, so the machine approver does not approve it"
+        )));
+    }
+    Ok(())
 }
 
 /// A registered Node: CAPI matches it to the Machine only when the provider IDs are the same

@@ -174,6 +174,9 @@ impl Kube {
                 match capz::make_vm(&s, arm, &obj.value, world.clock.now()) {
                     Ok(provider_id) => {
                         obj.value["spec"]["providerID"] = json!(provider_id);
+                        // CAPI copies the AzureMachine's addresses, CAPZ's `InternalDNS` the VM's
+                        // name (`azure/services/virtualmachines` `getAddresses`).
+                        obj.value["status"]["addresses"] = json!([{"type": "InternalDNS", "address": k.3}]);
                         held = joins::held(&s, &obj.value, &joins::Azure { store: arm, config: &config, link });
                     }
                     Err(refused) => held = refused,
@@ -226,8 +229,10 @@ impl Kube {
                 (true, false) => "Provisioning",
                 (false, false) => "Pending",
             };
-            let unchanged =
-                s.objects.get(&k).is_some_and(|o| o.value["spec"]["providerID"] == obj.value["spec"]["providerID"]);
+            let unchanged = s.objects.get(&k).is_some_and(|o| {
+                o.value["spec"]["providerID"] == obj.value["spec"]["providerID"]
+                    && o.value["status"]["addresses"] == obj.value["status"]["addresses"]
+            });
             let node_ref = node
                 .as_ref()
                 .map(|(name, uid, _)| json!({"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}));

@@ -106,7 +106,37 @@ pub fn seed(store: &mut Store, o: &OpenShift, world: &World) {
         "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1},
     });
     store.insert_new(kind("apps", "deployments"), deployment, Vec::new(), world);
+    // The machine approver for Cluster API Machines, which OpenShift deploys only with the
+    // TechPreviewNoUpgrade or CustomNoUpgrade feature set, the one CAPI itself needs there
+    // (openshift/cluster-machine-approver `manifests/04-deployment-capi.yaml`: no
+    // `--machine-namespace`, so Machines of every namespace count).
+    let approver = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": MACHINE_APPROVER_CAPI, "namespace": MACHINE_APPROVER_NAMESPACE,
+            "annotations": {"release.openshift.io/feature-set": "TechPreviewNoUpgrade,CustomNoUpgrade"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": MACHINE_APPROVER_CAPI}},
+            "template": {
+                "metadata": {"labels": {"app": MACHINE_APPROVER_CAPI}},
+                "spec": {"serviceAccountName": "machine-approver-sa", "containers": [{
+                    "name": "machine-approver-controller",
+                    "args": ["--api-group-version=cluster.x-k8s.io/v1beta1", "--disable-status-controller=true"],
+                }]},
+            },
+        },
+        "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1},
+    });
+    let mut ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MACHINE_APPROVER_NAMESPACE}});
+    super::store::finish_namespace(&mut ns);
+    store.insert_new(kind("", "namespaces"), ns, Vec::new(), world);
+    store.insert_new(kind("apps", "deployments"), approver, Vec::new(), world);
 }
+
+/// Where OpenShift runs its machine approvers.
+pub const MACHINE_APPROVER_NAMESPACE: &str = "openshift-cluster-machine-approver";
+/// The approver of node certificates for Cluster API Machines.
+pub const MACHINE_APPROVER_CAPI: &str = "machine-approver-capi";
 
 /// The infrastructure name, when the store holds OpenShift's `Infrastructure` (else the world is
 /// plain Kubernetes and OpenShift's admission does not run).

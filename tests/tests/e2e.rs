@@ -1065,7 +1065,10 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     let saved = clouds.kube_get(approver);
     clouds.kube_request("DELETE", approver, None);
     let said = text_of(&clouds.xcsp(state).arg("preflight").arg(il5()).output().unwrap());
-    assert!(said.contains("xcsp::cluster::no_machine_approver") && said.contains("The cluster can take the pool."), "{said}");
+    assert!(
+        said.contains("xcsp::cluster::no_machine_approver") && said.contains("The cluster can take the pool."),
+        "{said}"
+    );
     let victim = held[0]["name"].as_str().unwrap().to_string();
     clouds.kube_request(
         "DELETE",

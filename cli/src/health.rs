@@ -66,6 +66,11 @@ impl Health {
     pub fn healthy(&self) -> bool {
         self.up >= self.expected
     }
+
+    /// Every machine read is a Node that is Ready (none read: nothing to say against it).
+    pub fn pool_ready(&self) -> bool {
+        self.machines.iter().all(|m| m.node.as_ref().is_some_and(|n| n.ready == "True"))
+    }
 }
 
 fn text(v: Option<&Value>) -> String {
@@ -172,7 +177,15 @@ pub fn health(model: &Model, state: &State) -> Health {
 /// What keeps a Machine from being a Ready node, as far as xcsp can tell.
 pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
     if let Some(n) = &m.node {
-        return (n.ready != "True").then(|| format!("its Node {} is not Ready ({})", n.name, n.ready));
+        if n.ready == "True" {
+            return None;
+        }
+        let link = if h.healthy() {
+            String::new()
+        } else {
+            format!(": the link is down ({} of {} tunnels up), so its kubelet cannot reach the API", h.up, h.expected)
+        };
+        return Some(format!("its Node {} is not Ready ({}){link}", n.name, n.ready));
     }
     let condition = m.not_true.first().map(|(t, r, msg)| format!("; CAPI/CAPZ say {t}: {r} {msg}")).unwrap_or_default();
     Some(if !h.healthy() {

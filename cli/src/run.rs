@@ -429,12 +429,20 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
         }
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&health).expect("status serializes"));
+        let mut shown = serde_json::to_value(&health).expect("status serializes");
+        // What keeps each machine from being a Ready node, as the table says it.
+        if let Some(list) = shown["machines"].as_array_mut() {
+            for (shown, m) in list.iter_mut().zip(&health.machines) {
+                shown["cause"] = serde_json::json!(crate::health::cause(&health, m));
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&shown).expect("status serializes"));
     } else {
         print!("{}", crate::health::render(&health));
         print!("{}", plan::render_outputs(&crate::outputs(spec, l, &state)));
     }
-    Ok(if health.healthy() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+    // 2 when a tunnel is down or a machine of the pool is not a Ready node.
+    Ok(if health.healthy() && health.pool_ready() { ExitCode::SUCCESS } else { ExitCode::from(2) })
 }
 
 pub async fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> miette::Result<ExitCode> {

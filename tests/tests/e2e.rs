@@ -379,6 +379,10 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
             .unwrap();
     let unknown = status["machines"].as_array().unwrap().iter().filter(|m| m["node"]["ready"] == "Unknown").count();
     assert_eq!(unknown, 2, "{status}");
+    for m in status["machines"].as_array().unwrap() {
+        let cause = m["cause"].as_str().unwrap_or_default();
+        assert!(cause.contains("is not Ready (Unknown): the link is down (0 of 4 tunnels up)"), "{status}");
+    }
     for m in &held {
         assert_eq!(m["held_at"], "dns", "{m:#}");
         let said = m["message"].as_str().unwrap();

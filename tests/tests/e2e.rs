@@ -1035,22 +1035,7 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     // A Machine deleted by hand: its MachineSet makes another, whose VM cannot fetch its config.
     let machines = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines");
     let victim = machines["items"][0]["metadata"]["name"].as_str().unwrap().to_string();
-    clouds.kube_request(
-        "DELETE",
-        &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{victim}"),
-        None,
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let held = loop {
-        let all = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
-        let held: Vec<serde_json::Value> = all.into_iter().filter(|m| m["held_at"] == "api_path").collect();
-        if !held.is_empty() || Instant::now() > deadline {
-            break held;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert_eq!(held.len(), 1, "{held:#?}");
-    assert_ne!(held[0]["name"], victim.as_str());
+    let held = replaced_and_held(&clouds, &victim, "api_path");
     let said = held[0]["message"].as_str().unwrap();
     assert!(said.contains(&format!("security group {lb} lets no TCP 22623 in from the VM's subnet")), "{said}");
     let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
@@ -1074,21 +1059,7 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
         "{said}"
     );
     let victim = held[0]["name"].as_str().unwrap().to_string();
-    clouds.kube_request(
-        "DELETE",
-        &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{victim}"),
-        None,
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let held = loop {
-        let all = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
-        let held: Vec<serde_json::Value> = all.into_iter().filter(|m| m["held_at"] == "csr").collect();
-        if !held.is_empty() || Instant::now() > deadline {
-            break held;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert_eq!(held.len(), 1, "{held:#?}");
+    let held = replaced_and_held(&clouds, &victim, "csr");
     assert!(held[0]["message"].as_str().unwrap().contains("certificate signing request stays Pending"), "{held:#?}");
     let mut restored = saved.clone();
     for k in ["resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"] {
@@ -1104,6 +1075,28 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     joined(&clouds, 2);
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_eq!(clouds.kube_get("/api/v1/nodes")["items"], serde_json::json!([]), "the Nodes go with their machines");
+}
+
+/// Deletes the IL5 pool's Machine `victim` as a person would; answers the machines the sim holds
+/// at `step` once its replacement is one of them (asserting it is the only one, and not `victim`).
+fn replaced_and_held(clouds: &Clouds, victim: &str, step: &str) -> Vec<serde_json::Value> {
+    clouds.kube_request(
+        "DELETE",
+        &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{victim}"),
+        None,
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let held = loop {
+        let all = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+        let held: Vec<serde_json::Value> = all.into_iter().filter(|m| m["held_at"] == step).collect();
+        if !held.is_empty() || Instant::now() > deadline {
+            break held;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(held.len(), 1, "{held:#?}");
+    assert_ne!(held[0]["name"], victim);
+    held
 }
 
 /// Drift that used to hide behind "No changes": one security-group rule revoked, propagation

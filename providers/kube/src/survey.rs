@@ -131,14 +131,13 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
         all
     };
     let (capi_versions, capz_versions) = (versions("cluster.x-k8s.io"), versions("infrastructure.cluster.x-k8s.io"));
-    let deployments: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        OPENSHIFT_CAPI_NAMESPACE,
-        &resource("apps", "v1", "Deployment", "deployments"),
-    );
-    let capz = absent(deployments.get(CAPZ_DEPLOYMENT).await)
-        .map_err(|e| format!("cannot read the Deployment {OPENSHIFT_CAPI_NAMESPACE}/{CAPZ_DEPLOYMENT}: {e}"))?
-        .map(|d| capz_of(&d));
+    // A Deployment, or None where there is none.
+    let deployment = |ns: &'static str, name: &'static str| {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), ns, &resource("apps", "v1", "Deployment", "deployments"));
+        async move { absent(api.get(name).await).map_err(|e| format!("cannot read the Deployment {ns}/{name}: {e}")) }
+    };
+    let capz = deployment(OPENSHIFT_CAPI_NAMESPACE, CAPZ_DEPLOYMENT).await?.map(|d| capz_of(&d));
     let mut clusters = Vec::new();
     if let Some(version) = capi_versions.first() {
         let api: Api<DynamicObject> = Api::namespaced_with(
@@ -161,13 +160,6 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
             let issuer = str_at(&a.data, &["spec", "serviceAccountIssuer"]);
             if issuer.is_empty() { INTERNAL_ISSUER.to_string() } else { issuer }
         });
-    let approvers: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        MACHINE_APPROVER_NAMESPACE,
-        &resource("apps", "v1", "Deployment", "deployments"),
-    );
-    let machine_approver = absent(approvers.get(MACHINE_APPROVER_CAPI).await)
-        .map_err(|e| format!("cannot read the Deployment {MACHINE_APPROVER_NAMESPACE}/{MACHINE_APPROVER_CAPI}: {e}"))?
-        .is_some();
+    let machine_approver = deployment(MACHINE_APPROVER_NAMESPACE, MACHINE_APPROVER_CAPI).await?.is_some();
     Ok(Survey { openshift, capi_versions, capz_versions, capz, clusters, service_account_issuer, machine_approver })
 }

@@ -162,7 +162,8 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
     }
     let name = machine["metadata"]["name"].as_str().unwrap_or_default();
     if azure.store.of_kind(&crate::arm::kinds::VM).any(|vm| vm.name == name) {
-        if let Some(h) = dns(&azure_cluster, &data, azure, name) {
+        let source = pointer_source(store, machine);
+        if let Some(h) = dns(&azure_cluster, source.as_deref(), azure, name) {
             return h;
         }
         return at(
@@ -185,8 +186,7 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
 /// answers the cluster's names when it is an address of an OPERATIONAL inbound endpoint, a tunnel
 /// to the endpoint's VPC is UP, and the endpoint's security groups let DNS (UDP 53) in from the
 /// VM's subnet. Held at `dns` with the first server's reason otherwise.
-fn dns(azure_cluster: &Value, bootstrap: &Value, azure: &Azure, machine: &str) -> Option<Held> {
-    use base64::Engine as _;
+fn dns(azure_cluster: &Value, source: Option<&str>, azure: &Azure, machine: &str) -> Option<Held> {
     let servers =
         azure.store.get(&vnet_id(azure_cluster).to_ascii_lowercase())?.body["properties"]["dhcpOptions"]["dnsServers"]
             .clone();
@@ -221,12 +221,7 @@ fn dns(azure_cluster: &Value, bootstrap: &Value, azure: &Azure, machine: &str) -
     let reason = why_not.into_iter().flatten().next().unwrap_or_else(|| {
         "the VNet has no DNS servers of its own, so the VM asks Azure's resolver, which cannot resolve the cluster's private names".to_string()
     });
-    let pointer: Value = bootstrap["data"]["value"]
-        .as_str()
-        .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
-    let source = pointer["ignition"]["config"]["merge"][0]["source"].as_str().unwrap_or("its pointer's config");
+    let source = source.unwrap_or("its pointer's config");
     Some(Held {
         step: "dns",
         message: format!("{reason}: Ignition cannot fetch {source}"),

@@ -1077,6 +1077,51 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     assert_eq!(clouds.kube_get("/api/v1/nodes")["items"], serde_json::json!([]), "the Nodes go with their machines");
 }
 
+/// The pool's MachineHealthCheck replaces machines whose Node stays Unknown: with its timeout
+/// shortened by hand and every tunnel cut, both Nodes go Unknown, CAPI sends their Machines away,
+/// the replacements wait at DNS while the link is down, and join once it is back.
+#[test]
+fn machines_whose_nodes_stay_unknown_are_replaced_by_the_health_check() {
+    let (clouds, dir) = applied();
+    let state = dir.path();
+    let before: Vec<String> = joined(&clouds, 2).iter().filter_map(|m| m["name"].as_str().map(String::from)).collect();
+    let checks = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machinehealthchecks");
+    let check = checks["items"][0]["metadata"]["name"].as_str().expect("the pool's health check").to_string();
+    let patch =
+        serde_json::json!({"spec": {"unhealthyConditions": [{"type": "Ready", "status": "Unknown", "timeout": "1s"}]}});
+    let patched = clouds.kube_request(
+        "PATCH",
+        &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machinehealthchecks/{check}"),
+        Some(("application/merge-patch+json", &patch.to_string())),
+    );
+    assert_eq!(patched["spec"]["unhealthyConditions"][0]["timeout"], "1s", "{patched}");
+    let all: Vec<String> = clouds.get("/_sim/tunnels")["tunnels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["outside_ip"].as_str().map(String::from))
+        .collect();
+    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": all}}));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let held = loop {
+        let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+        let fresh = held.iter().filter(|m| !before.iter().any(|b| m["name"] == b.as_str())).count();
+        if (fresh == 2 && held.len() == 2) || Instant::now() > deadline {
+            break held;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(held.len(), 2, "{held:#?}");
+    for m in &held {
+        assert!(!before.iter().any(|b| m["name"] == b.as_str()), "replaced: {held:#?}");
+        assert_eq!(m["held_at"], "dns", "the link is still down: {m:#}");
+    }
+    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
+    let after = joined(&clouds, 2);
+    assert!(after.iter().all(|m| !before.iter().any(|b| m["name"] == b.as_str())), "{after:#?}");
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+}
+
 /// Deletes the IL5 pool's Machine `victim` as a person would; answers the machines the sim holds
 /// at `step` once its replacement is one of them (asserting it is the only one, and not `victim`).
 fn replaced_and_held(clouds: &Clouds, victim: &str, step: &str) -> Vec<serde_json::Value> {

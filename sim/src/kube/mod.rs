@@ -12,6 +12,7 @@ pub mod machines;
 pub mod mco;
 pub mod meta;
 pub mod openshift;
+pub mod remediation;
 pub mod schema;
 pub mod selector;
 pub mod status;
@@ -138,6 +139,8 @@ impl Kube {
         let config = world.config();
         let mut s = self.store.lock().expect("store lock");
         s.settle(world, world.clock.now());
+        // CAPI's health checks send away the Machines they find unhealthy ([`remediation`]).
+        s.remediate(world);
         let keys: Vec<store::Key> =
             s.objects.keys().filter(|k| k.0 == "cluster.x-k8s.io" && k.1 == "machines").cloned().collect();
         // CAPZ's finalizer: the VMs of Machines going or gone go first.

@@ -166,12 +166,61 @@ pub fn health(model: &Model, state: &State) -> Health {
                 message: "neither cloud's API reports round trip or loss inside the tunnels; xcsp does not probe yet"
                     .into(),
             };
-            Link { name: name.to_string(), conditions: vec![established, latency] }
+            Link { name: name.to_string(), conditions: vec![established, latency, dns(state, name)] }
         })
         .collect();
     let expected = ipsec.len() * topology::TUNNELS;
     let up = tunnels.iter().filter(|t| t.up && ipsec.contains(&t.link.as_str())).count();
     Health { tunnels, links, up, expected, machines: Vec::new() }
+}
+
+/// `DnsOverLink`: the VNet's DNS servers are the addresses of the link's Route 53 Resolver inbound
+/// endpoint and the endpoint is `OPERATIONAL`, as refresh read them (whether the tunnels carry
+/// the queries is `TunnelEstablished`; the endpoint's security group is drift plan shows).
+fn dns(state: &State, link: &str) -> Condition {
+    let find = |t: ResourceType| {
+        state.resources.iter().find(|(a, r)| a.rtype == t && a.name == link && r.id.is_some()).map(|(_, r)| r)
+    };
+    let strings = |r: &xcsp_state::ResourceState, k: &str| -> Vec<String> {
+        let mut v: Vec<String> = match r.attributes.get(k) {
+            Some(Value::List(l)) => l.iter().filter_map(Value::as_str).map(String::from).collect(),
+            _ => Vec::new(),
+        };
+        v.sort();
+        v
+    };
+    let no = |reason: &str, message: String| Condition {
+        kind: "DnsOverLink",
+        status: "False",
+        reason: reason.into(),
+        message,
+    };
+    let Some(endpoint) = find(ResourceType::AwsResolverEndpoint) else {
+        return no("NotCreated", "no Route 53 Resolver endpoint is recorded: run `xcsp apply`".into());
+    };
+    let status = text(endpoint.attributes.get("status"));
+    if status != "OPERATIONAL" {
+        let id = endpoint.id.as_deref().unwrap_or_default();
+        return no("EndpointNotOperational", format!("the Route 53 Resolver endpoint {id} is {status}"));
+    }
+    let ips = strings(endpoint, "ip_addresses");
+    let servers = find(ResourceType::AzureVnetDnsServers).map(|r| strings(r, "dns_servers")).unwrap_or_default();
+    if servers != ips {
+        return no(
+            "ServersNotSet",
+            format!(
+                "the VNet's DNS servers are [{}], the endpoint's addresses [{}]: the VMs cannot resolve the cluster's names",
+                servers.join(", "),
+                ips.join(", ")
+            ),
+        );
+    }
+    Condition {
+        kind: "DnsOverLink",
+        status: "True",
+        reason: "ServersAreTheEndpoint".into(),
+        message: format!("the VNet's DNS servers are the OPERATIONAL endpoint's addresses ({})", ips.join(", ")),
+    }
 }
 
 /// What keeps a Machine from being a Ready node, as far as xcsp can tell.
@@ -180,18 +229,28 @@ pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
         if n.ready == "True" {
             return None;
         }
-        let link = if h.healthy() {
-            String::new()
-        } else {
-            format!(": the link is down ({} of {} tunnels up), so its kubelet cannot reach the API", h.up, h.expected)
+        let dns = h.links.iter().flat_map(|l| &l.conditions).find(|c| c.kind == "DnsOverLink" && c.status == "False");
+        let link = match dns {
+            _ if !h.healthy() => format!(
+                ": the link is down ({} of {} tunnels up), so its kubelet cannot reach the API",
+                h.up, h.expected
+            ),
+            Some(dns) => format!(": DNS over the link fails ({}), so its kubelet cannot find the API", dns.message),
+            None => String::new(),
         };
         return Some(format!("its Node {} is not Ready ({}){link}", n.name, n.ready));
     }
     let condition = m.not_true.first().map(|(t, r, msg)| format!("; CAPI/CAPZ say {t}: {r} {msg}")).unwrap_or_default();
+    let dns = h.links.iter().flat_map(|l| &l.conditions).find(|c| c.kind == "DnsOverLink" && c.status == "False");
     Some(if !h.healthy() {
         format!(
             "no Node: the link is down ({} of {} tunnels up), so its VM cannot reach the cluster{condition}",
             h.up, h.expected
+        )
+    } else if let Some(dns) = dns.filter(|_| m.provider_id.is_some()) {
+        format!(
+            "no Node: DNS over the link fails ({}), so its VM cannot find the cluster's API{condition}",
+            dns.message
         )
     } else if m.provider_id.is_none() {
         format!("no Node: its infrastructure provider has not reported a VM (no provider ID){condition}")

@@ -392,6 +392,46 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
     assert_eq!(tunnels_up(&clouds, state), 4);
     joined(&clouds, 2);
+    // The VNet's DNS servers changed by hand: status says DNS over the link fails and why the
+    // Nodes went Unknown; plan shows the servers, and apply puts them back.
+    let vnet_id = vnet["id"].as_str().unwrap().to_string();
+    clouds.patch_resource(
+        &vnet_id,
+        &serde_json::json!({"properties": {"dhcpOptions": {"dnsServers": ["168.63.129.16"]}}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let out = clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap();
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let unknown = status["machines"].as_array().unwrap().iter().all(|m| m["node"]["ready"] == "Unknown");
+        if unknown || Instant::now() > deadline {
+            assert_eq!(out.status.code(), Some(2), "{status}");
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let dns = status["links"][0]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "DnsOverLink").cloned();
+    let dns = dns.expect("the DnsOverLink condition");
+    assert_eq!((&dns["status"], &dns["reason"]), (&"False".into(), &"ServersNotSet".into()), "{status}");
+    for m in status["machines"].as_array().unwrap() {
+        assert!(
+            m["cause"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("DNS over the link fails (the VNet's DNS servers are [168.63.129.16]"),
+            "{status}"
+        );
+    }
+    let (code, said) = plan(&clouds, state);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("~ azure_virtual_network_dns_servers.link will be updated in place"), "{said}");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    joined(&clouds, 2);
+    let status: serde_json::Value =
+        serde_json::from_slice(&clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap().stdout)
+            .unwrap();
+    let dns = status["links"][0]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "DnsOverLink").cloned();
+    assert_eq!(dns.map(|c| c["status"].clone()), Some("True".into()), "{status}");
     // The VMs and NICs CAPZ made, in the pool's subnet, with CAPZ's tags and xcsp's.
     let arm = clouds.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
     let vms: Vec<&serde_json::Value> =

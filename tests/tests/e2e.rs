@@ -1113,6 +1113,26 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     );
     assert_eq!(made["metadata"]["name"], "machine-approver-capi", "{made}");
     joined(&clouds, 2);
+
+    // A pool config whose unit writes another provider ID (a bug of the kind the lower-casing
+    // once was): the replacement registers a Node that CAPI never matches to its Machine.
+    let script = "#!/bin/bash\nprintf 'KUBELET_NODE_NAME=%s\\nKUBELET_PROVIDERID=azure:///wrong\\n' \"$(curl -fsS -H 'Metadata: true' 'http://169.254.169.254/metadata/instance/compute/name?api-version=2021-02-01&format=text')\" > /etc/kubernetes/node.env\n";
+    let source = {
+        use base64::Engine as _;
+        format!("data:text/plain;charset=utf-8;base64,{}", base64::engine::general_purpose::STANDARD.encode(script))
+    };
+    let config = "/apis/machineconfiguration.openshift.io/v1/machineconfigs/99-xcsp-il5-gpu-gpu-azure";
+    let path = clouds.kube_get(config)["spec"]["config"]["storage"]["files"][0]["path"].clone();
+    let patch = serde_json::json!({"spec": {"config": {"storage": {"files": [
+        {"path": path, "mode": 493, "overwrite": true, "contents": {"source": source}}]}}}});
+    clouds.kube_request("PATCH", config, Some(("application/merge-patch+json", &patch.to_string())));
+    let victim = joined(&clouds, 2)[0]["name"].as_str().unwrap().to_string();
+    let held_wrong = replaced_and_held(&clouds, &victim, "node_ref");
+    let said = held_wrong[0]["message"].as_str().unwrap();
+    assert!(
+        said.contains("registered with provider ID \"azure:///wrong\"") && said.contains("CAPI never matches them"),
+        "{said}"
+    );
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_eq!(clouds.kube_get("/api/v1/nodes")["items"], serde_json::json!([]), "the Nodes go with their machines");
 }

@@ -3,9 +3,9 @@
 //! Each step is checked as the upstream code checks it (the source is given with each): the
 //! Kubernetes objects, then CAPZ's first Azure calls, which need the token Entra gives for the
 //! projected service-account token (checked against the federated credentials the ARM emulator
-//! holds) and the role assignments that let the identity make a VM. The steps after those (the
-//! VM itself, its boot, the Node) are not emulated yet, so a Machine that passes them all is held
-//! at `vm`. Read through `GET /_sim/machines`.
+//! holds) and the role assignments that let the identity make a VM; then CAPZ makes the VM
+//! ([`super::capz`]), whose first need is DNS (`dns`); past it, `boot`, which [`super::boot`]
+//! takes on to the Node. Read through `GET /_sim/machines`.
 
 use serde_json::{Value, json};
 
@@ -74,7 +74,9 @@ const CAPZ: &str = "infrastructure.cluster.x-k8s.io";
 /// Where a Machine is held.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Held {
-    /// `cluster`, `azure_cluster`, `identity`, `infrastructure`, `bootstrap_data` or `vm`.
+    /// `cluster`, `azure_cluster`, `identity`, `infrastructure`, `bootstrap_data`,
+    /// `token_exchange`, `authorization`, `vm`, `dns`, `boot`; past it ([`super::boot`]):
+    /// `api_path`, `ignition`, `kubelet`, `csr`, `booting`, `node_ref`, or `joined`.
     pub step: &'static str,
     /// What the controller logs or reports there.
     pub message: String,

@@ -357,13 +357,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     assert_eq!((servers.as_array().map(Vec::len), &servers), (Some(2), &ips), "{vnet}");
     // With every tunnel cut, the DNS servers are out of reach: the machines are held at `dns`,
     // saying why; restored, they pass it again.
-    let all: Vec<String> = clouds.get("/_sim/tunnels")["tunnels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["outside_ip"].as_str().map(String::from))
-        .collect();
-    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": all}}));
+    clouds.cut_every_tunnel();
     // Their kubelets stop posting: after the node-monitor grace period the Nodes are Unknown,
     // and the sim says why (the DNS servers are out of reach).
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -1155,13 +1149,7 @@ fn machines_whose_nodes_stay_unknown_are_replaced_by_the_health_check() {
         Some(("application/merge-patch+json", &patch.to_string())),
     );
     assert_eq!(patched["spec"]["unhealthyConditions"][0]["timeout"], "1s", "{patched}");
-    let all: Vec<String> = clouds.get("/_sim/tunnels")["tunnels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["outside_ip"].as_str().map(String::from))
-        .collect();
-    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": all}}));
+    clouds.cut_every_tunnel();
     let deadline = Instant::now() + Duration::from_secs(60);
     let held = loop {
         let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
@@ -1305,6 +1293,17 @@ fn resources_whose_tags_were_removed_are_found_by_id_and_retagged() {
 }
 
 impl Clouds {
+    /// Cuts the path of every tunnel (a fault of the sim's), as a link that is down.
+    fn cut_every_tunnel(&self) {
+        let all: Vec<String> = self.get("/_sim/tunnels")["tunnels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["outside_ip"].as_str().map(String::from))
+            .collect();
+        self.configure(&serde_json::json!({"faults": {"cut_tunnels": all}}));
+    }
+
     /// Merges `patch` into the sim's configuration (faults, throttling, ...).
     fn configure(&self, patch: &serde_json::Value) {
         let out = Command::new("curl")

@@ -214,6 +214,10 @@ enum Command {
         spec: SpecArgs,
         #[command(flatten)]
         state: StateArgs,
+        /// The `cluster.x-k8s.io` version to write the Cluster, MachineSets and
+        /// MachineHealthCheck in (v1beta2: what CAPI 1.13 stores and prefers, for GitOps).
+        #[arg(long, default_value = "v1beta1", value_parser = xcsp_kube::CAPI_VERSIONS)]
+        capi_version: String,
     },
     /// Look at or repair recorded state (under the stack's lock).
     State {
@@ -392,9 +396,9 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
             let l = load(&spec)?;
             runtime().block_on(preflight::command(&l, json))
         }
-        Command::Render { dir, spec, state } => {
+        Command::Render { dir, spec, state, capi_version } => {
             let l = load(&spec)?;
-            runtime().block_on(run::render(&l, &state, &dir))
+            runtime().block_on(run::render(&l, &state, &dir, &capi_version))
         }
         Command::State { command } => {
             let (spec, state) = command.args();

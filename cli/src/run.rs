@@ -445,7 +445,12 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
     Ok(if health.healthy() && health.pool_ready() { ExitCode::SUCCESS } else { ExitCode::from(2) })
 }
 
-pub async fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> miette::Result<ExitCode> {
+pub async fn render(
+    l: &Loaded,
+    args: &StateArgs,
+    dir: &std::path::Path,
+    capi_version: &str,
+) -> miette::Result<ExitCode> {
     let (_, guard, state) = open(l, args, "render").await?;
     drop(guard);
     let output_of = |from: &xcsp_core::Address, output: &str| {
@@ -468,7 +473,7 @@ pub async fn render(l: &Loaded, args: &StateArgs, dir: &std::path::Path) -> miet
         }
         let object = xcsp_kube::object(&l.model.stack, &node.address, &node.filled(output_of))
             .map_err(|e| CliError::Render(e.to_string()))?;
-        objects.push(object);
+        objects.push(xcsp_kube::in_capi_version(object, capi_version));
     }
     std::fs::create_dir_all(dir).map_err(|source| CliError::Write {
         what: "create",

@@ -284,6 +284,58 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
     })
 }
 
+/// The versions of `cluster.x-k8s.io` xcsp can write a pool's objects in: the one it applies
+/// ([`RENDERED_VERSION`]), and `v1beta2`, which CAPI 1.13 stores and prefers.
+pub const CAPI_VERSIONS: [&str; 2] = ["v1beta1", "v1beta2"];
+
+/// `object` in the `cluster.x-k8s.io` version `version` (others are left as they are). For
+/// `v1beta2` (cluster-api 1.13 `api/core/v1beta2`; the shapes checked against its CRDs in the
+/// reference set): references to other objects are `{apiGroup, kind, name}` (a
+/// `ContractVersionedObjectReference`, the namespace being the referrer's), and a
+/// MachineHealthCheck's node conditions move under `spec.checks.unhealthyNodeConditions` with
+/// their timeouts in whole seconds (`timeoutSeconds`), as CAPI's own conversion does
+/// (kubernetes-sigs/cluster-api `api/core/v1beta1/conversion.go`:
+/// `Convert_v1beta1_MachineHealthCheckSpec_To_v1beta2_MachineHealthCheckSpec`; the references in
+/// each kind's `ConvertTo`).
+pub fn in_capi_version(mut object: Json, version: &str) -> Json {
+    let capi = object["apiVersion"].as_str().is_some_and(|v| v.starts_with("cluster.x-k8s.io/"));
+    if !capi || version == RENDERED_VERSION {
+        return object;
+    }
+    object["apiVersion"] = json!(format!("cluster.x-k8s.io/{version}"));
+    let reference = |r: &Json| -> Json {
+        let group = r["apiVersion"].as_str().and_then(|v| v.split_once('/')).map(|(g, _)| g).unwrap_or_default();
+        json!({ "apiGroup": group, "kind": r["kind"], "name": r["name"] })
+    };
+    match object["kind"].as_str().unwrap_or_default() {
+        "Cluster" => {
+            let r = reference(&object["spec"]["infrastructureRef"]);
+            object["spec"]["infrastructureRef"] = r;
+        }
+        "MachineSet" => {
+            let r = reference(&object["spec"]["template"]["spec"]["infrastructureRef"]);
+            object["spec"]["template"]["spec"]["infrastructureRef"] = r;
+        }
+        "MachineHealthCheck" => {
+            let spec = object["spec"].as_object_mut().expect("a spec");
+            let conditions: Vec<Json> = spec
+                .remove("unhealthyConditions")
+                .and_then(|c| c.as_array().cloned())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| {
+                    let seconds =
+                        c["timeout"].as_str().and_then(|t| t.strip_suffix('s')?.parse::<i64>().ok()).unwrap_or(0);
+                    json!({ "type": c["type"], "status": c["status"], "timeoutSeconds": seconds })
+                })
+                .collect();
+            spec.insert("checks".into(), json!({ "unhealthyNodeConditions": conditions }));
+        }
+        _ => {}
+    }
+    object
+}
+
 /// One YAML file per object, named `NN-kind-name.yaml` in apply order.
 pub fn render(objects: &[Json]) -> Vec<(String, String)> {
     objects

@@ -214,3 +214,39 @@ fn unknown_values_ask_for_an_apply_first() {
     let err = xcsp_kube::object("il5-gpu", &aci.address, &aci.attributes).unwrap_err();
     assert!(err.to_string().contains("run `xcsp apply` first"), "{err}");
 }
+
+/// The v1beta2 CRDs (CAPI's; CAPZ serves v1beta1 only), read once.
+fn crds_v1beta2() -> &'static [Crd] {
+    static CRDS: OnceLock<Vec<Crd>> = OnceLock::new();
+    CRDS.get_or_init(|| xcsp_sim::kube::schema::load_crds(&reference(), "v1beta2").expect("the CRDs load"))
+}
+
+#[test]
+fn the_il5_capi_objects_in_v1beta2_are_valid_against_capi_1_13s_v1beta2_schemas() {
+    let capi: Vec<Json> = il5_objects()
+        .into_iter()
+        .filter(|o| o["apiVersion"].as_str().is_some_and(|v| v.starts_with("cluster.x-k8s.io/")))
+        .map(|o| xcsp_kube::in_capi_version(o, "v1beta2"))
+        .collect();
+    let kinds: Vec<&str> = capi.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["Cluster", "MachineSet", "MachineSet", "MachineHealthCheck"], "{kinds:?}");
+    for o in &capi {
+        assert_eq!(o["apiVersion"], "cluster.x-k8s.io/v1beta2");
+        let kind = o["kind"].as_str().unwrap();
+        let crd = crds_v1beta2().iter().find(|c| c.kind == kind).unwrap_or_else(|| panic!("no v1beta2 CRD for {kind}"));
+        let mut found: Vec<String> =
+            crd.schema.unknown_fields(o).into_iter().map(|f| format!("{f}: unknown field")).collect();
+        found.extend(crd.schema.validate(o).iter().map(|c| c.to_string()));
+        assert!(found.is_empty(), "{kind}: {found:?}\n{o:#}");
+    }
+    let cluster = find(&capi, "Cluster")[0];
+    assert_eq!(
+        cluster["spec"]["infrastructureRef"],
+        json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AzureCluster", "name": cluster["spec"]["infrastructureRef"]["name"]})
+    );
+    let check = find(&capi, "MachineHealthCheck")[0];
+    assert_eq!(check["spec"]["checks"]["unhealthyNodeConditions"][0]["timeoutSeconds"], 300, "{check:#}");
+    // The same objects in v1beta1 are the ones apply writes.
+    let same: Vec<Json> = il5_objects().into_iter().map(|o| xcsp_kube::in_capi_version(o, "v1beta1")).collect();
+    assert_eq!(same, il5_objects());
+}

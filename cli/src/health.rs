@@ -166,7 +166,10 @@ pub fn health(model: &Model, state: &State) -> Health {
                 message: "neither cloud's API reports round trip or loss inside the tunnels; xcsp does not probe yet"
                     .into(),
             };
-            Link { name: name.to_string(), conditions: vec![established, latency, dns(state, name)] }
+            Link {
+                name: name.to_string(),
+                conditions: vec![established, latency, dns(state, name), rules(state, name)],
+            }
         })
         .collect();
     let expected = ipsec.len() * topology::TUNNELS;
@@ -223,6 +226,42 @@ fn dns(state: &State, link: &str) -> Condition {
     }
 }
 
+/// `SecurityGroupRulesInPlace`: every port range the link opens is in every security group of
+/// the cluster, as refresh read them member by member (`rules` holds those present in all).
+fn rules(state: &State, link: &str) -> Condition {
+    let wanted = topology::aws_ingress_ports().len();
+    let found = state
+        .resources
+        .iter()
+        .find(|(a, r)| a.rtype == ResourceType::AwsSecurityGroupIngress && a.name == link && r.id.is_some())
+        .map(|(_, r)| match r.attributes.get("rules") {
+            Some(Value::List(l)) => l.len(),
+            _ => 0,
+        });
+    match found {
+        Some(n) if n >= wanted => Condition {
+            kind: "SecurityGroupRulesInPlace",
+            status: "True",
+            reason: "AllRules".into(),
+            message: format!("the link's {wanted} port ranges are open in every security group of the cluster"),
+        },
+        Some(n) => Condition {
+            kind: "SecurityGroupRulesInPlace",
+            status: "False",
+            reason: "RulesMissing".into(),
+            message: format!(
+                "{n} of the link's {wanted} port ranges are open in every security group of the cluster: `xcsp plan` shows the missing ones, `xcsp apply` adds them"
+            ),
+        },
+        None => Condition {
+            kind: "SecurityGroupRulesInPlace",
+            status: "False",
+            reason: "NotCreated".into(),
+            message: "no security-group rules are recorded for the link: run `xcsp apply`".into(),
+        },
+    }
+}
+
 /// What keeps a Machine from being a Ready node, as far as xcsp can tell.
 pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
     if let Some(n) = &m.node {
@@ -242,6 +281,11 @@ pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
     }
     let condition = m.not_true.first().map(|(t, r, msg)| format!("; CAPI/CAPZ say {t}: {r} {msg}")).unwrap_or_default();
     let dns = h.links.iter().flat_map(|l| &l.conditions).find(|c| c.kind == "DnsOverLink" && c.status == "False");
+    let rules = h
+        .links
+        .iter()
+        .flat_map(|l| &l.conditions)
+        .find(|c| c.kind == "SecurityGroupRulesInPlace" && c.status == "False");
     Some(if !h.healthy() {
         format!(
             "no Node: the link is down ({} of {} tunnels up), so its VM cannot reach the cluster{condition}",
@@ -251,6 +295,11 @@ pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
         format!(
             "no Node: DNS over the link fails ({}), so its VM cannot find the cluster's API{condition}",
             dns.message
+        )
+    } else if let Some(rules) = rules.filter(|_| m.provider_id.is_some()) {
+        format!(
+            "no Node: the cluster's security groups may refuse its VM ({}), and the machine-config server and the API are behind them{condition}",
+            rules.message
         )
     } else if m.provider_id.is_none() {
         format!("no Node: its infrastructure provider has not reported a VM (no provider ID){condition}")

@@ -33,10 +33,7 @@ impl Ec2<'_> {
     async fn call(&self, params: &[(&str, &str)]) -> Result<String, String> {
         let mut form: Vec<(&str, &str)> = params.to_vec();
         form.push(("Version", "2016-11-15"));
-        let auth = format!(
-            "AWS4-HMAC-SHA256 Credential=xcsp-fixture/20260101/{}/ec2/aws4_request, SignedHeaders=host, Signature=0",
-            self.region
-        );
+        let auth = authorization(self.region);
         let r = self
             .http
             .post(format!("{}/", self.url))
@@ -132,6 +129,14 @@ pub fn security_groups(machine_network: &'static str) -> [(&'static str, Vec<Rul
             ],
         ),
     ]
+}
+
+/// The `Authorization` the fixture signs its calls with in `region` (moto reads the region from
+/// the credential scope and checks no signature).
+pub fn authorization(region: &str) -> String {
+    format!(
+        "AWS4-HMAC-SHA256 Credential=xcsp-fixture/20260101/{region}/ec2/aws4_request, SignedHeaders=host, Signature=0"
+    )
 }
 
 fn first(text: &str, tag: &str) -> Result<String, String> {

@@ -7,6 +7,7 @@
 //! else (VPCs, subnets, route tables, security groups, ...) to moto unchanged. Route 53
 //! Resolver's JSON calls go to moto through [`resolver`].
 
+pub mod cluster;
 pub mod fixture;
 pub mod query;
 pub mod resolver;
@@ -142,14 +143,6 @@ impl std::fmt::Debug for Moto {
     }
 }
 
-/// A cluster the fixture made, as a VM joining it meets it.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ClusterView {
-    pub fixture: fixture::Cluster,
-    /// The inbound rules of the API load balancer's group: (protocol, from port, to port, CIDR).
-    pub api_lb_rules: Vec<(String, i64, i64, String)>,
-}
-
 /// The AWS side of the sim world.
 #[derive(Debug, Default)]
 pub struct Aws {
@@ -159,8 +152,8 @@ pub struct Aws {
     /// Route 53 Resolver's inbound endpoints, as moto had them after the last change ([`resolver`]).
     pub resolvers: Mutex<Vec<resolver::InboundEndpoint>>,
     /// The clusters the fixture made, with their API load balancer group's rules as moto had
-    /// them after the last change ([`resolver::refresh_api_lb`]).
-    pub clusters: Mutex<Vec<ClusterView>>,
+    /// them after the last change ([`cluster::refresh_api_lb`]).
+    pub clusters: Mutex<Vec<cluster::ClusterView>>,
     http: reqwest::Client,
 }
 
@@ -369,7 +362,7 @@ async fn answer(
                 resolver::refresh(sim, headers).await;
             }
             if text.is_some() {
-                resolver::refresh_api_lb(sim, headers, p.get("GroupId")).await;
+                cluster::refresh_api_lb(sim, headers, p.get("GroupId")).await;
             }
             resp
         }

@@ -29,11 +29,7 @@ impl InboundEndpoint {
     /// VM's subnet: Azure gives a NIC any free address of it). A query goes over UDP first
     /// (RFC 1035 4.2.1; TCP for answers too long for a datagram).
     pub fn admits_dns_from(&self, source: &ipnet::Ipv4Net) -> bool {
-        self.rules.iter().any(|(proto, from, to, cidr)| {
-            matches!(proto.as_str(), "udp" | "-1")
-                && (proto == "-1" || (*from <= 53 && 53 <= *to))
-                && cidr.parse::<ipnet::Ipv4Net>().is_ok_and(|n| n.contains(source))
-        })
+        admits(&self.rules, "udp", 53, source)
     }
 }
 
@@ -171,55 +167,22 @@ pub async fn refresh(sim: &Sim, headers: &HeaderMap) {
     *sim.aws.resolvers.lock().expect("resolvers lock") = view;
 }
 
-/// Reads the rules of a cluster's API load balancer group again after a change to `group` (none
-/// named: every cluster's).
-pub async fn refresh_api_lb(sim: &Sim, headers: &HeaderMap, group: Option<&str>) {
-    let Some(url) = sim.aws.moto_url() else { return };
-    let groups: Vec<String> = sim
-        .aws
-        .clusters
-        .lock()
-        .expect("clusters lock")
-        .iter()
-        .map(|c| c.fixture.api_lb_security_group.clone())
-        .filter(|g| group.is_none_or(|x| x == g))
-        .collect();
-    for g in groups {
-        let rules = group_rules(sim, &url, headers, &g).await;
-        for c in sim.aws.clusters.lock().expect("clusters lock").iter_mut() {
-            if c.fixture.api_lb_security_group == g {
-                c.api_lb_rules = rules.clone();
-            }
-        }
-    }
-}
-
-/// Takes in a cluster the fixture made, reading its API load balancer group's rules from moto
-/// (signed as the fixture signs, in its region).
-pub async fn watch_cluster(sim: &Sim, cluster: super::fixture::Cluster) {
-    let mut headers = HeaderMap::new();
-    let auth = format!(
-        "AWS4-HMAC-SHA256 Credential=xcsp-fixture/20260101/{}/ec2/aws4_request, SignedHeaders=host, Signature=0",
-        cluster.region
-    );
-    if let Ok(v) = auth.parse() {
-        headers.insert(axum::http::header::AUTHORIZATION, v);
-    }
-    let group = cluster.api_lb_security_group.clone();
-    sim.aws.clusters.lock().expect("clusters lock").push(super::ClusterView { fixture: cluster, api_lb_rules: vec![] });
-    refresh_api_lb(sim, &headers, Some(&group)).await;
-}
-
-/// Whether `rules` (protocol, from, to, CIDR) let TCP to `port` in from every address of `source`.
-pub fn admits_tcp(rules: &[(String, i64, i64, String)], port: i64, source: &ipnet::Ipv4Net) -> bool {
+/// Whether inbound `rules` (protocol, from port, to port, CIDR) let `protocol` to `port` in
+/// from every address of `source` (`-1`: every protocol and port).
+pub fn admits(rules: &[(String, i64, i64, String)], protocol: &str, port: i64, source: &ipnet::Ipv4Net) -> bool {
     rules.iter().any(|(proto, from, to, cidr)| {
-        (proto == "-1" || (proto == "tcp" && *from <= port && port <= *to))
+        (proto == "-1" || (proto == protocol && *from <= port && port <= *to))
             && cidr.parse::<ipnet::Ipv4Net>().is_ok_and(|n| n.contains(source))
     })
 }
 
 /// A group's inbound rules, from EC2's `DescribeSecurityGroupRules` (one flat item per rule).
-async fn group_rules(sim: &Sim, url: &str, headers: &HeaderMap, group: &str) -> Vec<(String, i64, i64, String)> {
+pub(super) async fn group_rules(
+    sim: &Sim,
+    url: &str,
+    headers: &HeaderMap,
+    group: &str,
+) -> Vec<(String, i64, i64, String)> {
     let h = signed_for(headers, "ec2", None, "application/x-www-form-urlencoded; charset=utf-8");
     let form = [
         ("Action", "DescribeSecurityGroupRules"),

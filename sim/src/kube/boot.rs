@@ -84,7 +84,7 @@ pub fn api_path(link: &Link, infra: &str, subnet: Option<&ipnet::Ipv4Net>, port:
     let Some(subnet) = subnet else {
         return Err(at("the VM's subnet is unknown".into()));
     };
-    if !crate::aws::resolver::admits_tcp(&cluster.api_lb_rules, port, subnet) {
+    if !crate::aws::resolver::admits(&cluster.api_lb_rules, "tcp", port, subnet) {
         return Err(at(format!(
             "the internal API load balancer's security group {} lets no TCP {port} in from the VM's subnet {subnet}",
             cluster.fixture.api_lb_security_group

@@ -33,7 +33,7 @@ pub struct Link {
     /// Route table id -> the VGWs propagating routes into it.
     pub propagation: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
     /// The clusters the fixture made, with their API load balancer's rules.
-    pub clusters: Vec<crate::aws::ClusterView>,
+    pub clusters: Vec<crate::aws::cluster::ClusterView>,
 }
 
 impl Link {

@@ -341,6 +341,13 @@ pub fn node(reg: &Registration, now: &str) -> Value {
     })
 }
 
+/// Whether a Node's `Ready` condition is True (CAPI's `noderefutil.IsNodeReady`).
+pub fn node_ready(node: &Value) -> bool {
+    node["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+}
+
 /// The Node's `Ready` condition: the kubelet's while it posts its status, the node lifecycle
 /// controller's `Unknown` once it stopped for the grace period
 /// (`pkg/controller/nodelifecycle/node_lifecycle_controller.go` `tryUpdateNodeHealth`).
@@ -451,11 +458,7 @@ pub fn advance(
     };
     let key = super::store::key(super::kinds::Kind::served("", "nodes").expect("nodes served"), "", &node_name);
     if let Some(mut obj) = s.objects.get(&key).cloned() {
-        let was = obj.value["status"]["conditions"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-            .map(|c| c["status"] == "True");
-        if was != Some(posting) {
+        if node_ready(&obj.value) != posting {
             obj.value["status"]["conditions"] = json!([ready_condition(posting, &stamp)]);
             s.store(obj);
         }

@@ -120,13 +120,7 @@ impl Store {
                 .machines()
                 .filter(|(k, o)| owner_uid(&o.value) == Some(uid) && !self.deleting.contains_key(*k))
                 .filter_map(|(_, o)| o.value["status"]["nodeRef"]["name"].as_str())
-                .filter(|n| {
-                    self.value("", "nodes", "", n).is_some_and(|node| {
-                        node["status"]["conditions"]
-                            .as_array()
-                            .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
-                    })
-                })
+                .filter(|n| self.value("", "nodes", "", n).is_some_and(super::boot::node_ready))
                 .count();
             let Some(ms) = self.objects.get(ms_key).cloned() else { continue };
             let mut next = ms.clone();

@@ -199,8 +199,7 @@ impl Kube {
                 held = progress.held;
                 node = progress.node.and_then(|n| {
                     let v = s.value("", "nodes", "", &n)?;
-                    let ready = v["status"]["conditions"][0]["status"] == "True";
-                    Some((n, v["metadata"]["uid"].clone(), ready))
+                    Some((n, v["metadata"]["uid"].clone(), boot::node_ready(v)))
                 });
             }
             let old = obj.value["status"]["conditions"].as_array().cloned().unwrap_or_default();

@@ -67,6 +67,11 @@ impl Health {
         self.up >= self.expected
     }
 
+    /// A link's condition of `kind` that is False, if one is.
+    fn failing(&self, kind: &str) -> Option<&Condition> {
+        self.links.iter().flat_map(|l| &l.conditions).find(|c| c.kind == kind && c.status == "False")
+    }
+
     /// Every machine read is a Node that is Ready (none read: nothing to say against it).
     pub fn pool_ready(&self) -> bool {
         self.machines.iter().all(|m| m.node.as_ref().is_some_and(|n| n.ready == "True"))
@@ -177,18 +182,21 @@ pub fn health(model: &Model, state: &State) -> Health {
     Health { tunnels, links, up, expected, machines: Vec::new() }
 }
 
+/// The link's resource of `rtype` that state records as made.
+fn recorded<'a>(
+    state: &'a State,
+    rtype: ResourceType,
+    link: &str,
+) -> Option<(&'a Address, &'a xcsp_state::ResourceState)> {
+    state.resources.iter().find(|(a, r)| a.rtype == rtype && a.name == link && r.id.is_some())
+}
+
 /// `DnsOverLink`: the VNet's DNS servers are the addresses of the link's Route 53 Resolver inbound
 /// endpoint and the endpoint is `OPERATIONAL`, as refresh read them (whether the tunnels carry
 /// the queries is `TunnelEstablished`; the endpoint's security group is drift plan shows).
 fn dns(state: &State, link: &str) -> Condition {
-    let find = |t: ResourceType| {
-        state.resources.iter().find(|(a, r)| a.rtype == t && a.name == link && r.id.is_some()).map(|(_, r)| r)
-    };
-    let strings = |r: &xcsp_state::ResourceState, k: &str| -> Vec<String> {
-        let mut v: Vec<String> = match r.attributes.get(k) {
-            Some(Value::List(l)) => l.iter().filter_map(Value::as_str).map(String::from).collect(),
-            _ => Vec::new(),
-        };
+    let strings = |(a, r): (&Address, &xcsp_state::ResourceState), k: &str| -> Vec<String> {
+        let mut v = xcsp_core::attrs::Reader::new(a, &r.attributes).strings(k);
         v.sort();
         v
     };
@@ -198,16 +206,17 @@ fn dns(state: &State, link: &str) -> Condition {
         reason: reason.into(),
         message,
     };
-    let Some(endpoint) = find(ResourceType::AwsResolverEndpoint) else {
+    let Some(endpoint) = recorded(state, ResourceType::AwsResolverEndpoint, link) else {
         return no("NotCreated", "no Route 53 Resolver endpoint is recorded: run `xcsp apply`".into());
     };
-    let status = text(endpoint.attributes.get("status"));
+    let status = text(endpoint.1.attributes.get("status"));
     if status != "OPERATIONAL" {
-        let id = endpoint.id.as_deref().unwrap_or_default();
+        let id = endpoint.1.id.as_deref().unwrap_or_default();
         return no("EndpointNotOperational", format!("the Route 53 Resolver endpoint {id} is {status}"));
     }
     let ips = strings(endpoint, "ip_addresses");
-    let servers = find(ResourceType::AzureVnetDnsServers).map(|r| strings(r, "dns_servers")).unwrap_or_default();
+    let servers =
+        recorded(state, ResourceType::AzureVnetDnsServers, link).map(|r| strings(r, "dns_servers")).unwrap_or_default();
     if servers != ips {
         return no(
             "ServersNotSet",
@@ -230,11 +239,8 @@ fn dns(state: &State, link: &str) -> Condition {
 /// the cluster, as refresh read them member by member (`rules` holds those present in all).
 fn rules(state: &State, link: &str) -> Condition {
     let wanted = topology::aws_ingress_ports().len();
-    let found = state
-        .resources
-        .iter()
-        .find(|(a, r)| a.rtype == ResourceType::AwsSecurityGroupIngress && a.name == link && r.id.is_some())
-        .map(|(_, r)| match r.attributes.get("rules") {
+    let found =
+        recorded(state, ResourceType::AwsSecurityGroupIngress, link).map(|(_, r)| match r.attributes.get("rules") {
             Some(Value::List(l)) => l.len(),
             _ => 0,
         });
@@ -264,11 +270,11 @@ fn rules(state: &State, link: &str) -> Condition {
 
 /// What keeps a Machine from being a Ready node, as far as xcsp can tell.
 pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
+    let dns = h.failing("DnsOverLink");
     if let Some(n) = &m.node {
         if n.ready == "True" {
             return None;
         }
-        let dns = h.links.iter().flat_map(|l| &l.conditions).find(|c| c.kind == "DnsOverLink" && c.status == "False");
         let link = match dns {
             _ if !h.healthy() => format!(
                 ": the link is down ({} of {} tunnels up), so its kubelet cannot reach the API",
@@ -280,12 +286,7 @@ pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
         return Some(format!("its Node {} is not Ready ({}){link}", n.name, n.ready));
     }
     let condition = m.not_true.first().map(|(t, r, msg)| format!("; CAPI/CAPZ say {t}: {r} {msg}")).unwrap_or_default();
-    let dns = h.links.iter().flat_map(|l| &l.conditions).find(|c| c.kind == "DnsOverLink" && c.status == "False");
-    let rules = h
-        .links
-        .iter()
-        .flat_map(|l| &l.conditions)
-        .find(|c| c.kind == "SecurityGroupRulesInPlace" && c.status == "False");
+    let rules = h.failing("SecurityGroupRulesInPlace");
     Some(if !h.healthy() {
         format!(
             "no Node: the link is down ({} of {} tunnels up), so its VM cannot reach the cluster{condition}",

@@ -139,6 +139,16 @@ pub fn authorization(region: &str) -> String {
     )
 }
 
+/// EC2's form parameters that create a resource of `rtype` with `tags` (`TagSpecification.1`).
+fn tag_spec(rtype: &str, tags: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out = vec![("TagSpecification.1.ResourceType".to_string(), rtype.to_string())];
+    for (i, (k, v)) in tags.iter().enumerate() {
+        out.push((format!("TagSpecification.1.Tag.{}.Key", i + 1), k.clone()));
+        out.push((format!("TagSpecification.1.Tag.{}.Value", i + 1), v.clone()));
+    }
+    out
+}
+
 fn first(text: &str, tag: &str) -> Result<String, String> {
     let open = format!("<{tag}>");
     let start = text.find(&open).ok_or_else(|| format!("no <{tag}> in {text}"))? + open.len();
@@ -150,15 +160,8 @@ fn first(text: &str, tag: &str) -> Result<String, String> {
 pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluster, String> {
     let ec2 = Ec2 { http: reqwest::Client::new(), url: moto_url, region };
     let cluster_tag = format!("kubernetes.io/cluster/{infra}");
-    let tagged = |rtype: &'static str, name: String| -> Vec<(String, String)> {
-        vec![
-            ("TagSpecification.1.ResourceType".into(), rtype.to_string()),
-            ("TagSpecification.1.Tag.1.Key".into(), cluster_tag.clone()),
-            ("TagSpecification.1.Tag.1.Value".into(), "owned".into()),
-            ("TagSpecification.1.Tag.2.Key".into(), "Name".into()),
-            ("TagSpecification.1.Tag.2.Value".into(), name),
-        ]
-    };
+    let tagged =
+        |rtype: &str, name: String| tag_spec(rtype, &[(cluster_tag.clone(), "owned".into()), ("Name".into(), name)]);
     let call = |action: &'static str, mut extra: Vec<(String, String)>, tags: Vec<(String, String)>| {
         extra.extend(tags);
         let ec2 = &ec2;
@@ -200,10 +203,14 @@ pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluste
                     // `pkg/cloud/services/network/subnets.go`): internal load balancers go in the
                     // private subnets, public ones in the public subnets.
                     let role = if kind == "private" { "internal-elb" } else { "elb" };
-                    let mut tags = tagged("subnet", name.clone());
-                    tags.push(("TagSpecification.1.Tag.3.Key".into(), format!("kubernetes.io/role/{role}")));
-                    tags.push(("TagSpecification.1.Tag.3.Value".into(), "1".into()));
-                    tags
+                    tag_spec(
+                        "subnet",
+                        &[
+                            (cluster_tag.clone(), "owned".into()),
+                            ("Name".into(), name.clone()),
+                            (format!("kubernetes.io/role/{role}"), "1".into()),
+                        ],
+                    )
                 },
             )
             .await?;
@@ -234,18 +241,13 @@ pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluste
     // The security groups CAPA makes for the cluster, then their rules (which name each other).
     let mut ids: Vec<(&str, String)> = Vec::new();
     for (role, _) in security_groups(MACHINE_NETWORK) {
-        let mut tags = vec![
-            ("TagSpecification.1.ResourceType".to_string(), "security-group".to_string()),
-            ("TagSpecification.1.Tag.1.Key".into(), "Name".into()),
-            ("TagSpecification.1.Tag.1.Value".into(), format!("{infra}-{role}")),
-            ("TagSpecification.1.Tag.2.Key".into(), format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{infra}")),
-            ("TagSpecification.1.Tag.2.Value".into(), "owned".into()),
-            ("TagSpecification.1.Tag.3.Key".into(), "sigs.k8s.io/cluster-api-provider-aws/role".into()),
-            ("TagSpecification.1.Tag.3.Value".into(), role.into()),
+        let mut tags: Vec<(String, String)> = vec![
+            ("Name".into(), format!("{infra}-{role}")),
+            (format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{infra}"), "owned".into()),
+            ("sigs.k8s.io/cluster-api-provider-aws/role".into(), role.into()),
         ];
         if role == "lb" {
-            tags.push(("TagSpecification.1.Tag.4.Key".into(), cluster_tag.clone()));
-            tags.push(("TagSpecification.1.Tag.4.Value".into(), "owned".into()));
+            tags.push((cluster_tag.clone(), "owned".into()));
         }
         let sg = call(
             "CreateSecurityGroup",
@@ -254,7 +256,7 @@ pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluste
                 ("GroupDescription".into(), format!("Kubernetes cluster {infra}: {role}")),
                 ("VpcId".into(), vpc_id.clone()),
             ],
-            tags,
+            tag_spec("security-group", &tags),
         )
         .await?;
         ids.push((role, first(&sg, "groupId")?));

@@ -86,9 +86,7 @@ fn worker_templates() -> Vec<(&'static str, Value)> {
 
 /// What install leaves for the machine-config operator's part (see the module doc).
 pub fn seed(store: &mut Store, o: &OpenShift, world: &World) {
-    let mut ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MACHINE_API_NAMESPACE}});
-    super::store::finish_namespace(&mut ns);
-    store.insert_new(kind("", "namespaces"), ns, Vec::new(), world);
+    store.add_namespace(MACHINE_API_NAMESPACE, world);
     for role in ["master", "worker"] {
         // The install manifests' pools: each selects its role's MachineConfigs and the nodes
         // labelled with the role.

@@ -127,9 +127,7 @@ pub fn seed(store: &mut Store, o: &OpenShift, world: &World) {
         },
         "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1},
     });
-    let mut ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MACHINE_APPROVER_NAMESPACE}});
-    super::store::finish_namespace(&mut ns);
-    store.insert_new(kind("", "namespaces"), ns, Vec::new(), world);
+    store.add_namespace(MACHINE_APPROVER_NAMESPACE, world);
     store.insert_new(kind("apps", "deployments"), approver, Vec::new(), world);
 }
 

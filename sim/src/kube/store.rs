@@ -131,17 +131,21 @@ impl Store {
             registered: BTreeMap::new(),
             heartbeats: BTreeMap::new(),
         };
-        let ns = Kind::find("", "v1", "namespaces").expect("namespaces served");
         for name in DEFAULT_NAMESPACES {
-            let mut v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            finish_namespace(&mut v);
-            s.insert_new(ns, v, Vec::new(), world);
+            s.add_namespace(name, world);
         }
         if let Some(o) = world.config().openshift {
             super::openshift::seed(&mut s, &o, world);
             super::mco::seed(&mut s, &o, world);
         }
         s
+    }
+
+    /// Makes the Namespace `name`, as the cluster holds it from install.
+    pub fn add_namespace(&mut self, name: &str, world: &World) {
+        let mut v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        finish_namespace(&mut v);
+        self.insert_new(Kind::find("", "v1", "namespaces").expect("namespaces served"), v, Vec::new(), world);
     }
 
     /// Stores a new object after stamping its metadata; answers its rendering.

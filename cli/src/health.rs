@@ -45,8 +45,9 @@ pub struct Condition {
     pub message: String,
 }
 
+/// A link, or a workload identity, and its conditions.
 #[derive(Debug, Serialize)]
-pub struct Link {
+pub struct Named {
     pub name: String,
     pub conditions: Vec<Condition>,
 }
@@ -56,7 +57,9 @@ pub struct Health {
     pub tunnels: Vec<Tunnel>,
     /// The pool's Machines and their Nodes, when the cluster could be read.
     pub machines: Vec<xcsp_kube::pool::Machine>,
-    pub links: Vec<Link>,
+    pub links: Vec<Named>,
+    /// Per workload identity, whether Entra would take CAPZ's token (when the cluster was read).
+    pub identities: Vec<Named>,
     /// Tunnels up on both sides, of those the spec's IPsec links have.
     pub up: usize,
     pub expected: usize,
@@ -67,9 +70,13 @@ impl Health {
         self.up >= self.expected
     }
 
-    /// A link's condition of `kind` that is False, if one is.
+    /// A link's or an identity's condition of `kind` that is False, if one is.
     fn failing(&self, kind: &str) -> Option<&Condition> {
-        self.links.iter().flat_map(|l| &l.conditions).find(|c| c.kind == kind && c.status == "False")
+        self.links
+            .iter()
+            .chain(&self.identities)
+            .flat_map(|l| &l.conditions)
+            .find(|c| c.kind == kind && c.status == "False")
     }
 
     /// Every machine read is a Node that is Ready (none read: nothing to say against it).
@@ -171,7 +178,7 @@ pub fn health(model: &Model, state: &State) -> Health {
                 message: "neither cloud's API reports round trip or loss inside the tunnels; xcsp does not probe yet"
                     .into(),
             };
-            Link {
+            Named {
                 name: name.to_string(),
                 conditions: vec![established, latency, dns(state, name), rules(state, name)],
             }
@@ -179,7 +186,60 @@ pub fn health(model: &Model, state: &State) -> Health {
         .collect();
     let expected = ipsec.len() * topology::TUNNELS;
     let up = tunnels.iter().filter(|t| t.up && ipsec.contains(&t.link.as_str())).count();
-    Health { tunnels, links, up, expected, machines: Vec::new() }
+    Health { tunnels, links, identities: Vec::new(), up, expected, machines: Vec::new() }
+}
+
+/// `TokenExchangeAccepted`, per federated credential refresh read from Azure: would Entra take
+/// the token CAPZ presents, as the cluster says it (CAPZ's Deployment: its service account and
+/// projected token's audience; `Authentication`: the issuer)? CAPZ itself reports a refused
+/// exchange only in its log: the error of `InitMachineCache` is returned to its controller
+/// without a condition or an event (cluster-api-provider-azure
+/// `controllers/azuremachine_controller.go` `reconcileNormal`), so the Machine just waits.
+pub fn identities(state: &State, survey: &xcsp_kube::Survey) -> Vec<Named> {
+    state
+        .resources
+        .iter()
+        .filter(|(a, r)| a.rtype == ResourceType::AzureFederatedCredential && r.id.is_some())
+        .map(|(a, r)| {
+            let read = xcsp_core::attrs::Reader::new(a, &r.attributes);
+            let (issuer, subject) = (text(r.attributes.get("issuer")), text(r.attributes.get("subject")));
+            let refusals = survey.exchange_refusals(&issuer, &subject, &read.strings("audiences"));
+            let condition = if survey.capz.is_none() {
+                Condition {
+                    kind: "TokenExchangeAccepted",
+                    status: "Unknown",
+                    reason: "NoCapz".into(),
+                    message: format!(
+                        "OpenShift's CAPZ does not run in the cluster (no Deployment {}/{}): nothing presents a token",
+                        xcsp_kube::survey::OPENSHIFT_CAPI_NAMESPACE,
+                        xcsp_kube::survey::CAPZ_DEPLOYMENT
+                    ),
+                }
+            } else if let Some(first) = refusals.first() {
+                let mut reason = first.field.to_string();
+                reason[..1].make_ascii_uppercase();
+                Condition {
+                    kind: "TokenExchangeAccepted",
+                    status: "False",
+                    reason: format!("{reason}Mismatch"),
+                    message: format!(
+                        "its federated credential {}",
+                        refusals.iter().map(|r| r.describe(survey)).collect::<Vec<_>>().join("; it ")
+                    ),
+                }
+            } else {
+                Condition {
+                    kind: "TokenExchangeAccepted",
+                    status: "True",
+                    reason: "CredentialMatchesToken".into(),
+                    message: format!(
+                        "the federated credential trusts `{subject}` from `{issuer}`, as CAPZ's token says"
+                    ),
+                }
+            };
+            Named { name: a.name.clone(), conditions: vec![condition] }
+        })
+        .collect()
 }
 
 /// The link's resource of `rtype` that state records as made.
@@ -287,7 +347,10 @@ pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
     }
     let condition = m.not_true.first().map(|(t, r, msg)| format!("; CAPI/CAPZ say {t}: {r} {msg}")).unwrap_or_default();
     let rules = h.failing("SecurityGroupRulesInPlace");
-    Some(if !h.healthy() {
+    let token = h.failing("TokenExchangeAccepted");
+    Some(if let Some(token) = token.filter(|_| m.provider_id.is_none()) {
+        format!("no Node: CAPZ gets no Azure token, so it makes no VM: {}{condition}", token.message)
+    } else if !h.healthy() {
         format!(
             "no Node: the link is down ({} of {} tunnels up), so its VM cannot reach the cluster{condition}",
             h.up, h.expected
@@ -362,9 +425,11 @@ pub fn render(h: &Health) -> String {
             }
         }
     }
-    for l in &h.links {
-        for c in &l.conditions {
-            out += &format!("link {}: {}={} ({}): {}\n", l.name, c.kind, c.status, c.reason, c.message);
+    for (what, list) in [("link", &h.links), ("identity", &h.identities)] {
+        for l in list {
+            for c in &l.conditions {
+                out += &format!("{what} {}: {}={} ({}): {}\n", l.name, c.kind, c.status, c.reason, c.message);
+            }
         }
     }
     out += &format!("\n{} of {} tunnels up on both sides.\n", h.up, h.expected);

@@ -122,63 +122,32 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
                     .with_help("approve each new node's requests with `oc adm certificate approve`, or run a cluster with the machine approver for Cluster API"),
                 );
             }
-            let subject = format!("system:serviceaccount:{}:{}", capz.namespace, capz.service_account);
             for id in &model.identities {
-                if id.subject() != subject {
-                    problems.push(
-                        Problem::error(
-                            "xcsp::identity::subject",
-                            format!(
-                                "workload identity `{}` trusts `{}`, but CAPZ runs as `{subject}` (Deployment {}/{}); Entra would refuse the exchange (AADSTS70021)",
-                                id.name.value,
-                                id.subject(),
-                                capz.namespace,
-                                capz.deployment
-                            ),
-                        )
-                        .label(&id.service_account.span, "the spec's service account")
-                        .with_help(format!(
-                            "remove namespace and service_account to take CAPZ's, or set them to `{}` and `{}`",
-                            capz.namespace, capz.service_account
-                        )),
-                    );
-                }
-                if let Some(issuer) = &s.service_account_issuer
-                    && id.issuer.value.trim_end_matches('/') != issuer.trim_end_matches('/')
-                {
-                    let help = if issuer == xcsp_kube::survey::INTERNAL_ISSUER {
-                        "the cluster's tokens carry its internal issuer, which Entra cannot reach: workload identity needs a cluster whose service-account issuer is a public OIDC endpoint (an STS-mode install sets Authentication.spec.serviceAccountIssuer)".to_string()
-                    } else {
-                        format!("set the issuer (cluster.oidc_issuer_url, or `issuer` in the block) to `{issuer}`")
+                let audiences = [id.audience.value.clone()];
+                for r in s.exchange_refusals(&id.issuer.value, &id.subject(), &audiences) {
+                    let message = format!("workload identity `{}` {}", id.name.value, r.describe(s));
+                    let problem = match r.field {
+                        "subject" => Problem::error("xcsp::identity::subject", message)
+                            .label(&id.service_account.span, "the spec's service account")
+                            .with_help(format!(
+                                "remove namespace and service_account to take CAPZ's, or set them to `{}` and `{}`",
+                                capz.namespace, capz.service_account
+                            )),
+                        "issuer" => {
+                            let help = if r.presented == xcsp_kube::survey::INTERNAL_ISSUER {
+                                "the cluster's tokens carry its internal issuer, which Entra cannot reach: workload identity needs a cluster whose service-account issuer is a public OIDC endpoint (an STS-mode install sets Authentication.spec.serviceAccountIssuer)".to_string()
+                            } else {
+                                format!("set the issuer (cluster.oidc_issuer_url, or `issuer` in the block) to `{}`", r.presented)
+                            };
+                            Problem::error("xcsp::identity::issuer", message)
+                                .label(&id.issuer.span, "the spec's issuer")
+                                .with_help(help)
+                        }
+                        _ => Problem::error("xcsp::identity::audience", message)
+                            .label(&id.audience.span, "the spec's audience")
+                            .with_help("remove `audience` to take the token's"),
                     };
-                    problems.push(
-                        Problem::error(
-                            "xcsp::identity::issuer",
-                            format!(
-                                "workload identity `{}` trusts tokens issued by `{}`, but the cluster's service-account tokens are issued by `{issuer}` (Authentication cluster, spec.serviceAccountIssuer); Entra would refuse the exchange (AADSTS70021)",
-                                id.name.value, id.issuer.value
-                            ),
-                        )
-                        .label(&id.issuer.span, "the spec's issuer")
-                        .with_help(help),
-                    );
-                }
-                if !capz.audiences.contains(&id.audience.value) {
-                    problems.push(
-                        Problem::error(
-                            "xcsp::identity::audience",
-                            format!(
-                                "workload identity `{}` expects a token for `{}`, but CAPZ's projected token is for {} (Deployment {}/{}); Entra would refuse the exchange (AADSTS70021)",
-                                id.name.value,
-                                id.audience.value,
-                                capz.audiences.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", "),
-                                capz.namespace,
-                                capz.deployment
-                            ),
-                        )
-                        .label(&id.audience.span, "the spec's audience")
-                        .with_help("remove `audience` to take the token's"),
-                    );
+                    problems.push(problem);
                 }
             }
         }

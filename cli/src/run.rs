@@ -420,12 +420,23 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
         .filter(|(a, _)| a.rtype == xcsp_core::ResourceType::K8sMachineSet)
         .filter_map(|(_, r)| r.id.as_deref()?.split_once('/').map(|(ns, n)| (ns.to_string(), n.to_string())))
         .collect();
-    if !sets.is_empty()
+    let federated = state.resources.keys().any(|a| a.rtype == xcsp_core::ResourceType::AzureFederatedCredential);
+    if (federated || !sets.is_empty())
         && let Ok(found) = cluster::find(&l.model)
     {
-        match xcsp_kube::pool::machines(&found.client_config(), &sets).await {
-            Ok(m) => health.machines = m,
-            Err(e) => report::warn(format_args!("cannot read the pool's machines: {e}")),
+        if !sets.is_empty() {
+            match xcsp_kube::pool::machines(&found.client_config(), &sets).await {
+                Ok(m) => health.machines = m,
+                Err(e) => report::warn(format_args!("cannot read the pool's machines: {e}")),
+            }
+        }
+        // The federated credentials against the token CAPZ presents (plan checked the spec's
+        // values, unless it ran `--offline`; this reads what Azure holds now).
+        if federated {
+            match crate::preflight::survey(&found).await {
+                Ok(s) => health.identities = crate::health::identities(&state, &s),
+                Err(e) => report::warn(format_args!("cannot read the cluster: {e}")),
+            }
         }
     }
     if json {

@@ -1069,7 +1069,7 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     // A Machine deleted by hand: its MachineSet makes another, whose VM cannot fetch its config.
     let machines = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines");
     let victim = machines["items"][0]["metadata"]["name"].as_str().unwrap().to_string();
-    let held = replaced_and_held(&clouds, &victim, "api_path");
+    let held = replaced_and_held(&clouds, Some(&victim), "api_path");
     let said = held[0]["message"].as_str().unwrap();
     assert!(said.contains(&format!("security group {lb} lets no TCP 22623 in from the VM's subnet")), "{said}");
     let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
@@ -1095,7 +1095,7 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
         "{said}"
     );
     let victim = held[0]["name"].as_str().unwrap().to_string();
-    let held = replaced_and_held(&clouds, &victim, "csr");
+    let held = replaced_and_held(&clouds, Some(&victim), "csr");
     assert!(held[0]["message"].as_str().unwrap().contains("certificate signing request stays Pending"), "{held:#?}");
     let mut restored = saved.clone();
     for k in ["resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"] {
@@ -1123,12 +1123,34 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
         {"path": path, "mode": 493, "overwrite": true, "contents": {"source": source}}]}}}});
     clouds.kube_request("PATCH", config, Some(("application/merge-patch+json", &patch.to_string())));
     let victim = joined(&clouds, 2)[0]["name"].as_str().unwrap().to_string();
-    let held_wrong = replaced_and_held(&clouds, &victim, "node_ref");
+    let held_wrong = replaced_and_held(&clouds, Some(&victim), "node_ref");
     let said = held_wrong[0]["message"].as_str().unwrap();
     assert!(
         said.contains("registered with provider ID \"azure:///wrong\"") && said.contains("CAPI never matches them"),
         "{said}"
     );
+
+    // A wrong audience applied offline (plan did not read the cluster, so nothing refused it),
+    // with a third machine: its token is refused, which CAPZ says only in its log, while the two
+    // machines whose VMs exist stay joined. Status names the refusal.
+    let wrong = il5_copy(state, |t| {
+        t.replacen(
+            "workload_identity \"capz\" {",
+            "workload_identity \"capz\" {\n  audience = \"api://AzureADTokenExchangeUSGov\"",
+            1,
+        )
+        .replacen("replicas = 2", "replicas = 3", 1)
+    });
+    let args = ["apply", "--auto-approve", "--offline", "--wait-for-nodes", "false"];
+    ok(&clouds.xcsp(state).args(args).arg(&wrong).output().unwrap());
+    let held = replaced_and_held(&clouds, None, "token_exchange");
+    assert!(held[0]["message"].as_str().unwrap().contains("AADSTS70021"), "{held:#?}");
+    let out = clouds.xcsp(state).arg("status").arg(&wrong).output().unwrap();
+    let text = text_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("identity capz: TokenExchangeAccepted=False (AudienceMismatch)"), "{text}");
+    let cause = "no Node: CAPZ gets no Azure token, so it makes no VM: its federated credential expects a token for `api://AzureADTokenExchangeUSGov`, but CAPZ's projected token is for `api://AzureADTokenExchange`";
+    assert_eq!(text.matches(cause).count(), 1, "{text}");
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_eq!(clouds.kube_get("/api/v1/nodes")["items"], serde_json::json!([]), "the Nodes go with their machines");
 }
@@ -1172,14 +1194,16 @@ fn machines_whose_nodes_stay_unknown_are_replaced_by_the_health_check() {
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
 }
 
-/// Deletes the IL5 pool's Machine `victim` as a person would; answers the machines the sim holds
-/// at `step` once its replacement is one of them (asserting it is the only one, and not `victim`).
-fn replaced_and_held(clouds: &Clouds, victim: &str, step: &str) -> Vec<serde_json::Value> {
-    clouds.kube_request(
-        "DELETE",
-        &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{victim}"),
-        None,
-    );
+/// Deletes the IL5 pool's Machine `victim` (if any) as a person would; answers the machines the
+/// sim holds at `step` once one is (asserting it is the only one, and not `victim`).
+fn replaced_and_held(clouds: &Clouds, victim: Option<&str>, step: &str) -> Vec<serde_json::Value> {
+    if let Some(victim) = victim {
+        clouds.kube_request(
+            "DELETE",
+            &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{victim}"),
+            None,
+        );
+    }
     let deadline = Instant::now() + Duration::from_secs(60);
     let held = loop {
         let all = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
@@ -1190,7 +1214,9 @@ fn replaced_and_held(clouds: &Clouds, victim: &str, step: &str) -> Vec<serde_jso
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(held.len(), 1, "{held:#?}");
-    assert_ne!(held[0]["name"], victim);
+    if let Some(victim) = victim {
+        assert_ne!(held[0]["name"], victim);
+    }
     held
 }
 

@@ -64,6 +64,69 @@ pub struct Survey {
     pub machine_approver: bool,
 }
 
+/// One reason Entra would refuse the token CAPZ presents for a federated credential: the
+/// credential's value against the cluster's, and where the cluster says it. Entra accepts an
+/// assertion only from a credential with the same issuer and subject and one of its audiences
+/// (Microsoft Learn, "Workload identity federation": issuer, subject and audience must match;
+/// Entra answers AADSTS70021 otherwise).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Refusal {
+    /// `issuer`, `subject` or `audience`.
+    pub field: &'static str,
+    pub trusted: String,
+    pub presented: String,
+}
+
+impl Refusal {
+    /// What is wrong, after the identity's name ("workload identity `capz` ...").
+    pub fn describe(&self, s: &Survey) -> String {
+        let deployment =
+            s.capz.as_ref().map(|c| format!("Deployment {}/{}", c.namespace, c.deployment)).unwrap_or_default();
+        let clause = match self.field {
+            "subject" => format!("trusts `{}`, but CAPZ runs as `{}` ({deployment})", self.trusted, self.presented),
+            "issuer" => format!(
+                "trusts tokens issued by `{}`, but the cluster's service-account tokens are issued by `{}` (Authentication cluster, spec.serviceAccountIssuer)",
+                self.trusted, self.presented
+            ),
+            _ => format!(
+                "expects a token for `{}`, but CAPZ's projected token is for `{}` ({deployment})",
+                self.trusted, self.presented
+            ),
+        };
+        format!("{clause}; Entra would refuse the exchange (AADSTS70021)")
+    }
+}
+
+impl Survey {
+    /// Why Entra would refuse CAPZ's token for a credential trusting `issuer`, `subject` and
+    /// `audiences` (empty: it would not, as far as the cluster says). Without CAPZ only the
+    /// issuer can be compared; without an `Authentication` object, not the issuer.
+    pub fn exchange_refusals(&self, issuer: &str, subject: &str, audiences: &[String]) -> Vec<Refusal> {
+        let mut out = Vec::new();
+        if let Some(capz) = &self.capz {
+            let presented = format!("system:serviceaccount:{}:{}", capz.namespace, capz.service_account);
+            if subject != presented {
+                out.push(Refusal { field: "subject", trusted: subject.to_string(), presented });
+            }
+        }
+        if let Some(cluster) = &self.service_account_issuer
+            && issuer.trim_end_matches('/') != cluster.trim_end_matches('/')
+        {
+            out.push(Refusal { field: "issuer", trusted: issuer.to_string(), presented: cluster.clone() });
+        }
+        if let Some(capz) = &self.capz
+            && !audiences.iter().any(|a| capz.audiences.contains(a))
+        {
+            out.push(Refusal {
+                field: "audience",
+                trusted: audiences.join("`, `"),
+                presented: capz.audiences.join("`, `"),
+            });
+        }
+        out
+    }
+}
+
 /// Where OpenShift runs its machine approvers.
 pub const MACHINE_APPROVER_NAMESPACE: &str = "openshift-cluster-machine-approver";
 /// The approver of node certificates for Cluster API Machines, deployed only with the

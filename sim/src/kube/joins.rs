@@ -156,14 +156,18 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
     // The identity's client id and tenant (the identity step above found it).
     let client_id = identity.and_then(|i| i["spec"]["clientID"].as_str()).unwrap_or_default();
     let tenant = identity.and_then(|i| i["spec"]["tenantID"].as_str()).unwrap_or_default();
-    if let Some(h) = token_exchange(store, azure, client_id, tenant) {
+    // Once the VM is made, a failing Azure call of a later reconcile is only CAPZ's log: the
+    // error is returned before anything touches the AzureMachine's status (`reconcileNormal`,
+    // `InitMachineCache`), so the VM, its boot and its Node go on as they were.
+    let made = azure.store.of_kind(&crate::arm::kinds::VM).any(|vm| vm.name == name);
+    if !made && let Some(h) = token_exchange(store, azure, client_id, tenant) {
         return h;
     }
-    if let Some(h) = authorization(&azure_cluster, machine_template(store, machine).as_ref(), azure, client_id) {
+    if !made && let Some(h) = authorization(&azure_cluster, machine_template(store, machine).as_ref(), azure, client_id)
+    {
         return h;
     }
-    let name = machine["metadata"]["name"].as_str().unwrap_or_default();
-    if azure.store.of_kind(&crate::arm::kinds::VM).any(|vm| vm.name == name) {
+    if made {
         let source = pointer_source(store, machine);
         if let Some(h) = dns(&azure_cluster, source.as_deref(), azure, name) {
             return h;

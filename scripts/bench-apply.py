@@ -6,11 +6,15 @@ example with `xcsp apply --json`, and compares the wall time of the run with its
 the longest chain of the graph (from `xcsp graph`) weighted by how long each operation took in
 this very run. A ratio of 1.00 means the run took no longer than its slowest chain.
 
+While the apply runs, the sim's own view of the pool's machines (`/_sim/machines`, read every
+0.1 s) gives when the first machine joined (its Node registered, Ready and matched to its Machine)
+and when all had, counted from the apply's start: what the cluster saw, not xcsp's polling.
+
 usage: scripts/bench-apply.py EXAMPLE [--scale 0.0166] [--parallelism N] [--order critical-path|fifo]
        scripts/bench-apply.py --links 10 --pools 5 --rules-per-group 100 [...]
                                           (a generated stack, one local VPC per link)
 """
-import argparse, json, os, re, subprocess, sys, tempfile, time
+import argparse, json, os, re, ssl, subprocess, sys, tempfile, threading, time, urllib.request
 
 import local_clouds
 
@@ -52,10 +56,29 @@ try:
     env = local_clouds.env(url, state, kubeconfig)
     dot = subprocess.run([f"{bin_dir}/xcsp", "graph", a.example], capture_output=True, text=True, env=env).stdout
     edges = re.findall(r'"([^"]+)" -> "([^"]+)"', dot)
+    joined = []  # (seconds since the apply started, machines joined), at each change
+    done = threading.Event()
+    def watch_machines(since):
+        insecure = ssl._create_unverified_context()
+        while not done.wait(0.1):
+            try:
+                body = json.load(urllib.request.urlopen(f"{url}/_sim/machines", context=insecure))
+            except OSError:
+                continue
+            n = sum(1 for m in body.get("machines", []) if m.get("held_at") == "joined")
+            if not joined or joined[-1][1] != n:
+                joined.append((time.monotonic() - since, n))
     started = time.monotonic()
+    watcher = threading.Thread(target=watch_machines, args=(started,), daemon=True)
+    watcher.start()
     out = subprocess.run([f"{bin_dir}/xcsp", "apply", "--auto-approve", "--json", "--parallelism", str(a.parallelism),
                           "--order", a.order, a.example], capture_output=True, text=True, env=env)
     wall = time.monotonic() - started
+    done.set()
+    watcher.join()
+    nodes = joined[-1][1] if joined else 0
+    first_node = next((t for t, n in joined if n >= 1), None)
+    all_nodes = next((t for t, n in joined if n >= nodes), None) if nodes else None
     if out.returncode != 0:
         sys.exit(f"apply failed:\n{out.stdout}\n{out.stderr}")
     took = {}
@@ -90,7 +113,9 @@ try:
     critical = max(longest(n) for n in took)
     print(json.dumps({"example": a.example if not a.links else f"{a.links} links x {a.pools} pools", "scale": a.scale, "parallelism": a.parallelism, "order": a.order,
                       "operations": len(took), "wall_s": round(wall, 2), "critical_path_s": round(critical, 2),
-                      "ratio": round(wall / critical, 3)}))
+                      "ratio": round(wall / critical, 3), "nodes_ready": nodes,
+                      "first_node_ready_s": first_node and round(first_node, 2),
+                      "all_nodes_ready_s": all_nodes and round(all_nodes, 2)}))
 finally:
     sim.terminate()
     sim.wait()

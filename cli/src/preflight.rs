@@ -37,13 +37,15 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
                 .with_help("install Cluster API first, or set kubernetes_objects = \"render\""),
         );
     }
-    // xcsp writes the pool's objects in the version their CRDs in shared/reference serve; a cluster
-    // that serves another only (CAPI's v1beta2 contract, once v1beta1 is dropped) would answer
-    // every write 404. xcsp_kube renders `RENDERED_VERSION` of both groups.
-    for (group, served) in
-        [("cluster.x-k8s.io", &s.capi_versions), ("infrastructure.cluster.x-k8s.io", &s.capz_versions)]
-    {
-        if !served.is_empty() && !served.iter().any(|v| v == xcsp_kube::RENDERED_VERSION) {
+    // xcsp writes Cluster API's objects in the first version the cluster prefers among those it
+    // can write (`CAPI_VERSIONS`: v1beta1, v1beta2), and CAPZ's in `RENDERED_VERSION`; a cluster
+    // that serves none of them would answer every write 404.
+    let writable: [(&str, &Vec<String>, &[&str]); 2] = [
+        ("cluster.x-k8s.io", &s.capi_versions, &xcsp_kube::CAPI_VERSIONS),
+        ("infrastructure.cluster.x-k8s.io", &s.capz_versions, &[xcsp_kube::RENDERED_VERSION]),
+    ];
+    for (group, served, ours) in writable {
+        if !served.is_empty() && !served.iter().any(|v| ours.contains(&v.as_str())) {
             problems.push(with_severity(
                 stop,
                 Problem::error(
@@ -51,7 +53,7 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
                     format!(
                         "the cluster serves {group} {}; xcsp writes the pool's objects as {}",
                         served.join(", "),
-                        xcsp_kube::RENDERED_VERSION
+                        ours.join(" or ")
                     ),
                 )
                 .label(&cluster.kubernetes_objects.span, "the pool's objects go to this cluster (kubernetes_objects)")
@@ -288,15 +290,21 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_that_serves_no_v1beta1_is_refused_naming_what_it_serves() {
+    fn a_cluster_that_serves_no_version_xcsp_writes_is_refused_naming_what_it_serves() {
         let model = il5();
         let codes = |s: &Survey| check(&model, s).iter().map(|p| p.code.to_string()).collect::<Vec<_>>();
         assert_eq!(codes(&survey(&["v1beta2", "v1beta1"], &["v1beta1"])), Vec::<String>::new());
-        let only_new = check(&model, &survey(&["v1beta2"], &["v1beta1"]));
-        assert_eq!(only_new.len(), 1, "{only_new:?}");
-        assert_eq!(only_new[0].code, "xcsp::cluster::api_version");
-        assert!(only_new[0].is_error());
-        assert!(only_new[0].message.contains("cluster.x-k8s.io v1beta2; xcsp writes the pool's objects as v1beta1"));
+        // CAPI once v1beta1 is dropped: xcsp writes v1beta2.
+        assert_eq!(codes(&survey(&["v1beta2"], &["v1beta1"])), Vec::<String>::new());
+        let newer = check(&model, &survey(&["v1beta3"], &["v1beta1"]));
+        assert_eq!(newer.len(), 1, "{newer:?}");
+        assert_eq!(newer[0].code, "xcsp::cluster::api_version");
+        assert!(newer[0].is_error());
+        assert!(
+            newer[0].message.contains("cluster.x-k8s.io v1beta3; xcsp writes the pool's objects as v1beta1 or v1beta2"),
+            "{}",
+            newer[0].message
+        );
         assert_eq!(codes(&survey(&["v1beta1"], &["v1beta2"])), ["xcsp::cluster::api_version"]);
     }
 

@@ -24,6 +24,7 @@ CRD_DIR = os.path.join(reference_dir(), "crds")
 NS = "default"
 INFRA = ("infrastructure.cluster.x-k8s.io", "v1beta1")
 CAPI = ("cluster.x-k8s.io", "v1beta1")
+CAPI2 = ("cluster.x-k8s.io", "v1beta2")
 
 suite = Suite("kube-capi")
 config.load_kube_config(config_file=os.environ["XCSP_SIM_KUBECONFIG"])
@@ -32,7 +33,8 @@ core = client.CoreV1Api()
 
 
 def load_schemas():
-    """(group, kind) -> a jsonschema validator of the CRD's v1beta1 openAPIV3Schema."""
+    """(group, kind, version) -> a jsonschema validator of the CRD's openAPIV3Schema of that version
+    (v1beta1; v1beta2 too where the CRD serves it, as CAPI 1.13's do)."""
     out = {}
     for path in sorted(glob.glob(os.path.join(CRD_DIR, "*", "*.yaml"))):
         with open(path) as f:
@@ -41,11 +43,12 @@ def load_schemas():
                     continue
                 spec = doc["spec"]
                 for v in spec["versions"]:
-                    if v["name"] == "v1beta1":
+                    if v["name"] in ("v1beta1", "v1beta2") and v.get("served", True):
                         schema = v["schema"]["openAPIV3Schema"]
-                        out[(spec["group"], spec["names"]["kind"])] = jsonschema.Draft4Validator(schema)
-    assert ("infrastructure.cluster.x-k8s.io", "AzureMachineTemplate") in out, f"no CAPZ CRDs in {CRD_DIR}"
-    assert ("cluster.x-k8s.io", "MachineSet") in out, f"no CAPI CRDs in {CRD_DIR}"
+                        out[(spec["group"], spec["names"]["kind"], v["name"])] = jsonschema.Draft4Validator(schema)
+    assert ("infrastructure.cluster.x-k8s.io", "AzureMachineTemplate", "v1beta1") in out, f"no CAPZ CRDs in {CRD_DIR}"
+    assert ("cluster.x-k8s.io", "MachineSet", "v1beta1") in out, f"no CAPI CRDs in {CRD_DIR}"
+    assert ("cluster.x-k8s.io", "MachineHealthCheck", "v1beta2") in out, f"no CAPI v1beta2 in {CRD_DIR}"
     return out
 
 
@@ -55,8 +58,8 @@ validated = {"objects": 0}
 
 def valid(obj):
     """The object as the sim returned it obeys its CRD schema; returns it."""
-    group = obj["apiVersion"].split("/")[0]
-    validator = SCHEMAS[(group, obj["kind"])]
+    group, version = obj["apiVersion"].split("/")
+    validator = SCHEMAS[(group, obj["kind"], version)]
     errors = sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
     assert not errors, "; ".join(f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors[:5])
     validated["objects"] += 1
@@ -290,6 +293,34 @@ def machine_sets_and_scale():
     assert st["status"]["replicas"] == 2, st["status"]
 
 
+def capi_at_v1beta2():
+    """CAPI 1.13 serves v1beta2 and prefers it: an object written at v1beta1 reads at v1beta2 as
+    CAPI's conversion gives it, obeying the v1beta2 schema, and one written at v1beta2 reads back
+    at v1beta1 (Go durations for whole seconds)."""
+    group = next(g for g in client.ApisApi().get_api_versions().groups if g.name == CAPI[0])
+    assert group.preferred_version.version == "v1beta2", group
+    assert {v.version for v in group.versions} == {"v1beta1", "v1beta2"}, group.versions
+    apply(CAPI, "machinesets", "peers-ms2", machine_set("peers-ms2", 0))
+    got = valid(custom.get_namespaced_custom_object(*CAPI2, NS, "machinesets", "peers-ms2"))
+    ref = got["spec"]["template"]["spec"]["infrastructureRef"]
+    assert ref == {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AzureMachineTemplate", "name": "peers-amt"}, ref
+    mhc = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck",
+           "metadata": {"name": "peers-mhc", "namespace": NS},
+           "spec": {"clusterName": "peers", "selector": {"matchLabels": {"pool": "peers-ms2"}},
+                    "checks": {"nodeStartupTimeoutSeconds": 600, "unhealthyNodeConditions": [
+                        {"type": "Ready", "status": "Unknown", "timeoutSeconds": 300}]}}}
+    valid(mhc)
+    made = valid(custom.create_namespaced_custom_object(*CAPI2, NS, "machinehealthchecks", mhc))
+    assert made["spec"]["checks"] == mhc["spec"]["checks"], made["spec"]
+    old = valid(custom.get_namespaced_custom_object(*CAPI, NS, "machinehealthchecks", "peers-mhc"))
+    assert old["spec"]["unhealthyConditions"] == [{"type": "Ready", "status": "Unknown", "timeout": "5m0s"}], old["spec"]
+    assert old["spec"]["nodeStartupTimeout"] == "10m0s", old["spec"]
+    for item in custom.list_namespaced_custom_object(*CAPI2, NS, "machinehealthchecks")["items"]:
+        valid(item)
+    custom.delete_namespaced_custom_object(*CAPI2, NS, "machinehealthchecks", "peers-mhc")
+    custom.delete_namespaced_custom_object(*CAPI, NS, "machinesets", "peers-ms2")
+
+
 def deletes():
     d = custom.delete_namespaced_custom_object(*CAPI, NS, "machinesets", "peers-ms")
     assert d["kind"] in ("MachineSet", "Status"), d
@@ -331,6 +362,7 @@ suite.check("schema violations are 422 with FieldValueRequired / FieldValueTypeI
 suite.check("an AzureMachineTemplate spec change is refused by CAPZ's webhook", amt_is_immutable)
 suite.check("a malformed label selector is 400 BadRequest", bad_selector)
 suite.check("MachineSet apply, its Machines, the scale subresource", machine_sets_and_scale)
+suite.check("CAPI at v1beta2 (preferred): converted both ways, each answer obeying its version's schema", capi_at_v1beta2)
 suite.check("deletes and 404 NotFound after", deletes)
 suite.check("a missing namespace is 404; namespaces list", namespaces_missing)
 print(f"kube-capi: {validated['objects']} returned objects validated against the CRD schemas", flush=True)

@@ -67,6 +67,21 @@ async fn kube_entry(
     crate::kube::serve(&sim, method, &uri, &headers, &body).await
 }
 
+/// A cloud finishes a request it has accepted even when its client goes away (a killed
+/// `xcsp apply`): the request runs on a task of its own, which a dropped connection does not
+/// cancel, where the connection's own future would be dropped with it and leave, say, a Route 53
+/// Resolver endpoint made in moto but missing from the sim's view of it. AWS documents that a
+/// request whose answer was lost may have succeeded (EC2 API reference, "Ensuring idempotency":
+/// retry with the same client token after a timeout or connection error); ARM runs a write it
+/// accepted to its end (an LRO goes on without its poller). The Kubernetes API keeps the
+/// connection's future: when an API server abandons a request whose client left is not sourced.
+async fn to_the_end(work: impl std::future::Future<Output = Response> + Send + 'static) -> Response {
+    tokio::spawn(work).await.unwrap_or_else(|e| {
+        eprintln!("xcsp-sim: a request's task failed: {e}");
+        StatusCode::INTERNAL_SERVER_ERROR.into_response()
+    })
+}
+
 fn json_response(status: StatusCode, body: Option<serde_json::Value>, headers: &[(String, String)]) -> Response {
     let mut resp = match body {
         Some(b) => (status, [(axum::http::header::CONTENT_TYPE, "application/json; charset=utf-8")], b.to_string())
@@ -101,6 +116,10 @@ pub(crate) fn dropped(world: &World) -> Response {
 }
 
 async fn entry(State(sim): State<Arc<Sim>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    to_the_end(serve_one(sim, method, uri, headers, body)).await
+}
+
+async fn serve_one(sim: Arc<Sim>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     if crate::kube::is_kube_path(uri.path()) {
         return crate::kube::only_over_tls(&sim);
     }

@@ -42,9 +42,10 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
     let client = crate::provider::client(config).await?;
     let nodes: Api<DynamicObject> = Api::all_with(client.clone(), &resource("", "v1", "Node", "nodes"));
     let nodes = nodes.list(&ListParams::default()).await.map_err(|e| format!("cannot list the Nodes: {e}"))?.items;
+    let version = crate::provider::capi_version(&client).await;
     let mut out = Vec::new();
     for (ns, set) in machine_sets {
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &crate::provider::machines());
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &crate::provider::machines(version));
         let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={set}"));
         let list = api.list(&selector).await.map_err(|e| format!("cannot list the Machines of {ns}/{set}: {e}"))?;
         for m in list.items {
@@ -58,7 +59,14 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
                     since: ready.as_ref().and_then(|c| text(&c["lastTransitionTime"])),
                 })
             });
-            let not_true = m.data["status"]["conditions"]
+            // Through v1beta2 the Machine's own conditions are v1beta2's; a cluster that sets
+            // only the v1beta1 ones shows them under `deprecated.v1beta1`.
+            let status = &m.data["status"];
+            let conditions = [&status["conditions"], &status["deprecated"]["v1beta1"]["conditions"]]
+                .into_iter()
+                .find(|c| c.as_array().is_some_and(|c| !c.is_empty()))
+                .unwrap_or(&Json::Null);
+            let not_true = conditions
                 .as_array()
                 .into_iter()
                 .flatten()

@@ -28,8 +28,9 @@ const CONTROL_PLANE_INITIALIZED: &str = "ControlPlaneInitialized";
 /// The annotation that marks infrastructure its provider leaves alone (CAPI `ManagedByAnnotation`).
 pub const MANAGED_BY: &str = "cluster.x-k8s.io/managed-by";
 
-/// The kind of a `k8s_*` resource type, as the API serves it.
-pub fn resource(rtype: T) -> Option<ApiResource> {
+/// The kind of a `k8s_*` resource type, as the API serves it; `cluster.x-k8s.io` kinds in
+/// `capi_version`.
+pub fn resource(rtype: T, capi_version: &str) -> Option<ApiResource> {
     let (group, version, kind, plural) = match rtype {
         T::K8sNamespace => ("", "v1", "Namespace", "namespaces"),
         T::K8sServiceAccount => ("", "v1", "ServiceAccount", "serviceaccounts"),
@@ -55,11 +56,9 @@ pub fn resource(rtype: T) -> Option<ApiResource> {
             "AzureMachineTemplate",
             "azuremachinetemplates",
         ),
-        T::K8sCluster => ("cluster.x-k8s.io", crate::RENDERED_VERSION, "Cluster", "clusters"),
-        T::K8sMachineSet => ("cluster.x-k8s.io", crate::RENDERED_VERSION, "MachineSet", "machinesets"),
-        T::K8sMachineHealthCheck => {
-            ("cluster.x-k8s.io", crate::RENDERED_VERSION, "MachineHealthCheck", "machinehealthchecks")
-        }
+        T::K8sCluster => ("cluster.x-k8s.io", capi_version, "Cluster", "clusters"),
+        T::K8sMachineSet => ("cluster.x-k8s.io", capi_version, "MachineSet", "machinesets"),
+        T::K8sMachineHealthCheck => ("cluster.x-k8s.io", capi_version, "MachineHealthCheck", "machinehealthchecks"),
         _ => return None,
     };
     Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural))
@@ -76,12 +75,28 @@ fn secret_bytes(secret: &DynamicObject, key: &str) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD.decode(secret.data["data"][key].as_str()?).ok()
 }
 
-/// CAPI's Machines, in the version the objects are written in.
-pub(crate) fn machines() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("cluster.x-k8s.io", crate::RENDERED_VERSION, "Machine"),
-        "machines",
-    )
+/// CAPI's Machines, in `capi_version`.
+pub(crate) fn machines(capi_version: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cluster.x-k8s.io", capi_version, "Machine"), "machines")
+}
+
+/// The version of `cluster.x-k8s.io` xcsp writes and reads the pool's objects in: the first of
+/// those the cluster serves, in its order of preference, that xcsp can write
+/// ([`crate::CAPI_VERSIONS`]); [`crate::RENDERED_VERSION`] when the cluster serves none of them
+/// or cannot be asked (the write then fails with the cluster's own answer). CAPI 1.13 serves
+/// `v1beta2` and `v1beta1` and prefers `v1beta2` (its CRDs: `v1beta2` is the storage version).
+pub async fn capi_version(client: &kube::Client) -> &'static str {
+    let Ok(groups) = client.list_api_groups().await else { return crate::RENDERED_VERSION };
+    let Some(group) = groups.groups.iter().find(|g| g.name == "cluster.x-k8s.io") else {
+        return crate::RENDERED_VERSION;
+    };
+    let preferred = group.preferred_version.as_ref().map(|v| v.version.as_str());
+    let mut served: Vec<&str> = group.versions.iter().map(|v| v.version.as_str()).collect();
+    served.sort_by_key(|v| Some(*v) != preferred);
+    served
+        .into_iter()
+        .find_map(|v| crate::CAPI_VERSIONS.iter().copied().find(|k| *k == v))
+        .unwrap_or(crate::RENDERED_VERSION)
 }
 
 /// Where the cluster is and how long to wait for it.
@@ -116,6 +131,8 @@ impl KubeConfig {
 pub struct KubeProvider {
     client: kube::Client,
     config: KubeConfig,
+    /// [`capi_version`], asked once, on the first use of a Cluster API kind.
+    capi: tokio::sync::OnceCell<&'static str>,
 }
 
 impl std::fmt::Debug for KubeProvider {
@@ -188,12 +205,18 @@ fn classify(address: &Address, e: kube::Error) -> Result<ProviderError, Provider
 impl KubeProvider {
     /// A client for the cluster of `config.kubeconfig` (its current context, or `config.context`).
     pub async fn new(config: KubeConfig) -> Result<KubeProvider, String> {
-        Ok(KubeProvider { client: client(&config).await?, config })
+        Ok(KubeProvider { client: client(&config).await?, config, capi: tokio::sync::OnceCell::new() })
+    }
+
+    /// The version of `cluster.x-k8s.io` the pool's objects are written and read in.
+    async fn capi(&self) -> &'static str {
+        self.capi.get_or_init(|| capi_version(&self.client)).await
     }
 
     /// The API of `address`'s kind in `namespace` (cluster-wide for a kind in no namespace).
-    fn api(&self, address: &Address, namespace: &str) -> Result<Api<DynamicObject>, ProviderError> {
-        let ar = resource(address.rtype).ok_or_else(|| failed(address, "NotKubernetes", "not a Kubernetes object"))?;
+    async fn api(&self, address: &Address, namespace: &str) -> Result<Api<DynamicObject>, ProviderError> {
+        let ar = resource(address.rtype, self.capi().await)
+            .ok_or_else(|| failed(address, "NotKubernetes", "not a Kubernetes object"))?;
         Ok(if address.rtype.cluster_scoped() {
             Api::all_with(self.client.clone(), &ar)
         } else {
@@ -304,8 +327,8 @@ impl KubeProvider {
 
     async fn apply(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
         let a = req.address;
-        let mut object =
-            crate::object(req.stack, a, req.attributes).map_err(|e| failed(a, "Unknown", e.to_string()))?;
+        let object = crate::object(req.stack, a, req.attributes).map_err(|e| failed(a, "Unknown", e.to_string()))?;
+        let mut object = crate::in_capi_version(object, self.capi().await);
         let reader = xcsp_core::attrs::Reader::new(a, req.attributes);
         let ns_of = object["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
         if let Some(data) = self.copied_data(a, &reader, &ns_of, progress).await? {
@@ -315,7 +338,7 @@ impl KubeProvider {
             object["metadata"]["namespace"].as_str().unwrap_or_default(),
             object["metadata"]["name"].as_str().unwrap_or_default(),
         );
-        let api = self.api(a, ns)?;
+        let api = self.api(a, ns).await?;
         if a.rtype == T::K8sNamespace {
             // A namespace xcsp did not make is not taken over: destroy would delete it with
             // whatever else is in it.
@@ -417,8 +440,15 @@ impl KubeProvider {
             let status = &current.data["status"];
             // Both shapes, as OpenShift writes them: the v1beta1 condition, and the v1beta2 one
             // (reason `Initialized`, CAPI `ClusterControlPlaneInitializedReason`) that CAPI's
-            // v1beta2 controllers read; through the v1beta1 API it lives in `status.v1beta2`.
-            let (v1, v2) = (&status["conditions"], &status["v1beta2"]["conditions"]);
+            // v1beta2 controllers read. Through the v1beta1 API the v1beta2 conditions live in
+            // `status.v1beta2`; through v1beta2 they are `status.conditions`, and the v1beta1
+            // ones `status.deprecated.v1beta1` (cluster-api `api/core/v1beta1/conversion.go`).
+            let v1beta2 = self.capi().await == "v1beta2";
+            let (v1, v2) = if v1beta2 {
+                (&status["deprecated"]["v1beta1"]["conditions"], &status["conditions"])
+            } else {
+                (&status["conditions"], &status["v1beta2"]["conditions"])
+            };
             let set = |c: &serde_json::Value| {
                 c.as_array()
                     .is_some_and(|c| c.iter().any(|c| c["type"] == CONTROL_PLANE_INITIALIZED && c["status"] == "True"))
@@ -434,15 +464,19 @@ impl KubeProvider {
                 list.push(condition);
                 list
             };
-            let patch = json!({
-                "metadata": { "resourceVersion": current.metadata.resource_version },
-                "status": {
-                    "conditions": with(v1, json!({ "type": CONTROL_PLANE_INITIALIZED, "status": "True", "lastTransitionTime": at })),
-                    "v1beta2": { "conditions": with(v2, json!({
-                        "type": CONTROL_PLANE_INITIALIZED, "status": "True", "reason": "Initialized", "message": "", "lastTransitionTime": at,
-                    })) },
-                },
-            });
+            let old =
+                with(v1, json!({ "type": CONTROL_PLANE_INITIALIZED, "status": "True", "lastTransitionTime": at }));
+            let new = with(
+                v2,
+                json!({ "type": CONTROL_PLANE_INITIALIZED, "status": "True", "reason": "Initialized", "message": "", "lastTransitionTime": at }),
+            );
+            let status = if v1beta2 {
+                json!({ "conditions": new, "deprecated": { "v1beta1": { "conditions": old } } })
+            } else {
+                json!({ "conditions": old, "v1beta2": { "conditions": new } })
+            };
+            let patch =
+                json!({ "metadata": { "resourceVersion": current.metadata.resource_version }, "status": status });
             let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
             let patch = Patch::Merge(&patch);
             match api.patch_status(name, &params, &patch).await {
@@ -466,7 +500,7 @@ impl KubeProvider {
         let Some((ns, name)) = split_id(a, id) else {
             return Err(failed(a, "BadId", format!("`{id}` is not namespace/name")));
         };
-        let api = self.api(a, ns)?;
+        let api = self.api(a, ns).await?;
         if a.rtype == T::K8sMachineSet {
             // Scale to zero (xcsp owns spec.replicas) and wait for the machines to go, so their
             // VMs leave the subnet before the network goes.
@@ -477,7 +511,8 @@ impl KubeProvider {
                 Ok(_) | Err(ProviderError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
-            let machines: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &machines());
+            let machines: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), ns, &machines(self.capi().await));
             let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={name}"));
             let deadline = Instant::now() + self.config.machine_timeout;
             loop {
@@ -525,7 +560,7 @@ impl KubeProvider {
     /// and `namespace/name`) that the label selector missed (their label was changed), by name.
     async fn list(&self, stack: &str, rtype: T, known: &[Observed]) -> Result<Vec<Observed>, ProviderError> {
         let probe = Address::new(rtype, "refresh");
-        let Some(ar) = resource(rtype) else { return Ok(Vec::new()) };
+        let Some(ar) = resource(rtype, self.capi().await) else { return Ok(Vec::new()) };
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
         let params = ListParams::default().labels(&format!("{STACK_TAG}={stack}"));
         let list = self.retry(&probe, || api.list(&params)).await?;
@@ -550,7 +585,7 @@ impl KubeProvider {
                 continue;
             }
             let Some((ns, name)) = split_id(address, id) else { continue };
-            let api = self.api(address, ns)?;
+            let api = self.api(address, ns).await?;
             if let Some(o) = self.retry(address, || api.get_opt(name)).await? {
                 out.push(self.observed(&o, address.clone()).await?);
             }

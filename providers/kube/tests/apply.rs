@@ -112,7 +112,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     .unwrap();
     let client = kube::Client::try_from(config).unwrap();
     let azure_clusters: kube::Api<kube::api::DynamicObject> =
-        kube::Api::namespaced_with(client.clone(), &ns, &xcsp_kube::resource(T::K8sAzureCluster).unwrap());
+        kube::Api::namespaced_with(client.clone(), &ns, &xcsp_kube::resource(T::K8sAzureCluster, "v1beta1").unwrap());
     let ac = nodes.iter().find(|n| n.address.rtype == T::K8sAzureCluster).unwrap();
     let ac = azure_clusters.get(ac.attributes["name"].as_str().unwrap()).await.unwrap();
     assert_eq!(ac.data["status"]["ready"], true, "{:?}", ac.data);
@@ -125,10 +125,14 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     // The pool's Cluster is marked initialized, as OpenShift marks its own: it has no control
     // plane of its own, and CAPI watches its Nodes only once it is.
     let clusters: kube::Api<kube::api::DynamicObject> =
-        kube::Api::namespaced_with(client.clone(), &ns, &xcsp_kube::resource(T::K8sCluster).unwrap());
+        kube::Api::namespaced_with(client.clone(), &ns, &xcsp_kube::resource(T::K8sCluster, "v1beta2").unwrap());
     let cl = nodes.iter().find(|n| n.address.rtype == T::K8sCluster).unwrap();
     let cl = clusters.get(cl.attributes["name"].as_str().unwrap()).await.unwrap();
-    for conditions in [&cl.data["status"]["conditions"], &cl.data["status"]["v1beta2"]["conditions"]] {
+    // The sim serves CAPI 1.13's v1beta2 and prefers it, so the provider wrote and reads that:
+    // the v1beta2 conditions are the status's own, the v1beta1 ones deprecated.
+    assert_eq!(cl.types.as_ref().map(|t| t.api_version.as_str()), Some("cluster.x-k8s.io/v1beta2"));
+    assert_eq!(cl.data["spec"]["infrastructureRef"]["apiGroup"], "infrastructure.cluster.x-k8s.io", "{:?}", cl.data);
+    for conditions in [&cl.data["status"]["deprecated"]["v1beta1"]["conditions"], &cl.data["status"]["conditions"]] {
         let conditions = conditions.as_array().cloned().unwrap_or_default();
         assert!(
             conditions.iter().any(|c| c["type"] == "ControlPlaneInitialized" && c["status"] == "True"),
@@ -157,7 +161,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     // The copies xcsp makes from what the cluster holds: the pool's pointer ignition as CAPZ reads
     // bootstrap data, and a kubeconfig with the token the tokens controller issued.
     let secrets: kube::Api<kube::api::DynamicObject> =
-        kube::Api::namespaced_with(client.clone(), &ns, &xcsp_kube::resource(T::K8sUserDataSecret).unwrap());
+        kube::Api::namespaced_with(client.clone(), &ns, &xcsp_kube::resource(T::K8sUserDataSecret, "v1beta1").unwrap());
     let decoded = |s: &kube::api::DynamicObject, key: &str| {
         use base64::Engine as _;
         let b = base64::engine::general_purpose::STANDARD.decode(s.data["data"][key].as_str().unwrap()).unwrap();
@@ -223,7 +227,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     // meets the other manager's field and says so instead of taking it (never forced).
     let ms = made.iter().find(|o| o.address.rtype == T::K8sMachineSet).unwrap();
     let (ns, name) = ms.id.split_once('/').unwrap();
-    let ar = xcsp_kube::resource(T::K8sMachineSet).unwrap();
+    let ar = xcsp_kube::resource(T::K8sMachineSet, "v1beta2").unwrap();
     let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(client.clone(), ns, &ar);
     let by_hand = kube::api::PatchParams { field_manager: Some("kubectl-edit".into()), ..Default::default() };
     api.patch(name, &by_hand, &kube::api::Patch::Merge(json!({ "spec": { "replicas": 5 } }))).await.unwrap();
@@ -245,8 +249,11 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     // does not (refresh_known), so plan sees it and never plans a create.
     let amt = made.iter().find(|o| o.address.rtype == T::K8sAzureMachineTemplate).unwrap();
     let (amt_ns, amt_name) = amt.id.split_once('/').unwrap();
-    let amt_api: kube::Api<kube::api::DynamicObject> =
-        kube::Api::namespaced_with(client, amt_ns, &xcsp_kube::resource(T::K8sAzureMachineTemplate).unwrap());
+    let amt_api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        client,
+        amt_ns,
+        &xcsp_kube::resource(T::K8sAzureMachineTemplate, "v1beta1").unwrap(),
+    );
     let unlabel = json!({ "metadata": { "labels": { "xcsp.io/stack": null } } });
     amt_api.patch(amt_name, &by_hand, &kube::api::Patch::Merge(unlabel)).await.unwrap();
     assert!(kube.refresh(&stack, T::K8sAzureMachineTemplate).await.unwrap().is_empty());
@@ -271,7 +278,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     // A namespace that exists and is not this stack's is not taken over (destroy would delete it
     // with whatever is in it).
     let namespaces: kube::Api<kube::api::DynamicObject> =
-        kube::Api::all_with(amt_api.clone().into_client(), &xcsp_kube::resource(T::K8sNamespace).unwrap());
+        kube::Api::all_with(amt_api.clone().into_client(), &xcsp_kube::resource(T::K8sNamespace, "v1beta1").unwrap());
     let theirs: kube::api::DynamicObject = serde_json::from_value(
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "someone-elses", "labels": {"xcsp.io/stack": "other"}}}),
     )

@@ -129,6 +129,13 @@ impl Store {
             st["readyReplicas"] = json!(ready);
             st["availableReplicas"] = json!(ready);
             st["fullyLabeledReplicas"] = json!(owned.len());
+            // CAPI 1.13's own counters (`core/reconcilers/machineset/machineset_controller_status.go`
+            // `setReplicas`: Machines whose v1beta2 `Ready`, `Available` condition is true), which
+            // the v1beta1 API carries under `status.v1beta2` and v1beta2 shows as its own. The sim
+            // gives Machines no v1beta2 conditions; a Machine whose Node is Ready counts for both
+            // (a MachineSet's `minReadySeconds` is 0 here).
+            st["v1beta2"]["readyReplicas"] = json!(ready);
+            st["v1beta2"]["availableReplicas"] = json!(ready);
             st["observedGeneration"] = ms.value["metadata"]["generation"].clone();
             if let Some(sel) = selector_string(&ms.value["spec"]["selector"]) {
                 st["selector"] = json!(sel);

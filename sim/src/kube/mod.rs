@@ -5,6 +5,7 @@
 
 pub mod boot;
 pub mod capz;
+pub mod convert;
 pub mod fields;
 pub mod joins;
 pub mod kinds;
@@ -363,7 +364,34 @@ fn route(path: &str) -> Route {
 
 /// Answers one Kubernetes API request.
 pub async fn serve(sim: &Sim, method: Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Response {
-    let route = route(uri.path());
+    // CAPI's v1beta2: the request is taken as v1beta1, which the store holds, and the answer
+    // converted back ([`convert`]).
+    let v2_prefix = format!("/apis/{}/{}", kinds::CAPI, convert::V1BETA2);
+    let (path, v2) = match uri.path().strip_prefix(&v2_prefix) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            (format!("/apis/{}/v1beta1{rest}", kinds::CAPI), true)
+        }
+        _ => (uri.path().to_string(), false),
+    };
+    let route = route(&path);
+    let converted;
+    let body: &[u8] = if v2 && !body.is_empty() {
+        let ns = match &route {
+            Route::Collection { ns, .. } => ns.clone().unwrap_or_default(),
+            Route::Object { ns, .. } => ns.clone(),
+            _ => String::new(),
+        };
+        match serde_norway::from_slice::<Value>(body) {
+            Ok(mut v) => {
+                convert::down(&mut v, &ns);
+                converted = serde_json::to_vec(&v).unwrap_or_default();
+                &converted
+            }
+            Err(_) => body,
+        }
+    } else {
+        body
+    };
     let query: HashMap<String, String> =
         serde_urlencoded::from_str(uri.query().unwrap_or_default()).unwrap_or_default();
     let content_type = header(headers, "content-type").split(';').next().unwrap_or_default().trim().to_string();
@@ -398,13 +426,19 @@ pub async fn serve(sim: &Sim, method: Method, uri: &Uri, headers: &HeaderMap, bo
             if host.is_empty() { "127.0.0.1" } else { host },
         )
     };
-    let (status, body) = match result {
+    let (status, mut body) = match result {
         Ok(ok) => ok,
         Err(e) => {
             sim.world.count(|c| *c.errors.entry(e.reason.to_string()).or_default() += 1);
             (e.code, e.body())
         }
     };
+    if v2 {
+        convert::up(&mut body);
+        if body["kind"] == "APIResourceList" {
+            body["groupVersion"] = json!(format!("{}/{}", kinds::CAPI, convert::V1BETA2));
+        }
+    }
     sim.world.count(|c| *c.statuses.entry(status.as_u16()).or_default() += 1);
     (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
@@ -677,9 +711,15 @@ fn version() -> Value {
     })
 }
 
+/// A group's discovery: its versions, preferred first. CAPI's is served at `v1beta2` too, which
+/// CAPI 1.13's CRDs mark as the storage version and list first (the preferred version).
 fn api_group(name: &str, version: &str) -> Value {
-    let gv = json!({"groupVersion": format!("{name}/{version}"), "version": version});
-    json!({"kind": "APIGroup", "apiVersion": "v1", "name": name, "versions": [gv.clone()], "preferredVersion": gv})
+    let gv = |v: &str| json!({"groupVersion": format!("{name}/{v}"), "version": v});
+    let mut versions = vec![gv(version)];
+    if name == kinds::CAPI {
+        versions.insert(0, gv(convert::V1BETA2));
+    }
+    json!({"kind": "APIGroup", "apiVersion": "v1", "name": name, "preferredVersion": versions[0].clone(), "versions": versions})
 }
 
 /// An APIResourceList of a group version, with `status`/`scale` subresources.

@@ -282,4 +282,71 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
         assert!(Instant::now() < deadline, "the VM outlives its Machine");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+
+    // A Generation 1 image on a size that boots Generation 2 only: Compute refuses the VM, CAPZ's
+    // VM service says so on the AzureMachine and CAPI mirrors it on the Machine. The same size
+    // with the release's Generation 2 SKU gets its VM.
+    let templates = api(&client, capz, "AzureMachineTemplate", "azuremachinetemplates");
+    for (name, sku) in [("gen1", "aro_418"), ("gen2", "418-v2")] {
+        create(
+            &templates,
+            json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate", "metadata": {"name": name, "namespace": NS},
+                "spec": {"template": {"spec": {"vmSize": "Standard_ND96asr_v4",
+                    "image": {"marketplace": {"publisher": "azureopenshift", "offer": "aro4", "sku": sku, "version": "418.94.20250122"}},
+                    "osDisk": {"osType": "Linux", "diskSizeGB": 128, "managedDisk": {"storageAccountType": "Premium_LRS"}},
+                    "networkInterfaces": [{"subnetName": "pool"}]}}}}),
+        )
+        .await;
+        create(
+            &sets,
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineSet", "metadata": {"name": name, "namespace": NS},
+                "spec": {"clusterName": "c", "replicas": 1,
+                    "selector": {"matchLabels": {"cluster.x-k8s.io/set-name": name}},
+                    "template": {"metadata": {"labels": {"cluster.x-k8s.io/set-name": name}},
+                        "spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "boot"},
+                            "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate", "name": name}}}}}),
+        )
+        .await;
+    }
+    let of_set = |set: &'static str| {
+        let base = h.base.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let all: Value = reqwest::get(format!("{base}/_sim/machines")).await.unwrap().json().await.unwrap();
+                let found = all["machines"].as_array().into_iter().flatten().find(|m| m["machine_set"] == set).cloned();
+                if let Some(m) = found.filter(|m| m["held_at"] != "cluster") {
+                    return m;
+                }
+                assert!(Instant::now() < deadline, "no Machine of {set}: {all}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let gen1 = of_set("gen1").await;
+    assert_eq!(gen1["held_at"], "vm", "{gen1}");
+    let said = gen1["message"].as_str().unwrap();
+    assert!(
+        said.starts_with("virtualmachine failed to create or update. err: ")
+            && said.contains(
+                "BadRequest: The selected VM size 'Standard_ND96asr_v4' cannot boot Hypervisor Generation '1'."
+            ),
+        "{gen1}"
+    );
+    let on_it = machines.get(gen1["name"].as_str().unwrap()).await.unwrap();
+    let infra = on_it.data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "InfrastructureReady")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (&infra["status"], &infra["reason"], &infra["severity"]),
+        (&json!("False"), &json!("Failed"), &json!("Error"))
+    );
+    assert!(infra["message"].as_str().unwrap().contains("cannot boot Hypervisor Generation '1'"), "{infra}");
+    assert!(on_it.data["spec"]["providerID"].is_null(), "no VM, no provider ID: {on_it:?}");
+    let gen2 = of_set("gen2").await;
+    assert_eq!(gen2["held_at"], "dns", "the Generation 2 SKU boots: {gen2}");
 }

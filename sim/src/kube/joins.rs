@@ -412,6 +412,26 @@ pub fn machine_conditions(
     held: &Held,
     machine: &Value,
     node_ready: Option<bool>,
+) -> Vec<(&'static str, bool, &'static str, String)> {
+    machine_conditions_no_message(held, machine, node_ready)
+        .into_iter()
+        .map(|(kind, ok, reason)| {
+            // CAPZ's VM service failed: the AzureMachine's `VMRunning` is False, `Failed`, with
+            // the error as its message (`UpdatePutStatus`), and CAPI mirrors the AzureMachine's
+            // `Ready` (their summary) as `InfrastructureReady`, message and all.
+            let message = if reason == "Failed" { held.message.clone() } else { String::new() };
+            (kind, ok, reason, message)
+        })
+        .collect()
+}
+
+/// The message CAPZ's VM service gives a failed create (`UpdatePutStatus`).
+pub const VM_FAILED: &str = "virtualmachine failed to create or update. err: ";
+
+fn machine_conditions_no_message(
+    held: &Held,
+    machine: &Value,
+    node_ready: Option<bool>,
 ) -> Vec<(&'static str, bool, &'static str)> {
     let bootstrap = machine["spec"]["bootstrap"]["dataSecretName"].as_str().is_some_and(|s| !s.is_empty());
     if let Some(ready) = node_ready {
@@ -435,6 +455,7 @@ pub fn machine_conditions(
     let infra_reason = match held.step {
         "infrastructure" => "WaitingForClusterInfrastructure",
         "bootstrap_data" => "WaitingForBootstrapData",
+        "vm" if held.message.starts_with(VM_FAILED) => "Failed",
         _ => "WaitingForInfrastructure",
     };
     vec![

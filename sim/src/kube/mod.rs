@@ -206,7 +206,7 @@ impl Kube {
             let old = obj.value["status"]["conditions"].as_array().cloned().unwrap_or_default();
             let conditions: Vec<Value> = joins::machine_conditions(&held, &obj.value, node.as_ref().map(|n| n.2))
                 .into_iter()
-                .map(|(kind, ok, reason)| {
+                .map(|(kind, ok, reason, message)| {
                     let status = if ok { "True" } else { "False" };
                     let since = old
                         .iter()
@@ -218,7 +218,10 @@ impl Kube {
                     let mut c = json!({"type": kind, "status": status, "lastTransitionTime": since});
                     if !ok {
                         c["reason"] = json!(reason);
-                        c["severity"] = json!("Info");
+                        c["severity"] = json!(if message.is_empty() { "Info" } else { "Error" });
+                    }
+                    if !message.is_empty() {
+                        c["message"] = json!(message);
                     }
                     c
                 })

@@ -348,8 +348,18 @@ pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
     let condition = m.not_true.first().map(|(t, r, msg)| format!("; CAPI/CAPZ say {t}: {r} {msg}")).unwrap_or_default();
     let rules = h.failing("SecurityGroupRulesInPlace");
     let token = h.failing("TokenExchangeAccepted");
+    let pending = m.csr.as_ref().filter(|c| c.state != "Approved");
     Some(if let Some(token) = token.filter(|_| m.provider_id.is_none()) {
         format!("no Node: CAPZ gets no Azure token, so it makes no VM: {}{condition}", token.message)
+    } else if let Some(csr) = pending {
+        // The kubelet reached the API (it asked for its certificate): what holds it is the request.
+        format!(
+            "no Node: its kubelet's certificate signing request {} is {}{}: OpenShift approves the nodes of Cluster API Machines only with its machine-approver-capi (TechPreviewNoUpgrade); `oc adm certificate approve {}` lets it register",
+            csr.name,
+            csr.state,
+            csr.created.as_ref().map(|t| format!(" since {t}")).unwrap_or_default(),
+            csr.name
+        )
     } else if !h.healthy() {
         format!(
             "no Node: the link is down ({} of {} tunnels up), so its VM cannot reach the cluster{condition}",

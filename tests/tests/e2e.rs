@@ -1096,7 +1096,25 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     );
     let victim = held[0]["name"].as_str().unwrap().to_string();
     let held = replaced_and_held(&clouds, Some(&victim), "csr");
-    assert!(held[0]["message"].as_str().unwrap().contains("certificate signing request stays Pending"), "{held:#?}");
+    let said = held[0]["message"].as_str().unwrap();
+    assert!(said.contains("stays Pending"), "{held:#?}");
+    let csr = said.split_whitespace().find(|w| w.starts_with("csr-")).expect("the request's name").to_string();
+    let found = clouds.kube_get(&format!("/apis/certificates.k8s.io/v1/certificatesigningrequests/{csr}"));
+    assert_eq!(found["spec"]["signerName"], "kubernetes.io/kube-apiserver-client-kubelet", "{found}");
+    let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
+    let cause = format!("no Node: its kubelet's certificate signing request {csr} is Pending since ");
+    assert_eq!(text.matches(&cause).count(), 1, "{text}");
+    // Approved by hand, as `oc adm certificate approve` does (the approval subresource): the
+    // Node registers without the approver.
+    let approval = serde_json::json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": csr}, "status": {"conditions": [{"type": "Approved", "status": "True",
+            "reason": "KubectlApprove", "message": "This CSR was approved by kubectl certificate approve."}]}});
+    clouds.kube_request(
+        "PUT",
+        &format!("/apis/certificates.k8s.io/v1/certificatesigningrequests/{csr}/approval"),
+        Some(("application/json", &approval.to_string())),
+    );
+    joined(&clouds, 2);
     let mut restored = saved.clone();
     for k in ["resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"] {
         restored["metadata"].as_object_mut().unwrap().remove(k);

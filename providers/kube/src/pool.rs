@@ -23,6 +23,45 @@ pub struct Machine {
     /// Conditions that are not `True`: type, reason and message.
     pub not_true: Vec<(String, String, String)>,
     pub node: Option<Node>,
+    /// Its kubelet's client certificate signing request, while it has no Node.
+    pub csr: Option<Csr>,
+}
+
+/// A kubelet's certificate signing request, found by the node name in its subject.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Csr {
+    pub name: String,
+    /// `Pending`, `Approved` or `Denied` (or `Failed`), from its conditions.
+    pub state: String,
+    pub created: Option<String>,
+}
+
+/// The signer of kubelets' client certificates (k8s.io/api `certificates/v1`).
+const KUBELET_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+
+/// The node a kubelet's CSR is for: its PKCS#10 subject's `CN=system:node:<name>`, as the node
+/// authorizer and OpenShift's machine approver read it (openshift/cluster-machine-approver
+/// `pkg/controller/csr_check.go`).
+fn csr_node(csr: &DynamicObject) -> Option<String> {
+    use base64::Engine as _;
+    let pem = base64::engine::general_purpose::STANDARD.decode(csr.data["spec"]["request"].as_str()?).ok()?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).ok()?;
+    let (_, req) =
+        <x509_parser::certification_request::X509CertificationRequest as x509_parser::prelude::FromDer<_>>::from_der(
+            &pem.contents,
+        )
+        .ok()?;
+    let cn = req.certification_request_info.subject.iter_common_name().next()?.as_str().ok()?;
+    cn.strip_prefix("system:node:").map(String::from)
+}
+
+fn csr_state(csr: &DynamicObject) -> String {
+    let conditions = csr.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    ["Denied", "Failed", "Approved"]
+        .into_iter()
+        .find(|t| conditions.iter().any(|c| c["type"] == *t && c["status"] != "False"))
+        .unwrap_or("Pending")
+        .to_string()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -43,6 +82,20 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
     let nodes: Api<DynamicObject> = Api::all_with(client.clone(), &resource("", "v1", "Node", "nodes"));
     let nodes = nodes.list(&ListParams::default()).await.map_err(|e| format!("cannot list the Nodes: {e}"))?.items;
     let version = crate::provider::capi_version(&client).await;
+    // Kubelets' client certificate requests, newest last (none readable: none shown).
+    let csrs: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests"),
+    );
+    let mut csrs: Vec<DynamicObject> = csrs
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.data["spec"]["signerName"] == KUBELET_SIGNER)
+        .collect();
+    csrs.sort_by_key(|c| c.metadata.creation_timestamp.as_ref().map(|t| t.0));
     let mut out = Vec::new();
     for (ns, set) in machine_sets {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &crate::provider::machines(version));
@@ -76,6 +129,26 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
                     (s("type"), s("reason"), s("message"))
                 })
                 .collect();
+            // The node name OpenShift's approver matches: the Machine's `InternalDNS` address
+            // (CAPZ's, the VM's name), else the Machine's name.
+            let node_name = status["addresses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|a| a["type"] == "InternalDNS")
+                .and_then(|a| a["address"].as_str())
+                .map(String::from)
+                .or_else(|| m.metadata.name.clone())
+                .unwrap_or_default();
+            let csr = node
+                .is_none()
+                .then(|| csrs.iter().rev().find(|c| csr_node(c).as_deref() == Some(node_name.as_str())))
+                .flatten()
+                .map(|c| Csr {
+                    name: c.metadata.name.clone().unwrap_or_default(),
+                    state: csr_state(c),
+                    created: c.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+                });
             out.push(Machine {
                 namespace: ns.clone(),
                 name: m.metadata.name.clone().unwrap_or_default(),
@@ -85,6 +158,7 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
                 created: m.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
                 not_true,
                 node,
+                csr,
             });
         }
     }

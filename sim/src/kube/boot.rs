@@ -436,8 +436,12 @@ pub fn advance(
                 node: None,
             };
         }
-        if let Err(h) = csr_approved(s, &reg.node_name) {
-            return Progress { held: h, node: None };
+        let (csr, approved) = kubelet_csr(s, &reg.node_name, &stamp, world);
+        if !approved {
+            match csr_approved(s, &reg.node_name, &csr) {
+                Ok(()) => approve(s, &csr, &stamp),
+                Err(h) => return Progress { held: h, node: None },
+            }
         }
         if s.value("", "nodes", "", &reg.node_name).is_none() {
             let kind = super::kinds::Kind::served("", "nodes").expect("nodes served");
@@ -476,7 +480,7 @@ pub fn advance(
 /// `FindMatchingMachineFromInternalDNS`, `manifests/04-deployment-capi.yaml`; CAPZ gives a VM's
 /// Machine the address `InternalDNS` = the VM's name, `azure/services/virtualmachines`
 /// `getAddresses`). Without it the request stays Pending and no Node registers.
-fn csr_approved(s: &Store, node_name: &str) -> Result<(), Held> {
+fn csr_approved(s: &Store, node_name: &str, csr: &str) -> Result<(), Held> {
     use super::openshift::{MACHINE_APPROVER_CAPI, MACHINE_APPROVER_NAMESPACE};
     let at = |message: String| {
         held(
@@ -487,7 +491,7 @@ fn csr_approved(s: &Store, node_name: &str) -> Result<(), Held> {
     };
     if s.value("apps", "deployments", MACHINE_APPROVER_NAMESPACE, MACHINE_APPROVER_CAPI).is_none() {
         return Err(at(format!(
-            "the kubelet's certificate signing request stays Pending: no machine approver for Cluster API Machines runs (Deployment {MACHINE_APPROVER_NAMESPACE}/{MACHINE_APPROVER_CAPI}, deployed only with the TechPreviewNoUpgrade feature set); `oc adm certificate approve` would let it register"
+            "the kubelet's certificate signing request {csr} stays Pending: no machine approver for Cluster API Machines runs (Deployment {MACHINE_APPROVER_NAMESPACE}/{MACHINE_APPROVER_CAPI}, deployed only with the TechPreviewNoUpgrade feature set); `oc adm certificate approve {csr}` would let it register"
         )));
     }
     let known = s.objects.iter().filter(|(k, _)| k.0 == "cluster.x-k8s.io" && k.1 == "machines").any(|(_, o)| {
@@ -500,10 +504,84 @@ fn csr_approved(s: &Store, node_name: &str) -> Result<(), Held> {
     });
     if !known {
         return Err(at(format!(
-            "the kubelet's certificate signing request for node {node_name} stays Pending: no Machine has the address InternalDNS {node_name}, so the machine approver does not approve it"
+            "the kubelet's certificate signing request {csr} for node {node_name} stays Pending: no Machine has the address InternalDNS {node_name}, so the machine approver does not approve it"
         )));
     }
     Ok(())
+}
+
+/// The signer of a kubelet's client certificate, and the account the bootstrap kubeconfig
+/// OpenShift's machine config gives the kubelet (k8s.io/api `certificates/v1`
+/// `KubeAPIServerClientKubeletSignerName`; openshift/cluster-machine-approver
+/// `pkg/controller/csr_check.go` `nodeBootstrapperUsername`).
+const KUBELET_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+const NODE_BOOTSTRAPPER: &str = "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper";
+
+/// The kubelet's bootstrap CertificateSigningRequest for `node_name`, made on its first need (and
+/// again if someone deleted it): cluster-scoped, named `csr-` and five characters as
+/// `generateName` gives, for the client signer, asked by the node bootstrapper, with a real
+/// PKCS#10 request for `CN=system:node:<node>, O=system:nodes` on a fresh ECDSA P-256 key (what
+/// the kubelet's certificate manager sends, `pkg/kubelet/certificate`). Its name, and whether it
+/// is approved (a `True` `Approved` condition: the machine approver's, or `oc adm certificate
+/// approve`'s through the `approval` subresource).
+fn kubelet_csr(s: &mut Store, node_name: &str, stamp: &str, world: &crate::world::World) -> (String, bool) {
+    let kind =
+        super::kinds::Kind::served(super::kinds::CERTIFICATES, "certificatesigningrequests").expect("csr served");
+    if let Some(name) = s.csrs.get(node_name).cloned()
+        && let Some(csr) = s.value(super::kinds::CERTIFICATES, "certificatesigningrequests", "", &name)
+    {
+        let approved = csr["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Approved" && c["status"] == "True"));
+        return (name, approved);
+    }
+    let request = (|| {
+        let key = rcgen::KeyPair::generate().ok()?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).ok()?;
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params.distinguished_name.push(rcgen::DnType::CommonName, format!("system:node:{node_name}"));
+        params.distinguished_name.push(rcgen::DnType::OrganizationName, "system:nodes");
+        params.serialize_request(&key).ok()?.pem().ok()
+    })()
+    .unwrap_or_default();
+    use base64::Engine as _;
+    let suffix: String =
+        uuid::Uuid::new_v4().simple().to_string().chars().filter(char::is_ascii_lowercase).take(5).collect();
+    let name = format!("csr-{suffix:x<5}");
+    let csr = json!({
+        "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": name, "generateName": "csr-", "creationTimestamp": stamp},
+        "spec": {
+            "request": base64::engine::general_purpose::STANDARD.encode(request),
+            "signerName": KUBELET_SIGNER,
+            "usages": ["digital signature", "client auth"],
+            "username": NODE_BOOTSTRAPPER,
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:openshift-machine-config-operator", "system:authenticated"],
+        },
+        "status": {},
+    });
+    s.insert_new(kind, csr, Vec::new(), world);
+    s.csrs.insert(node_name.to_string(), name.clone());
+    (name, false)
+}
+
+/// The machine approver's approval (openshift/cluster-machine-approver `pkg/controller/controller.go`
+/// `approve`: condition `Approved`, reason `NodeCSRApprove`, its message). Issuing the
+/// certificate (kube-controller-manager's `csrsigning`) is not emulated.
+fn approve(s: &mut Store, csr: &str, stamp: &str) {
+    let key = super::store::key(
+        super::kinds::Kind::served(super::kinds::CERTIFICATES, "certificatesigningrequests").expect("csr served"),
+        "",
+        csr,
+    );
+    if let Some(mut obj) = s.objects.get(&key).cloned() {
+        obj.value["status"]["conditions"] = json!([{
+            "type": "Approved", "status": "True", "reason": "NodeCSRApprove",
+            "message": "This CSR was approved by the Node CSR Approver (cluster-machine-approver)",
+            "lastUpdateTime": stamp, "lastTransitionTime": stamp,
+        }]);
+        s.store(obj);
+    }
 }
 
 /// A registered Node: CAPI matches it to the Machine only when the provider IDs are the same

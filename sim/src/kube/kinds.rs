@@ -109,6 +109,15 @@ pub const KINDS: &[Kind] = &[
         short_names: &["mc"],
         ..core("MachineConfig", "machineconfigs", "machineconfig", &[])
     },
+    // A kubelet's certificate signing requests (Kubernetes `certificates.k8s.io/v1`), which the
+    // booting VMs make ([`super::boot`]); `approval` is written like `status`.
+    Kind {
+        group: CERTIFICATES,
+        namespaced: false,
+        status: true,
+        short_names: &["csr"],
+        ..core("CertificateSigningRequest", "certificatesigningrequests", "certificatesigningrequest", &[])
+    },
     // RBAC (Kubernetes `rbac.authorization.k8s.io/v1`): stored and served; the API authorizes
     // nothing by them (sim/README.md, "Not held yet").
     Kind { group: RBAC, namespaced: false, ..core("ClusterRole", "clusterroles", "clusterrole", &[]) },
@@ -123,6 +132,7 @@ pub const APPS: &str = "apps";
 pub const OPENSHIFT_CONFIG: &str = "config.openshift.io";
 pub const MACHINECONFIGURATION: &str = "machineconfiguration.openshift.io";
 pub const RBAC: &str = "rbac.authorization.k8s.io";
+pub const CERTIFICATES: &str = "certificates.k8s.io";
 
 /// The served API groups (other than core) with their one version.
 pub const GROUPS: &[(&str, &str)] = &[
@@ -132,6 +142,7 @@ pub const GROUPS: &[(&str, &str)] = &[
     (OPENSHIFT_CONFIG, "v1"),
     (MACHINECONFIGURATION, "v1"),
     (RBAC, "v1"),
+    (CERTIFICATES, "v1"),
 ];
 
 impl Kind {

@@ -160,6 +160,7 @@ impl Kube {
             s.boots.remove(&vm);
             s.kubelets.retain(|(v, _), _| *v != vm);
             s.heartbeats.remove(&node);
+            s.csrs.remove(&node);
             let key = store::key(kinds::Kind::served("", "nodes").expect("nodes served"), "", &node);
             if s.objects.contains_key(&key) {
                 s.remove(&key, world);
@@ -606,7 +607,10 @@ fn subresource(
 ) -> store::Answer {
     let resource = kind.resource();
     let k = store::key(kind, ns, name);
-    let served = (sub == "status" && kind.status) || (sub == "scale" && kind.scale);
+    // A CSR's `approval` takes the conditions as `status` takes the status (the API server's
+    // approval subresource updates only `status.conditions`).
+    let approval = sub == "approval" && kind.kind == "CertificateSigningRequest";
+    let served = (sub == "status" && kind.status) || (sub == "scale" && kind.scale) || approval;
     if !served {
         return Err(not_served());
     }
@@ -616,7 +620,7 @@ fn subresource(
     {
         return Err(method_not_allowed());
     }
-    if sub == "status" {
+    if sub == "status" || approval {
         if *method == Method::GET {
             return Ok((StatusCode::OK, obj.render()));
         }

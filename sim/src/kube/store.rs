@@ -111,6 +111,8 @@ pub struct Store {
     pub registered: BTreeMap<String, String>,
     /// Node name -> when its kubelet last posted status (the sim's last look with the path up).
     pub heartbeats: BTreeMap<String, Instant>,
+    /// Node name -> the name of its kubelet's bootstrap CertificateSigningRequest.
+    pub csrs: BTreeMap<String, String>,
 }
 
 /// An answer: HTTP status and body.
@@ -130,6 +132,7 @@ impl Store {
             kubelets: BTreeMap::new(),
             registered: BTreeMap::new(),
             heartbeats: BTreeMap::new(),
+            csrs: BTreeMap::new(),
         };
         for name in DEFAULT_NAMESPACES {
             s.add_namespace(name, world);

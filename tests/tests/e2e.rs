@@ -691,6 +691,127 @@ fn apply_killed_at_five_points_converges_without_twins() {
     assert_eq!(clouds.arm_count(), 0);
 }
 
+/// Kills chosen by what is in flight, not by counts: the Azure VPN gateway's long-running create
+/// (checked running in ARM at the kill), the instant an Azure create was answered, and a
+/// Kubernetes apply. Each time the child is still running when killed. The next apply completes,
+/// and every cloud resource and Kubernetes object is one state record and back (by id, so a twin
+/// or a record without its resource shows).
+#[test]
+fn apply_killed_while_work_is_in_flight_leaves_each_resource_once_in_state() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let started = |a: &str| {
+        let a = a.to_string();
+        move |e: &serde_json::Value| e["event"] == "started" && e["address"].as_str().is_some_and(|x| x.starts_with(&a))
+    };
+    // The gateway's create running: ARM still says so when the apply dies.
+    kill_when(&clouds, state, started("azure_virtual_network_gateway.link"), Duration::from_millis(800));
+    let gateway = clouds.arm_resources().into_iter().find(|id| id.contains("/virtualNetworkGateways/")).expect("made");
+    let body = clouds.get(&format!("/_sim/resource?id={gateway}"));
+    assert_ne!(body["properties"]["provisioningState"], "Succeeded", "the LRO was in flight: {body}");
+    // An Azure create answered, its record not yet written (or just written).
+    kill_when(
+        &clouds,
+        state,
+        |e: &serde_json::Value| {
+            e["event"] == "finished" && e["address"].as_str().is_some_and(|a| a.starts_with("azure_"))
+        },
+        Duration::ZERO,
+    );
+    // A Kubernetes apply.
+    kill_when(&clouds, state, started("k8s_"), Duration::ZERO);
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_whole(&clouds, state);
+    assert_one_to_one(&clouds, state);
+    joined(&clouds, 2);
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+    assert_eq!(clouds.arm_count(), 0);
+}
+
+/// Runs `xcsp apply --json` until an event matches `when`, waits `linger`, checks the child is
+/// still running, kills it (SIGKILL) and clears its lock as an operator would.
+fn kill_when(clouds: &Clouds, state: &Path, when: impl Fn(&serde_json::Value) -> bool, linger: Duration) {
+    let mut child = clouds
+        .xcsp(state)
+        .args(["apply", "--auto-approve", "--json"])
+        .arg(il5())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut matched = None;
+    while let Some(Ok(line)) = lines.next() {
+        let Ok(e) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+        if when(&e) {
+            matched = Some(e);
+            break;
+        }
+    }
+    let matched = matched.expect("the apply reached the chosen instant");
+    std::thread::sleep(linger);
+    assert!(child.try_wait().unwrap().is_none(), "the apply was still running at {matched}");
+    let _ = child.kill();
+    let _ = child.wait();
+    if state.join("state.lock").exists() {
+        clouds.force_unlock(state);
+    }
+}
+
+/// Every resource xcsp made, in each cloud and the cluster, is exactly one state record, and
+/// every record names one that exists: compared by id, so a twin or an orphan shows.
+fn assert_one_to_one(clouds: &Clouds, state: &Path) {
+    let r = recorded(state);
+    let records: Vec<(&String, &serde_json::Value)> = r["resources"].as_object().unwrap().iter().collect();
+    let ids = |prefixes: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = records
+            .iter()
+            .filter(|(a, _)| prefixes.iter().any(|p| a.starts_with(p)))
+            .filter_map(|(_, rec)| rec["id"].as_str().map(|i| i.to_ascii_lowercase()))
+            .collect();
+        v.sort();
+        v
+    };
+    let mut arm: Vec<String> = clouds
+        .arm_resources()
+        .into_iter()
+        .filter(|id| !id.contains("/Microsoft.Compute/virtualMachines/") && !id.contains("/networkInterfaces/"))
+        .map(|id| id.to_ascii_lowercase())
+        .collect();
+    arm.sort();
+    let azure: Vec<String> = ids(&["azure_"]).into_iter().filter(|i| !i.ends_with("/dnsservers")).collect();
+    assert_eq!(arm, azure, "ARM against state");
+    assert!(arm.len() >= 20, "the stack's Azure resources are all there: {arm:#?}");
+    let ec2 = |action: &str, tag: &str| -> Vec<String> {
+        let text = clouds.ec2(action);
+        let mut v: Vec<String> =
+            text.split(&format!("<{tag}>")).skip(1).filter_map(|s| s.split('<').next()).map(String::from).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    for (action, tag, rtype) in [
+        ("DescribeVpnGateways", "vpnGatewayId", "aws_vpn_gateway."),
+        ("DescribeCustomerGateways", "customerGatewayId", "aws_customer_gateway."),
+        ("DescribeVpnConnections", "vpnConnectionId", "aws_vpn_connection."),
+    ] {
+        let live = ec2(action, tag);
+        assert!(!live.is_empty(), "{action}");
+        assert_eq!(live, ids(&[rtype]), "{action} against state");
+    }
+    let mut kube: Vec<String> = clouds
+        .kube_objects()
+        .into_iter()
+        .map(|(_, name)| format!("xcsp-il5-gpu/{name}").to_ascii_lowercase())
+        .collect();
+    kube.sort();
+    let in_ns: Vec<String> = ids(&["k8s_"]).into_iter().filter(|i| i.starts_with("xcsp-il5-gpu/")).collect();
+    assert_eq!(kube, in_ns, "the pool's namespace against state");
+    assert!(kube.len() >= 8, "the pool's objects are all there: {kube:#?}");
+}
+
 #[test]
 fn apply_converges_through_throttling_and_server_errors_on_both_clouds() {
     let clouds = Clouds::start();

@@ -60,6 +60,8 @@ pub struct Health {
     pub links: Vec<Named>,
     /// Per workload identity, whether Entra would take CAPZ's token (when the cluster was read).
     pub identities: Vec<Named>,
+    /// Per worker pool, its subnet's network security group against the spec.
+    pub pools: Vec<Named>,
     /// Tunnels up on both sides, of those the spec's IPsec links have.
     pub up: usize,
     pub expected: usize,
@@ -75,6 +77,7 @@ impl Health {
         self.links
             .iter()
             .chain(&self.identities)
+            .chain(&self.pools)
             .flat_map(|l| &l.conditions)
             .find(|c| c.kind == kind && c.status == "False")
     }
@@ -186,7 +189,7 @@ pub fn health(model: &Model, state: &State) -> Health {
         .collect();
     let expected = ipsec.len() * topology::TUNNELS;
     let up = tunnels.iter().filter(|t| t.up && ipsec.contains(&t.link.as_str())).count();
-    Health { tunnels, links, identities: Vec::new(), up, expected, machines: Vec::new() }
+    Health { tunnels, links, identities: Vec::new(), pools: Vec::new(), up, expected, machines: Vec::new() }
 }
 
 /// `TokenExchangeAccepted`, per federated credential refresh read from Azure: would Entra take
@@ -238,6 +241,52 @@ pub fn identities(state: &State, survey: &xcsp_kube::Survey) -> Vec<Named> {
                 }
             };
             Named { name: a.name.clone(), conditions: vec![condition] }
+        })
+        .collect()
+}
+
+/// `NetworkSecurityGroupInPlace`, per pool: the rules of the network security group on its
+/// subnet, as refresh read them, are the spec's. The VMs' traffic to the cluster leaves through
+/// it, and a rule added by hand (an outbound Deny) keeps machines from reaching the
+/// machine-config server and the API; plan shows the difference and apply restores the rules.
+pub fn pools(graph: &xcsp_plans::ResourceGraph, state: &State) -> Vec<Named> {
+    graph
+        .nodes()
+        .filter(|n| n.address.rtype == ResourceType::AzureNetworkSecurityGroup)
+        .map(|n| {
+            let wanted = n.attributes.get("rules");
+            let condition = match state.resources.get(&n.address).filter(|r| r.id.is_some()) {
+                None => Condition {
+                    kind: "NetworkSecurityGroupInPlace",
+                    status: "False",
+                    reason: "NotCreated".into(),
+                    message: format!("{} is not recorded: run `xcsp apply`", n.address),
+                },
+                Some(r) if r.attributes.get("rules") == wanted => Condition {
+                    kind: "NetworkSecurityGroupInPlace",
+                    status: "True",
+                    reason: "RulesAsSpecified".into(),
+                    message: format!("{} has the spec's rules", n.address),
+                },
+                Some(r) => {
+                    let count = |v: Option<&Value>| match v {
+                        Some(Value::List(l)) => l.len(),
+                        _ => 0,
+                    };
+                    Condition {
+                        kind: "NetworkSecurityGroupInPlace",
+                        status: "False",
+                        reason: "RulesDiffer".into(),
+                        message: format!(
+                            "{} has {} rules, the spec {}: `xcsp plan` shows how they differ, `xcsp apply` restores them",
+                            n.address,
+                            count(r.attributes.get("rules")),
+                            count(wanted)
+                        ),
+                    }
+                }
+            };
+            Named { name: n.address.name.clone(), conditions: vec![condition] }
         })
         .collect()
 }
@@ -360,6 +409,11 @@ pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
             csr.created.as_ref().map(|t| format!(" since {t}")).unwrap_or_default(),
             csr.name
         )
+    } else if let Some(nsg) = h.failing("NetworkSecurityGroupInPlace").filter(|_| m.provider_id.is_some()) {
+        format!(
+            "no Node: the network security group of its subnet differs from the spec ({}), and its VM's traffic to the cluster passes it{condition}",
+            nsg.message
+        )
     } else if !h.healthy() {
         format!(
             "no Node: the link is down ({} of {} tunnels up), so its VM cannot reach the cluster{condition}",
@@ -435,7 +489,7 @@ pub fn render(h: &Health) -> String {
             }
         }
     }
-    for (what, list) in [("link", &h.links), ("identity", &h.identities)] {
+    for (what, list) in [("link", &h.links), ("identity", &h.identities), ("pool", &h.pools)] {
         for l in list {
             for c in &l.conditions {
                 out += &format!("{what} {}: {}={} ({}): {}\n", l.name, c.kind, c.status, c.reason, c.message);

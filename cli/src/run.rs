@@ -413,6 +413,7 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
     }
     drop(guard);
     let mut health = crate::health::health(&l.model, &state);
+    health.pools = crate::health::pools(&l.graph, &state);
     // The pool's machines, when state records MachineSets and the cluster can be read.
     let sets: Vec<(String, String)> = state
         .resources

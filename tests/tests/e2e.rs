@@ -293,6 +293,14 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     assert_eq!(sets.len(), 2, "{status}");
     let text = ok(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
     assert_eq!(text.matches(" True since ").count(), 2, "{text}");
+    for healthy in [
+        "pool gpu: NetworkSecurityGroupInPlace=True",
+        "identity capz: TokenExchangeAccepted=True",
+        "DnsOverLink=True",
+        "SecurityGroupRulesInPlace=True",
+    ] {
+        assert!(text.contains(healthy), "{healthy}: {text}");
+    }
     // The Nodes as the cluster has them: labelled by the pool's kubelet labels, with the Azure VM's
     // provider ID, and still tainted uninitialized (no cloud controller manager on an AWS cluster
     // initializes an Azure node).
@@ -1247,6 +1255,41 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
         Some(("application/json", &body)),
     );
     assert_eq!(made["metadata"]["name"], "machine-approver-capi", "{made}");
+    joined(&clouds, 2);
+
+    // The Azure half of the path: an outbound Deny added by hand to the network security group on
+    // the pool's subnet. The next replacement cannot reach the machine-config server; status
+    // names the group, plan shows the rule as drift, and apply takes it out.
+    let resources = recorded(state)["resources"].clone();
+    let (nsg_address, nsg) = resources
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(a, _)| a.starts_with("azure_network_security_group."))
+        .map(|(a, r)| (a.clone(), r["id"].as_str().unwrap().to_string()))
+        .expect("the pool's network security group");
+    let said = clouds.arm_put(
+        &format!("{nsg}/securityRules/deny-cluster"),
+        &serde_json::json!({"properties": {"protocol": "Tcp", "sourceAddressPrefix": "*", "sourcePortRange": "*",
+            "destinationAddressPrefix": "10.0.0.0/16", "destinationPortRange": "22623", "access": "Deny",
+            "priority": 100, "direction": "Outbound", "description": "blocked by hand"}}),
+    );
+    assert!(said.contains("deny-cluster"), "{said}");
+    let victim = joined(&clouds, 2)[0]["name"].as_str().unwrap().to_string();
+    let held = replaced_and_held(&clouds, Some(&victim), "api_path");
+    let said = held[0]["message"].as_str().unwrap();
+    assert!(said.contains("denies Tcp 22623 out to 10.0.0.") && said.contains("blocked by hand"), "{said}");
+    let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
+    assert!(text.contains("NetworkSecurityGroupInPlace=False"), "{text}");
+    assert_eq!(
+        text.matches("no Node: the network security group of its subnet differs from the spec").count(),
+        1,
+        "{text}"
+    );
+    let (code, said) = plan(&clouds, state);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains(&format!("~ {nsg_address} will be updated in place")), "{said}");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     joined(&clouds, 2);
 
     // A pool config whose unit writes another provider ID (a bug of the kind the lower-casing

@@ -213,6 +213,13 @@ fn dns(azure_cluster: &Value, source: Option<&str>, azure: &Azure, machine: &str
                 "no tunnel to {} (the Resolver endpoint {} at {ip}) is UP: the query goes nowhere",
                 e.vpc_id, e.id
             )),
+            Some(_)
+                if let Err(why) = ip
+                    .parse()
+                    .map_or(Ok(()), |dest| super::boot::nsg_allows(azure.store, machine, "Udp", 53, dest)) =>
+            {
+                Some(why)
+            }
             Some(e) if !subnet.is_some_and(|s| e.admits_dns_from(&s)) => Some(format!(
                 "the security groups of the Resolver endpoint {} let no DNS (UDP 53) in from the VM's subnet {}",
                 e.id,

@@ -291,6 +291,45 @@ pub fn pools(graph: &xcsp_plans::ResourceGraph, state: &State) -> Vec<Named> {
         .collect()
 }
 
+/// `RoleAssignmentsInPlace`, per workload identity: the role assignments xcsp makes for it (its
+/// role on the resource group, and the VM-SKU list at the subscription, which CAPZ calls for every
+/// machine) are there, as refresh read them by id. Without one, CAPZ's calls at that scope are
+/// refused (`AuthorizationFailed`), which CAPZ reports only in its log, and no VM is made.
+pub fn roles(model: &Model, state: &State) -> Vec<Named> {
+    model
+        .identities
+        .iter()
+        .map(|id| {
+            let name = &id.name.value;
+            let missing: Vec<String> = [name.clone(), format!("{name}-skus")]
+                .into_iter()
+                .map(|n| Address::new(ResourceType::AzureRoleAssignment, &n))
+                .filter(|a| state.resources.get(a).is_none_or(|r| r.id.is_none()))
+                .map(|a| a.to_string())
+                .collect();
+            let condition = if missing.is_empty() {
+                Condition {
+                    kind: "RoleAssignmentsInPlace",
+                    status: "True",
+                    reason: "Assigned".into(),
+                    message: "its role on the resource group and the VM-SKU list at the subscription are assigned".into(),
+                }
+            } else {
+                Condition {
+                    kind: "RoleAssignmentsInPlace",
+                    status: "False",
+                    reason: "AssignmentMissing".into(),
+                    message: format!(
+                        "{} not there: CAPZ's Azure calls at its scope are refused (AuthorizationFailed); `xcsp apply` assigns it again",
+                        missing.join(", ")
+                    ),
+                }
+            };
+            Named { name: name.clone(), conditions: vec![condition] }
+        })
+        .collect()
+}
+
 /// The link's resource of `rtype` that state records as made.
 fn recorded<'a>(
     state: &'a State,
@@ -400,6 +439,8 @@ pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
     let pending = m.csr.as_ref().filter(|c| c.state != "Approved");
     Some(if let Some(token) = token.filter(|_| m.provider_id.is_none()) {
         format!("no Node: CAPZ gets no Azure token, so it makes no VM: {}{condition}", token.message)
+    } else if let Some(roles) = h.failing("RoleAssignmentsInPlace").filter(|_| m.provider_id.is_none()) {
+        format!("no Node: CAPZ's Azure calls are refused, so it makes no VM: {}{condition}", roles.message)
     } else if let Some(csr) = pending {
         // The kubelet reached the API (it asked for its certificate): what holds it is the request.
         format!(

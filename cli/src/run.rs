@@ -440,6 +440,13 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
             }
         }
     }
+    // The identities' role assignments, with or without the cluster.
+    for r in crate::health::roles(&l.model, &state) {
+        match health.identities.iter_mut().find(|n| n.name == r.name) {
+            Some(n) => n.conditions.extend(r.conditions),
+            None => health.identities.push(r),
+        }
+    }
     if json {
         let mut shown = serde_json::to_value(&health).expect("status serializes");
         // What keeps each machine from being a Ready node, as the table says it.

@@ -296,6 +296,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     for healthy in [
         "pool gpu: NetworkSecurityGroupInPlace=True",
         "identity capz: TokenExchangeAccepted=True",
+        "identity capz: RoleAssignmentsInPlace=True",
         "DnsOverLink=True",
         "SecurityGroupRulesInPlace=True",
     ] {
@@ -1161,6 +1162,24 @@ impl Clouds {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// An ARM DELETE as a client makes it (a token from the sim's Entra endpoint, then the call).
+    fn arm_delete(&self, id: &str, api_version: &str) {
+        let token = Command::new("curl")
+            .args(["-s", "-X", "POST", &format!("{}/00000000-0000-0000-0000-000000000001/oauth2/v2.0/token", self.url)])
+            .args(["--data", "grant_type=client_credentials&client_id=xcsp-e2e&client_secret=local&scope=https://management.usgovcloudapi.net/.default"])
+            .output()
+            .expect("curl");
+        let token: serde_json::Value = serde_json::from_slice(&token.stdout).unwrap_or_default();
+        let out = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "DELETE"])
+            .args(["-H", &format!("Authorization: Bearer {}", token["access_token"].as_str().unwrap_or_default())])
+            .arg(format!("{}{id}?api-version={api_version}", self.url))
+            .output()
+            .expect("curl");
+        let code = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(code.starts_with('2'), "DELETE {id}: {code}");
+    }
+
     /// An EC2 action with parameters, through the fidelity layer (moto behind it for groups).
     fn ec2_with(&self, action: &str, params: &[(&str, &str)]) -> String {
         let mut data = format!("Action={action}&Version=2016-11-15");
@@ -1292,6 +1311,24 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     joined(&clouds, 2);
 
+    // The identity's VM-SKU role at the subscription deleted by hand: the next replacement's
+    // first Azure call is refused; status says so, plan assigns it again.
+    let assignment =
+        recorded(state)["resources"]["azure_role_assignment.capz-skus"]["id"].as_str().unwrap().to_string();
+    clouds.arm_delete(&assignment, "2022-04-01");
+    let victim = joined(&clouds, 2)[0]["name"].as_str().unwrap().to_string();
+    let held = replaced_and_held(&clouds, Some(&victim), "authorization");
+    assert!(held[0]["message"].as_str().unwrap().contains("'Microsoft.Compute/skus/read'"), "{held:#?}");
+    let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
+    assert!(text.contains("identity capz: RoleAssignmentsInPlace=False (AssignmentMissing)"), "{text}");
+    let cause = "no Node: CAPZ's Azure calls are refused, so it makes no VM: azure_role_assignment.capz-skus not there";
+    assert_eq!(text.matches(cause).count(), 1, "{text}");
+    let (code, said) = plan(&clouds, state);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("+ azure_role_assignment.capz-skus will be created"), "{said}");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    joined(&clouds, 2);
+
     // A pool config whose unit writes another provider ID (a bug of the kind the lower-casing
     // once was): the replacement registers a Node that CAPI never matches to its Machine.
     let script = "#!/bin/bash\nprintf 'KUBELET_NODE_NAME=%s\\nKUBELET_PROVIDERID=azure:///wrong\\n' \"$(curl -fsS -H 'Metadata: true' 'http://169.254.169.254/metadata/instance/compute/name?api-version=2021-02-01&format=text')\" > /etc/kubernetes/node.env\n";
@@ -1389,7 +1426,9 @@ fn replaced_and_held(clouds: &Clouds, victim: Option<&str>, step: &str) -> Vec<s
     let deadline = Instant::now() + Duration::from_secs(60);
     let held = loop {
         let all = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
-        let held: Vec<serde_json::Value> = all.into_iter().filter(|m| m["held_at"] == step).collect();
+        // The victim itself, while it goes, is no replacement.
+        let held: Vec<serde_json::Value> =
+            all.into_iter().filter(|m| m["held_at"] == step && victim.is_none_or(|v| m["name"] != v)).collect();
         if !held.is_empty() || Instant::now() > deadline {
             break held;
         }

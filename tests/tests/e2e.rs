@@ -1146,13 +1146,7 @@ fn a_32_bit_azure_asn_goes_to_bgp_asn_extended() {
 impl Clouds {
     /// An ARM PUT as a client makes it: a token from the sim's Entra endpoint, then the call.
     fn arm_put(&self, path: &str, body: &serde_json::Value) -> String {
-        let token = Command::new("curl")
-            .args(["-s", "-X", "POST", &format!("{}/00000000-0000-0000-0000-000000000001/oauth2/v2.0/token", self.url)])
-            .args(["--data", "grant_type=client_credentials&client_id=xcsp-e2e&client_secret=local&scope=https://management.usgovcloudapi.net/.default"])
-            .output()
-            .expect("curl");
-        let token: serde_json::Value = serde_json::from_slice(&token.stdout).unwrap_or_default();
-        let token = token["access_token"].as_str().unwrap_or_default();
+        let token = self.arm_token();
         let out = Command::new("curl")
             .args(["-s", "-X", "PUT", "-H", &format!("Authorization: Bearer {token}")])
             .args(["-H", "Content-Type: application/json", "--data", &body.to_string()])
@@ -1162,17 +1156,23 @@ impl Clouds {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// An ARM DELETE as a client makes it (a token from the sim's Entra endpoint, then the call).
-    fn arm_delete(&self, id: &str, api_version: &str) {
+    /// A token from the sim's Entra endpoint, as a client gets one for ARM.
+    fn arm_token(&self) -> String {
         let token = Command::new("curl")
             .args(["-s", "-X", "POST", &format!("{}/00000000-0000-0000-0000-000000000001/oauth2/v2.0/token", self.url)])
             .args(["--data", "grant_type=client_credentials&client_id=xcsp-e2e&client_secret=local&scope=https://management.usgovcloudapi.net/.default"])
             .output()
             .expect("curl");
         let token: serde_json::Value = serde_json::from_slice(&token.stdout).unwrap_or_default();
+        token["access_token"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// An ARM DELETE as a client makes it (a token from the sim's Entra endpoint, then the call).
+    fn arm_delete(&self, id: &str, api_version: &str) {
+        let token = self.arm_token();
         let out = Command::new("curl")
             .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "DELETE"])
-            .args(["-H", &format!("Authorization: Bearer {}", token["access_token"].as_str().unwrap_or_default())])
+            .args(["-H", &format!("Authorization: Bearer {token}")])
             .arg(format!("{}{id}?api-version={api_version}", self.url))
             .output()
             .expect("curl");

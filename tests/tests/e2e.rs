@@ -656,16 +656,8 @@ fn apply_killed_at_five_points_converges_without_twins() {
     let state = dir.path();
     // Kill after this many events of the run (JSON lines): early, mid-gateway, late.
     for kill_after in [2, 9, 17, 25, 33] {
-        let mut child = clouds
-            .xcsp(state)
-            .args(["apply", "--auto-approve", "--json"])
-            .arg(il5())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let (mut child, mut lines) = apply_json(&clouds, state);
         let mut seen = 0;
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         while let Some(Ok(line)) = lines.next() {
             if line.starts_with('{') {
                 seen += 1;
@@ -739,9 +731,8 @@ fn apply_killed_while_work_is_in_flight_leaves_each_resource_once_in_state() {
     assert_eq!(clouds.arm_count(), 0);
 }
 
-/// Runs `xcsp apply --json` until an event matches `when`, waits `linger`, checks the child is
-/// still running, kills it (SIGKILL) and clears its lock as an operator would.
-fn kill_when(clouds: &Clouds, state: &Path, when: impl Fn(&serde_json::Value) -> bool, linger: Duration) {
+/// `xcsp apply --json` of the IL5 example, running, and the lines of its events.
+fn apply_json(clouds: &Clouds, state: &Path) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
     let mut child = clouds
         .xcsp(state)
         .args(["apply", "--auto-approve", "--json"])
@@ -750,7 +741,14 @@ fn kill_when(clouds: &Clouds, state: &Path, when: impl Fn(&serde_json::Value) ->
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, lines)
+}
+
+/// Runs `xcsp apply --json` until an event matches `when`, waits `linger`, checks the child is
+/// still running, kills it (SIGKILL) and clears its lock as an operator would.
+fn kill_when(clouds: &Clouds, state: &Path, when: impl Fn(&serde_json::Value) -> bool, linger: Duration) {
+    let (mut child, mut lines) = apply_json(clouds, state);
     let mut matched = None;
     while let Some(Ok(line)) = lines.next() {
         let Ok(e) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
@@ -924,15 +922,7 @@ fn apply_killed_right_after_create_vpn_connection_adopts_it() {
     let clouds = Clouds::start();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
-    let mut child = clouds
-        .xcsp(state)
-        .args(["apply", "--auto-approve", "--json"])
-        .arg(il5())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut lines) = apply_json(&clouds, state);
     while let Some(Ok(line)) = lines.next() {
         if line.contains(r#""event":"started""#) && line.contains("aws_vpn_connection.link[0]") {
             break;

@@ -301,6 +301,14 @@ def capi_at_v1beta2():
     assert group.preferred_version.version == "v1beta2", group
     assert {v.version for v in group.versions} == {"v1beta1", "v1beta2"}, group.versions
     apply(CAPI, "machinesets", "peers-ms2", machine_set("peers-ms2", 0))
+    # CAPI 1.13's CRDs mark v1beta1 deprecated: every request there carries the API server's
+    # warning (apiextensions-apiserver defaultDeprecationWarning), none at v1beta2.
+    old = custom.get_namespaced_custom_object(*CAPI, NS, "machinesets", "peers-ms2", _preload_content=False)
+    assert old.headers.get("Warning") == \
+        '299 - "cluster.x-k8s.io/v1beta1 MachineSet is deprecated; use cluster.x-k8s.io/v1beta2 MachineSet"', \
+        dict(old.headers)
+    new = custom.get_namespaced_custom_object(*CAPI2, NS, "machinesets", "peers-ms2", _preload_content=False)
+    assert "Warning" not in new.headers, dict(new.headers)
     got = valid(custom.get_namespaced_custom_object(*CAPI2, NS, "machinesets", "peers-ms2"))
     ref = got["spec"]["template"]["spec"]["infrastructureRef"]
     assert ref == {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AzureMachineTemplate", "name": "peers-amt"}, ref

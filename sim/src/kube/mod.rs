@@ -378,6 +378,11 @@ pub async fn serve(sim: &Sim, method: Method, uri: &Uri, headers: &HeaderMap, bo
         _ => (uri.path().to_string(), false),
     };
     let route = route(&path);
+    // The resource a deprecation warning would name ([`schema::deprecation_warning`]).
+    let resource_of = match &route {
+        Route::Collection { kind, .. } | Route::Object { kind, .. } => Some(kind.resource()),
+        _ => None,
+    };
     let converted;
     let body: &[u8] = if v2 && !body.is_empty() {
         let ns = match &route {
@@ -444,7 +449,18 @@ pub async fn serve(sim: &Sim, method: Method, uri: &Uri, headers: &HeaderMap, bo
         }
     }
     sim.world.count(|c| *c.statuses.entry(status.as_u16()).or_default() += 1);
-    (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    let mut response =
+        (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response();
+    // A request at a version its CRD deprecates is answered with the API server's warning
+    // ([`schema::deprecation_warning`]), whatever its outcome.
+    if authorized
+        && !v2
+        && let Some(w) = resource_of.and_then(|k| sim.kube.registry().deprecations.get(&k).cloned())
+        && let Ok(v) = axum::http::HeaderValue::from_str(&format!("299 - {:?}", w))
+    {
+        response.headers_mut().insert("warning", v);
+    }
+    response
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {

@@ -87,6 +87,54 @@ pub struct Crd {
     pub scale_subresource: bool,
     pub schema: Schema,
     pub file: PathBuf,
+    /// The warning the API server sends with every request at this version when the CRD marks it
+    /// `deprecated` ([`deprecation_warning`]).
+    pub deprecation: Option<String>,
+}
+
+/// What the API server warns of a request at a `deprecated` version of a CRD: its
+/// `deprecationWarning`, else "<group>/<version> <Kind> is deprecated", followed by "; use
+/// <group>/<v> <Kind>" naming the newest served, not deprecated, version newer than it
+/// (kubernetes `staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/customresource_handler.go`
+/// `defaultDeprecationWarning`; the `Warning` header, KEP-1693, code 299).
+pub fn deprecation_warning(spec: &Value, version: &Value) -> Option<String> {
+    if version["deprecated"] != true {
+        return None;
+    }
+    if let Some(w) = version["deprecationWarning"].as_str() {
+        return Some(w.to_string());
+    }
+    let (group, kind) = (spec["group"].as_str()?, spec["names"]["kind"].as_str()?);
+    let this = version["name"].as_str()?;
+    let mut msg = format!("{group}/{this} {kind} is deprecated");
+    let newer = spec["versions"]
+        .as_array()?
+        .iter()
+        .filter(|v| v["served"] != false && v["deprecated"] != true)
+        .filter_map(|v| v["name"].as_str())
+        .filter(|v| kube_version_order(v) > kube_version_order(this))
+        .max_by_key(|v| kube_version_order(v));
+    if let Some(v) = newer {
+        msg += &format!("; use {group}/{v} {kind}");
+    }
+    Some(msg)
+}
+
+/// The order of Kubernetes version names (apimachinery `version.CompareKubeAwareVersionStrings`):
+/// GA above beta above alpha, then by the numbers (`v1` > `v1beta2` > `v1beta1` > `v1alpha1`).
+fn kube_version_order(v: &str) -> (u32, u8, u32) {
+    let rest = v.strip_prefix('v').unwrap_or(v);
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    let (stage, minor) = if let Some(n) = tail.strip_prefix("beta") {
+        (2, n.parse().unwrap_or(0))
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (1, n.parse().unwrap_or(0))
+    } else {
+        (3, 0)
+    };
+    (major, stage, minor)
 }
 
 /// The CRD directory: `$XCSP_REFERENCE_DIR/crds`, else `shared/reference/crds` beside the checkout.
@@ -164,6 +212,7 @@ impl Crd {
             scale_subresource: v["subresources"].get("scale").is_some(),
             schema: Schema::new(v["schema"]["openAPIV3Schema"].clone()),
             file: file.to_path_buf(),
+            deprecation: deprecation_warning(spec, v),
         })
     }
 }
@@ -658,6 +707,25 @@ mod tests {
 
     fn fields(causes: &[Cause]) -> Vec<(String, &'static str)> {
         causes.iter().map(|c| (c.field.clone(), c.reason.as_str())).collect()
+    }
+
+    #[test]
+    fn a_deprecated_version_is_warned_of_naming_the_newest_served_one() {
+        let spec = serde_json::json!({"group": "cluster.x-k8s.io", "names": {"kind": "MachineSet"}, "versions": [
+            {"name": "v1beta1", "served": true, "deprecated": true},
+            {"name": "v1beta2", "served": true},
+            {"name": "v1alpha4", "served": false}]});
+        let v = |i: usize| spec["versions"][i].clone();
+        assert_eq!(
+            deprecation_warning(&spec, &v(0)).as_deref(),
+            Some("cluster.x-k8s.io/v1beta1 MachineSet is deprecated; use cluster.x-k8s.io/v1beta2 MachineSet")
+        );
+        assert_eq!(deprecation_warning(&spec, &v(1)), None);
+        let own = serde_json::json!({"name": "v1beta1", "deprecated": true, "deprecationWarning": "gone soon"});
+        assert_eq!(deprecation_warning(&spec, &own).as_deref(), Some("gone soon"));
+        assert!(kube_version_order("v1") > kube_version_order("v1beta2"));
+        assert!(kube_version_order("v1beta2") > kube_version_order("v1beta1"));
+        assert!(kube_version_order("v1beta1") > kube_version_order("v1alpha4"));
     }
 
     #[test]

@@ -54,6 +54,9 @@ pub struct PendingMachine {
 #[derive(Debug, Default)]
 pub struct Registry {
     pub schemas: HashMap<String, Schema>,
+    /// `plural.group` -> the warning a request at the served v1beta1 gets, when the CRD
+    /// deprecates that version (CAPI 1.13's do).
+    pub deprecations: HashMap<String, String>,
     pub files: Vec<String>,
     pub error: Option<String>,
 }
@@ -67,6 +70,9 @@ impl Registry {
                 for c in crds {
                     if let Some(k) = Kind::find(&c.group, &c.version, &c.plural) {
                         r.files.push(c.file.display().to_string());
+                        if let Some(w) = c.deprecation {
+                            r.deprecations.insert(k.resource(), w);
+                        }
                         r.schemas.insert(k.resource(), c.schema);
                     }
                 }

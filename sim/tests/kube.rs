@@ -14,6 +14,7 @@ use kube::api::{
 };
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use xcsp_sim::{SimConfig, SimServer};
 
@@ -223,6 +224,149 @@ async fn a_field_dropped_from_the_applied_config_is_removed_unless_another_manag
     let s = api_error(api.patch("il5", &xcsp.clone().validation_strict(), &Patch::Apply(&unknown)).await.unwrap_err());
     assert_eq!(s.code, 400);
     assert!(s.message.contains("unknown field \"spec.gpuCount\""), "{}", s.message);
+}
+
+/// An AzureCluster whose `spec.networkSpec.subnets` (a map list keyed by `name` in CAPZ's CRD) holds
+/// `subnets`.
+fn with_subnets(subnets: Value) -> Value {
+    let mut c = azure_cluster("il5", json!({}));
+    c["spec"].as_object_mut().unwrap().remove("additionalTags");
+    c["spec"]["networkSpec"] = json!({"subnets": subnets});
+    c
+}
+
+#[tokio::test]
+async fn map_lists_merge_item_by_item_between_managers_and_sets_and_keys_must_be_unique() {
+    let (_server, client) = start("instant").await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &azure_clusters());
+    let (xcsp, ops) = (PatchParams::apply("xcsp"), PatchParams::apply("ops"));
+    api.patch(
+        "il5",
+        &xcsp,
+        &Patch::Apply(&with_subnets(json!([{"name": "gpu", "role": "node", "cidrBlocks": ["10.8.1.0/24"]}]))),
+    )
+    .await
+    .unwrap();
+    // A second applier adds its own subnet: no conflict, both stay.
+    let o = api
+        .patch("il5", &ops, &Patch::Apply(&with_subnets(json!([{"name": "bastion", "role": "bastion"}]))))
+        .await
+        .unwrap();
+    let names = |o: &DynamicObject| -> Vec<String> {
+        o.data["spec"]["networkSpec"]["subnets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&o), ["gpu", "bastion"]);
+    let subnets = |o: &DynamicObject| -> BTreeMap<String, Value> {
+        let mf = o.metadata.managed_fields.as_ref().unwrap();
+        mf.iter()
+            .map(|m| {
+                let f = &m.fields_v1.as_ref().unwrap().0["f:spec"]["f:networkSpec"]["f:subnets"];
+                (m.manager.clone().unwrap(), f.clone())
+            })
+            .collect()
+    };
+    let owned = subnets(&o);
+    assert_eq!(owned["xcsp"]["k:{\"name\":\"gpu\"}"]["."], json!({}), "{owned:?}");
+    assert!(owned["xcsp"]["k:{\"name\":\"gpu\"}"].get("f:cidrBlocks").is_some(), "{owned:?}");
+    assert!(owned["ops"].get("k:{\"name\":\"gpu\"}").is_none(), "{owned:?}");
+
+    // A controller's update of one field of xcsp's item takes that field only: xcsp's next apply,
+    // which leaves the field out, meets no conflict and the controller's value stays.
+    let mut live = api.get("il5").await.unwrap();
+    live.data["spec"]["networkSpec"]["subnets"][0]["id"] = json!("/subscriptions/s/x/subnets/gpu");
+    live.metadata.managed_fields = None;
+    api.replace("il5", &PostParams { field_manager: Some("capz".into()), ..Default::default() }, &live).await.unwrap();
+    let o = api
+        .patch(
+            "il5",
+            &xcsp,
+            &Patch::Apply(&with_subnets(json!([{"name": "gpu", "role": "node", "cidrBlocks": ["10.8.1.0/24"]}]))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.data["spec"]["networkSpec"]["subnets"][0]["id"], "/subscriptions/s/x/subnets/gpu");
+    assert_eq!(subnets(&o)["capz"]["k:{\"name\":\"gpu\"}"], json!({"f:id": {}}));
+    // Changing a field xcsp owns inside the item is a conflict naming the item by its key.
+    let s = api_error(
+        api.patch("il5", &ops, &Patch::Apply(&with_subnets(json!([{"name": "bastion", "role": "bastion"}, {"name": "gpu", "role": "node", "cidrBlocks": ["10.9.0.0/24"]}]))))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(s.code, 409, "{s:?}");
+    assert_eq!(
+        s.message,
+        "Apply failed with 1 conflict: conflict with \"xcsp\": .spec.networkSpec.subnets[name=\"gpu\"].cidrBlocks"
+    );
+
+    // xcsp dropping its subnet takes away what only xcsp owned in it; capz's `id` keeps the item,
+    // which then lacks the `role` CAPZ's schema requires: refused, as the API server would.
+    let s = api_error(api.patch("il5", &xcsp, &Patch::Apply(&with_subnets(json!([])))).await.unwrap_err());
+    assert_eq!(
+        (s.code, s.details.as_ref().unwrap().causes[0].field.as_str()),
+        (422, "spec.networkSpec.subnets[0].role")
+    );
+    // With ops applying the same item too (equal values: no conflict), xcsp's drop leaves it whole.
+    let gpu = json!({"name": "gpu", "role": "node", "cidrBlocks": ["10.8.1.0/24"]});
+    api.patch("il5", &ops, &Patch::Apply(&with_subnets(json!([{"name": "bastion", "role": "bastion"}, gpu]))))
+        .await
+        .unwrap();
+    let o = api
+        .patch("il5", &xcsp, &Patch::Apply(&with_subnets(json!([{"name": "extra", "role": "node"}]))))
+        .await
+        .unwrap();
+    assert_eq!(names(&o), ["gpu", "bastion", "extra"]);
+    assert_eq!(o.data["spec"]["networkSpec"]["subnets"][0]["cidrBlocks"], json!(["10.8.1.0/24"]));
+    // An item only xcsp owns goes when xcsp drops it.
+    let o = api.patch("il5", &xcsp, &Patch::Apply(&with_subnets(json!([])))).await.unwrap();
+    assert_eq!(names(&o), ["gpu", "bastion"]);
+
+    // Two items with one key are refused as the API server's list-type validation refuses them.
+    let mut twins: DynamicObject =
+        serde_json::from_value(with_subnets(json!([{"name": "b", "role": "node"}, {"name": "b", "role": "node"}])))
+            .unwrap();
+    twins.metadata.name = Some("twins".into());
+    let s = api_error(api.create(&PostParams::default(), &twins).await.unwrap_err());
+    assert_eq!(s.code, 422, "{s:?}");
+    let causes = &s.details.as_ref().unwrap().causes;
+    assert!(
+        causes.iter().any(|c| c.reason == "FieldValueDuplicate"
+            && c.field == "spec.networkSpec.subnets[1]"
+            && c.message == "Duplicate value: map[string]interface {}{\"name\":\"b\"}"),
+        "{causes:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_crds_cel_rule_refuses_what_it_forbids() {
+    let (_server, client) = start("instant").await;
+    let mhcs = resource("cluster.x-k8s.io", "v1beta1", "MachineHealthCheck", "machinehealthchecks");
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &mhcs);
+    let mhc = |ty: &str| {
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineHealthCheck",
+            "metadata": {"name": "gpu", "namespace": NS},
+            "spec": {"clusterName": "il5", "selector": {"matchLabels": {"pool": "gpu"}},
+                "unhealthyMachineConditions": [{"type": ty, "status": "False", "timeout": "5m"}]}})
+    };
+    // CAPI 1.13's CRD: `!(self in ['Ready', ...])` on unhealthyMachineConditions[].type.
+    let s = api_error(api.patch("gpu", &PatchParams::apply("xcsp"), &Patch::Apply(&mhc("Ready"))).await.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+    let causes = &s.details.as_ref().unwrap().causes;
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(
+        (causes[0].reason.as_str(), causes[0].field.as_str(), causes[0].message.as_str()),
+        (
+            "FieldValueInvalid",
+            "spec.unhealthyMachineConditions[0].type",
+            "Invalid value: \"Ready\": type must not be one of: Ready, Available, HealthCheckSucceeded, OwnerRemediated, ExternallyRemediated"
+        )
+    );
+    assert!(api.get_opt("gpu").await.unwrap().is_none(), "nothing stored");
+    api.patch("gpu", &PatchParams::apply("xcsp"), &Patch::Apply(&mhc("GPUHealthy"))).await.unwrap();
 }
 
 #[tokio::test]

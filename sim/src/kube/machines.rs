@@ -193,8 +193,9 @@ impl Store {
             CONTROLLER,
             &kind.api_version(),
             &time,
-            &json!({}),
-            &super::store::owned_part(kind, &machine),
+            (&json!({}), &super::store::owned_part(kind, &machine)),
+            // The controller's own write: its lists (ownerReferences, finalizers) are ObjectMeta's.
+            &Value::Null,
         );
         // CAPI's phases (`machine_controller_phases.go`, `reconcilePhase`): the bootstrap data is
         // there (`dataSecretName`), so Provisioning; Provisioned needs the infrastructure provider

@@ -3,8 +3,11 @@
 //! problem a [`Cause`] in the API server's shape. This is the project's one CRD validator: the emulator
 //! uses it on every write and `providers/kube`'s tests check rendered objects with it.
 //!
-//! Not checked: `x-kubernetes-validations` (CEL rules), `format`, list-type uniqueness
-//! (`x-kubernetes-list-type: set|map`), `not`/`oneOf`. A `pattern` the `regex` crate cannot compile
+//! Also checked: `format: date-time`, list-type uniqueness (`x-kubernetes-list-type: set|map`), and
+//! the `x-kubernetes-validations` rules (CEL, evaluated by cel-interpreter with `self` bound to the
+//! value; transition rules, those naming `oldSelf`, are skipped as the API server skips them on
+//! create, and `messageExpression` and `fieldPath` are not read). Not checked: the other formats
+//! (`int32`, `int64`), `not`/`oneOf`, CEL's cost budget. A `pattern` the `regex` crate cannot compile
 //! (ECMA-only syntax such as look-around) is skipped and listed by [`Schema::skipped_patterns`].
 
 use regex::Regex;
@@ -23,6 +26,7 @@ pub enum CauseReason {
     FieldValueTooLong,
     FieldValueTooMany,
     FieldValueForbidden,
+    FieldValueDuplicate,
 }
 
 impl CauseReason {
@@ -35,6 +39,7 @@ impl CauseReason {
             CauseReason::FieldValueTooLong => "FieldValueTooLong",
             CauseReason::FieldValueTooMany => "FieldValueTooMany",
             CauseReason::FieldValueForbidden => "FieldValueForbidden",
+            CauseReason::FieldValueDuplicate => "FieldValueDuplicate",
         }
     }
 }
@@ -118,6 +123,29 @@ pub fn deprecation_warning(spec: &Value, version: &Value) -> Option<String> {
         msg += &format!("; use {group}/{v} {kind}");
     }
     Some(msg)
+}
+
+/// A string the API server takes as `format: date-time` (go-openapi `strfmt.ParseDateTime`, which
+/// the CRD validation uses: RFC 3339 with or without fractional seconds, and the same without a
+/// zone, read as local time). Checked only where the CRDs use it (conditions' `lastTransitionTime`,
+/// ...); the refusal is worded as the API server words it (".lastTransitionTime in body must be
+/// of type date-time: ...", kubernetes-client/java#1754). The other formats of the CRDs
+/// (`int32`, `int64` on integers) are not checked.
+fn is_date_time(s: &str) -> bool {
+    use time::format_description::well_known::Rfc3339;
+    if time::OffsetDateTime::parse(s, &Rfc3339).is_ok() {
+        return true;
+    }
+    // No zone: `YYYY-MM-DDTHH:MM:SS` and an optional fraction.
+    let (main, frac) = s.split_once('.').unwrap_or((s, ""));
+    let shape = main.len() == 19
+        && main.char_indices().all(|(i, c)| match i {
+            4 | 7 => c == '-',
+            10 => c == 'T',
+            13 | 16 => c == ':',
+            _ => c.is_ascii_digit(),
+        });
+    shape && frac.chars().all(|c| c.is_ascii_digit())
 }
 
 /// The order of Kubernetes version names (apimachinery `version.CompareKubeAwareVersionStrings`):
@@ -217,18 +245,27 @@ impl Crd {
     }
 }
 
-/// An openAPIV3Schema with its patterns compiled once.
-#[derive(Debug)]
+/// An openAPIV3Schema with its patterns and CEL rules compiled once.
 pub struct Schema {
     root: Value,
     patterns: BTreeMap<String, Option<Regex>>,
+    /// Each `x-kubernetes-validations` rule's program, or why it does not compile.
+    rules: BTreeMap<String, Result<cel_interpreter::Program, String>>,
+}
+
+impl fmt::Debug for Schema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Schema").field("patterns", &self.patterns.len()).field("rules", &self.rules.len()).finish()
+    }
 }
 
 impl Schema {
     pub fn new(root: Value) -> Schema {
         let mut patterns = BTreeMap::new();
         compile_patterns(&root, &mut patterns);
-        Schema { root, patterns }
+        let mut rules = BTreeMap::new();
+        compile_rules(&root, &mut rules);
+        Schema { root, patterns, rules }
     }
 
     /// The schema as read.
@@ -379,6 +416,7 @@ impl Schema {
                         message: format!("Too many: {}: must have at most {max} items", items.len()),
                     });
                 }
+                check_list_type(schema, items, path, out);
                 if schema["items"].is_object() {
                     for (i, x) in items.iter().enumerate() {
                         self.check(&schema["items"], x, &format!("{path}[{i}]"), out);
@@ -439,6 +477,66 @@ impl Schema {
         {
             out.push(invalid(path, v, format!("{path} in body must validate at least one schema (anyOf)")));
         }
+        self.check_rules(schema, v, path, out);
+    }
+
+    /// The value's `x-kubernetes-validations` rules, as the API server's CEL validator reports them
+    /// (kubernetes `staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/validation.go`,
+    /// `validateExpressions`): a rule that is false is `Invalid value` with the rule's `message` (else
+    /// "failed rule: RULE"), the value shown for a scalar and left out for an object or a list
+    /// (apimachinery `field.Error.ErrorBody`, `omitValue`); a rule that fails to evaluate is
+    /// `Invalid value: "TYPE": ERROR evaluating rule: RULE`; a rule with a `reason` of
+    /// `FieldValueForbidden`/`Required` gives that cause. Rules naming `oldSelf` (transition rules)
+    /// are not evaluated: the sim has no old object here, as on a create.
+    fn check_rules(&self, schema: &Value, v: &Value, path: &str, out: &mut Vec<Cause>) {
+        for rule in schema["x-kubernetes-validations"].as_array().into_iter().flatten() {
+            let Some(text) = rule["rule"].as_str() else { continue };
+            if text.contains("oldSelf") {
+                continue;
+            }
+            let message = rule["message"].as_str().map(str::trim).filter(|m| !m.is_empty());
+            let shown = message.map(str::to_string).unwrap_or_else(|| text.trim().to_string());
+            let ty = schema["type"].as_str().unwrap_or("");
+            let verdict = match self.rules.get(text) {
+                Some(Ok(program)) => {
+                    let mut ctx = cel_interpreter::Context::default();
+                    ctx.add_variable_from_value("self", to_cel(v));
+                    program.execute(&ctx).map_err(|e| e.to_string())
+                }
+                Some(Err(e)) => Err(format!("rule compile error: {e}")),
+                None => continue,
+            };
+            let detail = match verdict {
+                Ok(cel_interpreter::Value::Bool(true)) => continue,
+                Ok(cel_interpreter::Value::Bool(false)) => {
+                    message.map(str::to_string).unwrap_or_else(|| format!("failed rule: {}", text.trim()))
+                }
+                Ok(other) => format!("rule did not evaluate to a bool: {other:?} evaluating rule: {shown}"),
+                Err(e) => {
+                    out.push(invalid(path, &Value::from(ty), format!("{e} evaluating rule: {shown}")));
+                    continue;
+                }
+            };
+            let cause = match rule["reason"].as_str() {
+                Some("FieldValueForbidden") => Cause {
+                    reason: CauseReason::FieldValueForbidden,
+                    field: path.into(),
+                    message: format!("Forbidden: {detail}"),
+                },
+                Some("FieldValueRequired") => Cause {
+                    reason: CauseReason::FieldValueRequired,
+                    field: path.into(),
+                    message: format!("Required value: {detail}"),
+                },
+                _ if v.is_object() || v.is_array() => Cause {
+                    reason: CauseReason::FieldValueInvalid,
+                    field: path.into(),
+                    message: format!("Invalid value: {detail}"),
+                },
+                _ => invalid(path, v, detail),
+            };
+            out.push(cause);
+        }
     }
 
     fn check_string(&self, schema: &Value, s: &str, v: &Value, path: &str, out: &mut Vec<Cause>) {
@@ -463,6 +561,9 @@ impl Schema {
         {
             out.push(invalid(path, v, format!("{path} in body should match '{p}'")));
         }
+        if schema["format"] == "date-time" && !is_date_time(s) {
+            out.push(invalid(path, v, format!("{path} in body must be of type date-time: {s:?}")));
+        }
     }
 }
 
@@ -480,6 +581,123 @@ fn check_number(schema: &Value, n: &serde_json::Number, v: &Value, path: &str, o
         if (exclusive && x >= max) || x > max {
             let rel = if exclusive { "less than" } else { "less than or equal to" };
             out.push(invalid(path, v, format!("{path} in body should be {rel} {}", schema["maximum"])));
+        }
+    }
+}
+
+/// The uniqueness a list's `x-kubernetes-list-type` asks for: a `set`'s items, a `map`'s key tuples
+/// (`x-kubernetes-list-map-keys`; an item without a key field counts as one unspecified key). Each
+/// repeated value is reported once, at its second index, as `Duplicate value: V`, the value Go's `%#v`
+/// of a string or of the key map (kubernetes `staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/
+/// schema/listtype/validation.go`, `validateListSet` and `validateListMap`; apimachinery
+/// `field.Duplicate`). An item of a map list that is not an object is refused first, alone.
+fn check_list_type(schema: &Value, items: &[Value], path: &str, out: &mut Vec<Cause>) {
+    let duplicate = |i: usize, shown: String| Cause {
+        reason: CauseReason::FieldValueDuplicate,
+        field: format!("{path}[{i}]"),
+        message: format!("Duplicate value: {shown}"),
+    };
+    match schema["x-kubernetes-list-type"].as_str() {
+        Some("set") => {
+            for i in repeats(items) {
+                out.push(duplicate(i, go_sharp(&items[i])));
+            }
+        }
+        Some("map") => {
+            if let Some(i) = items.iter().position(|x| !x.is_object() && !x.is_null()) {
+                out.push(invalid(
+                    &format!("{path}[{i}]"),
+                    &items[i],
+                    "must be an object for an array of list-type map".into(),
+                ));
+                return;
+            }
+            let names: Vec<&str> = schema["x-kubernetes-list-map-keys"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let keys: Vec<Value> = items
+                .iter()
+                .map(|x| {
+                    let m: Map<String, Value> =
+                        names.iter().filter_map(|n| Some((n.to_string(), x.get(*n)?.clone()))).collect();
+                    Value::Object(m)
+                })
+                .collect();
+            for i in repeats(&keys) {
+                out.push(duplicate(i, go_sharp(&keys[i])));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The indices of the first repetition of each value seen more than once.
+fn repeats(items: &[Value]) -> Vec<usize> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (i, x) in items.iter().enumerate() {
+        let n = seen.entry(x.to_string()).or_insert(0);
+        *n += 1;
+        if *n == 2 {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// A value as Go's `%#v` prints the decoded JSON: a string quoted, a map as
+/// `map[string]interface {}{"k":V, ...}` with its keys sorted.
+fn go_sharp(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let inner: Vec<String> = keys.iter().map(|k| format!("{:?}:{}", k, go_sharp(&m[*k]))).collect();
+            format!("map[string]interface {{}}{{{}}}", inner.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+fn compile_rules(s: &Value, out: &mut BTreeMap<String, Result<cel_interpreter::Program, String>>) {
+    for rule in s["x-kubernetes-validations"].as_array().into_iter().flatten() {
+        if let Some(text) = rule["rule"].as_str()
+            && !out.contains_key(text)
+        {
+            out.insert(text.to_string(), cel_interpreter::Program::compile(text).map_err(|e| e.to_string()));
+        }
+    }
+    for sub in s["properties"].as_object().into_iter().flat_map(|m| m.values()) {
+        compile_rules(sub, out);
+    }
+    for key in ["items", "additionalProperties"] {
+        if s[key].is_object() {
+            compile_rules(&s[key], out);
+        }
+    }
+    for sub in s["allOf"].as_array().into_iter().flatten() {
+        compile_rules(sub, out);
+    }
+}
+
+/// A JSON value as the API server hands it to CEL: integers as `int`, objects as maps.
+fn to_cel(v: &Value) -> cel_interpreter::Value {
+    use cel_interpreter::Value as C;
+    match v {
+        Value::Null => C::Null,
+        Value::Bool(b) => C::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => C::Int(i),
+            None => C::Float(n.as_f64().unwrap_or(0.0)),
+        },
+        Value::String(s) => C::from(s.as_str()),
+        Value::Array(a) => C::List(std::sync::Arc::new(a.iter().map(to_cel).collect())),
+        Value::Object(m) => {
+            let map: std::collections::HashMap<String, C> = m.iter().map(|(k, x)| (k.clone(), to_cel(x))).collect();
+            C::Map(map.into())
         }
     }
 }
@@ -707,6 +925,118 @@ mod tests {
 
     fn fields(causes: &[Cause]) -> Vec<(String, &'static str)> {
         causes.iter().map(|c| (c.field.clone(), c.reason.as_str())).collect()
+    }
+
+    #[test]
+    fn date_times_are_read_as_the_api_server_reads_them() {
+        for ok in
+            ["2026-11-24T13:35:14Z", "2026-11-24T13:35:14.123Z", "2026-11-24T13:35:14+01:00", "2026-11-24T13:35:14"]
+        {
+            assert!(is_date_time(ok), "{ok}");
+        }
+        for bad in ["yesterday", "2026-11-24", "24/11/2026 13:35", ""] {
+            assert!(!is_date_time(bad), "{bad}");
+        }
+        let s = Schema::new(serde_json::json!({"type": "object", "properties": {
+            "lastTransitionTime": {"type": "string", "format": "date-time"}}}));
+        let on_it = |v: serde_json::Value| -> Vec<Cause> {
+            s.validate(&serde_json::json!({"metadata": {"name": "x"}, "lastTransitionTime": v}))
+        };
+        let causes = on_it(serde_json::json!("yesterday"));
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert!(
+            causes[0].message.contains("lastTransitionTime in body must be of type date-time: \"yesterday\""),
+            "{causes:?}"
+        );
+        assert_eq!(on_it(serde_json::json!("2026-11-24T13:35:14Z")), Vec::<Cause>::new());
+    }
+
+    #[test]
+    fn a_set_or_map_list_with_a_repeated_item_is_refused_at_the_repeat() {
+        let s = Schema::new(serde_json::json!({"type": "object", "properties": {
+            "zones": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            "subnets": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object"}},
+            "pairs": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a", "b"],
+                "items": {"type": "object"}},
+            "plain": {"type": "array", "items": {"type": "string"}}}}));
+        let causes = s.validate(&serde_json::json!({"metadata": {"name": "x"},
+            "zones": ["1", "2", "1", "1"],
+            "subnets": [{"name": "n"}, {"name": "m"}, {"name": "n", "cidr": "x"}],
+            "pairs": [{"a": "x", "b": 1}, {"b": 1, "a": "x"}],
+            "plain": ["1", "1"]}));
+        let mut got: Vec<(String, &str, String)> =
+            causes.iter().map(|c| (c.field.clone(), c.reason.as_str(), c.message.clone())).collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "pairs[1]".into(),
+                    "FieldValueDuplicate",
+                    "Duplicate value: map[string]interface {}{\"a\":\"x\", \"b\":1}".into()
+                ),
+                (
+                    "subnets[2]".into(),
+                    "FieldValueDuplicate",
+                    "Duplicate value: map[string]interface {}{\"name\":\"n\"}".into()
+                ),
+                ("zones[2]".into(), "FieldValueDuplicate", "Duplicate value: \"1\"".into()),
+            ]
+        );
+        let not_objects = s.validate(&serde_json::json!({"metadata": {"name": "x"}, "subnets": [{"name": "n"}, "n"]}));
+        // The type check and the list-type check each report it, as the API server runs both.
+        assert_eq!(not_objects.len(), 2, "{not_objects:?}");
+        assert!(
+            not_objects
+                .iter()
+                .any(|c| c.message == "Invalid value: \"n\": must be an object for an array of list-type map")
+        );
+    }
+
+    #[test]
+    fn cel_rules_of_the_crds_are_evaluated_with_self_bound_to_the_value() {
+        // The rule CAPI 1.13's MachineHealthCheck puts on unhealthyMachineConditions[].type.
+        let rule = "!(self in ['Ready','Available','HealthCheckSucceeded','OwnerRemediated','ExternallyRemediated'])";
+        let s = Schema::new(serde_json::json!({"type": "object", "properties": {
+            "type": {"type": "string", "x-kubernetes-validations": [{"rule": rule,
+                "message": "type must not be one of: Ready, Available, HealthCheckSucceeded, OwnerRemediated, ExternallyRemediated"}]},
+            "spec": {"type": "object", "x-kubernetes-validations": [{"rule": "self.min <= self.max"}],
+                "properties": {"min": {"type": "integer"}, "max": {"type": "integer"}}},
+            "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self.size() < 3", "reason": "FieldValueForbidden",
+                "message": "too long"}]},
+            "broken": {"type": "string", "x-kubernetes-validations": [{"rule": "self.nosuch()"}]},
+            "moved": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}));
+        let on = |v: serde_json::Value| -> Vec<Cause> {
+            let mut o = v;
+            o["metadata"] = serde_json::json!({"name": "x"});
+            s.validate(&o)
+        };
+        assert_eq!(
+            on(serde_json::json!({"type": "MyCheck", "spec": {"min": 1, "max": 2}, "name": "ab", "moved": "x"})),
+            vec![]
+        );
+        let c = on(serde_json::json!({"type": "Ready"}));
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(c[0].reason, CauseReason::FieldValueInvalid);
+        assert_eq!(
+            c[0].to_string(),
+            "type: Invalid value: \"Ready\": type must not be one of: Ready, Available, HealthCheckSucceeded, OwnerRemediated, ExternallyRemediated"
+        );
+        let c = on(serde_json::json!({"spec": {"min": 3, "max": 2}}));
+        assert_eq!(
+            c.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            vec!["spec: Invalid value: failed rule: self.min <= self.max"]
+        );
+        let c = on(serde_json::json!({"name": "abc"}));
+        assert_eq!(c.iter().map(ToString::to_string).collect::<Vec<_>>(), vec!["name: Forbidden: too long"]);
+        let c = on(serde_json::json!({"broken": "x"}));
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert!(
+            c[0].message.starts_with("Invalid value: \"string\": ")
+                && c[0].message.ends_with("evaluating rule: self.nosuch()"),
+            "{c:?}"
+        );
     }
 
     #[test]

@@ -96,6 +96,13 @@ pub struct WriteCtx<'a> {
     pub manager: String,
 }
 
+impl WriteCtx<'_> {
+    /// The `openAPIV3Schema` of a custom resource, `Null` for the kinds served without one.
+    pub fn schema(&self, kind: &Kind) -> &Value {
+        self.registry.schemas.get(&kind.resource()).map(Schema::root).unwrap_or(&Value::Null)
+    }
+}
+
 /// The objects and the state of the MachineSet controller.
 #[derive(Debug)]
 pub struct Store {
@@ -300,8 +307,8 @@ impl Store {
             &ctx.manager,
             &kind.api_version(),
             &timestamp(ctx.world),
-            &json!({}),
-            &owned_part(kind, &v),
+            (&json!({}), &owned_part(kind, &v)),
+            ctx.schema(kind),
         );
         if ctx.dry_run {
             return Ok((StatusCode::CREATED, Obj { kind, value: v, managers }.render()));
@@ -351,8 +358,8 @@ impl Store {
             &ctx.manager,
             &kind.api_version(),
             &time,
-            &owned_part(kind, &old.value),
-            &owned_part(kind, &v),
+            (&owned_part(kind, &old.value), &owned_part(kind, &v)),
+            ctx.schema(kind),
         );
         self.commit(kind, old, v, managers, ctx)
     }
@@ -415,7 +422,7 @@ impl Store {
             strict_check(schema, &config, ctx.strict)?;
             schema.prune(&mut config);
         }
-        let sent = fields::leaves(&owned_part(kind, &config));
+        let sent = fields::leaves(&owned_part(kind, &config), ctx.schema(kind));
         let me = ctx.manager.clone();
         let time = timestamp(ctx.world);
         let Some(old) = self.objects.get(&key(kind, ns, name)).cloned() else {
@@ -436,7 +443,7 @@ impl Store {
         let mut next = old.value.clone();
         let mine = old.managers.iter().find(|m| m.manager == me && m.operation == Operation::Apply);
         if let Some(mine) = mine {
-            for p in mine.fields.difference(&sent) {
+            for p in mine.fields.difference(&sent).filter(|p| !fields::is_key_field(p)) {
                 let shared = old
                     .managers
                     .iter()
@@ -447,7 +454,7 @@ impl Store {
                 }
             }
         }
-        fields::merge(&mut next, &config);
+        fields::merge(&mut next, &config, ctx.schema(kind));
         let conflicts = fields::conflicts(&old.managers, &me, &sent, &old.value, &next);
         if !conflicts.is_empty() && !force {
             return Err(conflict_error(kind, name, &conflicts));
@@ -733,7 +740,7 @@ pub(super) fn finish_namespace(v: &mut Value) {
 /// server words it (kubernetes/apiserver `pkg/endpoints/handlers/fieldmanager/internal/conflict.go`:
 /// `NewConflictError`, `getConflictMessage`, `printManager`).
 fn conflict_error(kind: &Kind, name: &str, conflicts: &[fields::Conflict]) -> KubeError {
-    let path = |c: &fields::Conflict| format!(".{}", c.path.join("."));
+    let path = |c: &fields::Conflict| fields::display(&c.path);
     let causes: Vec<Value> = conflicts
         .iter()
         .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {}", c.owner()), "field": path(c)}))

@@ -11,6 +11,7 @@ import os
 import time
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.core.rest import HttpRequest
 
 from harness import Suite, admin, raises, sim_url
 import tls_front
@@ -228,6 +229,31 @@ def in_use_deletes_are_refused():
     arm_error(400, "InUseSubnetCannotBeDeleted", network.subnets.begin_delete, RG, "peers-vnet", "GatewaySubnet")
 
 
+def unknown_and_read_only_properties_are_dropped():
+    # Raw JSON through the SDK's own pipeline (its models never send either kind of property).
+    body = {"location": LOC, "etag": "W/\"forged\"", "gpuCount": 4,
+            "properties": {"provisioningState": "Failed", "resourceGuid": "forged", "bogus": {"a": 1},
+                           "disableBgpRoutePropagation": True,
+                           "routes": [{"name": "to-aws", "properties": {"addressPrefix": "10.0.0.0/16",
+                                       "nextHopType": "VirtualNetworkGateway", "hasBgpOverride": True,
+                                       "extra": "x"}}]}}
+    r = network._send_request(HttpRequest("PUT", f"{NET}/routeTables/peers-rt?api-version={API}", json=body))
+    assert r.status_code in (200, 201), (r.status_code, r.text())
+    answered = r.json()
+    for got in (answered, network._send_request(HttpRequest("GET", f"{NET}/routeTables/peers-rt?api-version={API}")).json()):
+        assert "gpuCount" not in got and "bogus" not in got["properties"], got
+        assert got["etag"] != 'W/"forged"' and got["properties"]["resourceGuid"] != "forged", got
+        # The emulator's own state (the PUT is a long-running operation), never the forged one.
+        assert got["properties"]["provisioningState"] in ("Updating", "Succeeded"), got
+        assert got["properties"]["disableBgpRoutePropagation"] is True, got
+        route = got["properties"]["routes"][0]["properties"]
+        assert "extra" not in route and "hasBgpOverride" not in route, route
+        assert route["addressPrefix"] == "10.0.0.0/16" and route["nextHopType"] == "VirtualNetworkGateway", route
+    t = network.route_tables.get(RG, "peers-rt")
+    assert t.routes[0].address_prefix == "10.0.0.0/16" and t.disable_bgp_route_propagation is True, t
+    network.route_tables.begin_delete(RG, "peers-rt").result()
+
+
 def teardown():
     network.virtual_network_gateway_connections.begin_delete(RG, "peers-conn").result()
     network.local_network_gateways.begin_delete(RG, "peers-lng").result()
@@ -257,5 +283,6 @@ suite.check("connection: shared key write-only, get_shared_key, list_connections
 suite.check("IPsec policy with saLifeTimeSeconds under 300 is InvalidRequestContent", ipsec_refusal)
 suite.check("tags on a VNet: update_tags, '/' refused, tag-filtered generic list", tags_on_resources)
 suite.check("deletes of a gateway with a connection and of a subnet in use are refused", in_use_deletes_are_refused)
+suite.check("unknown and read-only properties of a PUT are neither stored nor answered", unknown_and_read_only_properties_are_dropped)
 suite.check("teardown through the SDK's delete pollers; the store ends empty", teardown)
 suite.finish()

@@ -277,9 +277,11 @@ fn put(
     require_parent(store, sub, &a.rg_name, kind, names)?;
     let name = names.last().expect("a name").clone();
     rules::check_name(&name, 1, 80, kind.segment)?;
-    let body = ctx.json()?;
+    let mut body = ctx.json()?;
     validate::put_body(kind, &body)?;
     tags::check(&body)?;
+    // What the type's model does not define, or marks read-only, is dropped, as ARM drops it.
+    super::spec::prune_put(kind, &mut body);
     let existing = store.get(&a.key).cloned();
     if existing
         .as_ref()

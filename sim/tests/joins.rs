@@ -34,8 +34,8 @@ async fn machine(base: &str) -> Value {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what_it_needs_for_a_node() {
+/// A sim in the `fast` profile, its kube client and base URL, and the pool's namespace made.
+async fn start() -> (SimServer, kube::Client, String) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut config = SimConfig::default();
     config.latency.profile = xcsp_sim::Profile::Fast;
@@ -51,38 +51,58 @@ async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
     )
     .await;
+    (server, client, base)
+}
 
-    create(
-        &api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets"),
-        json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineSet", "metadata": {"name": "gpu", "namespace": NS},
-            "spec": {
-                "clusterName": "c", "replicas": 1,
-                "selector": {"matchLabels": {"cluster.x-k8s.io/set-name": "gpu"}},
-                "template": {
-                    "metadata": {"labels": {"cluster.x-k8s.io/set-name": "gpu"}},
-                    "spec": {
-                        "clusterName": "c",
-                        "bootstrap": {"dataSecretName": "boot"},
-                        "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate", "name": "t"},
-                    },
+/// Cluster `c`, its infrastructure AzureCluster `c-azure`.
+fn cluster() -> Value {
+    json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster", "metadata": {"name": "c", "namespace": NS},
+        "spec": {"infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster", "name": "c-azure"}}})
+}
+
+/// AzureCluster `c-azure`, its identity `id`.
+fn azure_cluster() -> Value {
+    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster", "metadata": {"name": "c-azure", "namespace": NS},
+        "spec": {"location": "usgovvirginia",
+            "identityRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity", "name": "id", "namespace": NS}}})
+}
+
+/// AzureClusterIdentity `id`, a workload identity.
+fn identity() -> Value {
+    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity", "metadata": {"name": "id", "namespace": NS},
+        "spec": {"type": "WorkloadIdentity", "clientID": "c1", "tenantID": "t1", "allowedNamespaces": {"list": [NS]}}})
+}
+
+/// MachineSet `gpu` of cluster `c`, one replica, its template `template`, bootstrap data `boot`.
+fn machine_set(template: &str, annotations: Value) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineSet", "metadata": {"name": "gpu", "namespace": NS},
+        "spec": {
+            "clusterName": "c", "replicas": 1,
+            "selector": {"matchLabels": {"cluster.x-k8s.io/set-name": "gpu"}},
+            "template": {
+                "metadata": {"labels": {"cluster.x-k8s.io/set-name": "gpu"}, "annotations": annotations},
+                "spec": {
+                    "clusterName": "c",
+                    "bootstrap": {"dataSecretName": "boot"},
+                    "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate", "name": template},
                 },
             },
-        }),
-    )
-    .await;
+        },
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what_it_needs_for_a_node() {
+    let (_server, client, base) = start().await;
+    create(&api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets"), machine_set("t", json!({}))).await;
     // The MachineSet controller labels its Machines with the cluster's name; no Cluster yet.
     let m = machine(&base).await;
     assert_eq!(m["held_at"], "cluster", "{m}");
     assert_eq!(m["machine_set"], "gpu");
     assert_eq!(m["node_ref_needs"], json!(["Cluster pool/c"]), "{m}");
 
-    create(
-        &api(&client, "cluster.x-k8s.io", "Cluster", "clusters"),
-        json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster", "metadata": {"name": "c", "namespace": NS},
-            "spec": {"infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster", "name": "c-azure"}}}),
-    )
-    .await;
+    create(&api(&client, "cluster.x-k8s.io", "Cluster", "clusters"), cluster()).await;
     let m = machine(&base).await;
     assert_eq!(
         (m["held_at"].as_str(), m["message"].as_str()),
@@ -95,21 +115,14 @@ async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what
     );
 
     let azure_clusters = api(&client, "infrastructure.cluster.x-k8s.io", "AzureCluster", "azureclusters");
-    create(
-        &azure_clusters,
-        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster", "metadata": {"name": "c-azure", "namespace": NS},
-            "spec": {"location": "usgovvirginia",
-                "identityRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity", "name": "id", "namespace": NS}}}),
-    )
-    .await;
+    create(&azure_clusters, azure_cluster()).await;
     let m = machine(&base).await;
     assert_eq!(m["held_at"], "identity", "{m}");
     assert!(m["message"].as_str().unwrap().contains("\"pool\"/\"id\""), "{m}");
 
     create(
         &api(&client, "infrastructure.cluster.x-k8s.io", "AzureClusterIdentity", "azureclusteridentities"),
-        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity", "metadata": {"name": "id", "namespace": NS},
-            "spec": {"type": "WorkloadIdentity", "clientID": "c1", "tenantID": "t1", "allowedNamespaces": {"list": [NS]}}}),
+        identity(),
     )
     .await;
     let m = machine(&base).await;
@@ -170,4 +183,107 @@ async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what
     secrets.patch("c-kubeconfig", &by, &Patch::Merge(label)).await.unwrap();
     let m = machine(&base).await;
     assert_eq!(m["node_ref_needs"], json!([]), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_machine_set_clones_its_template_into_the_machines_azure_machine_which_carries_capzs_conditions() {
+    let (_server, client, base) = start().await;
+    let spec = json!({"vmSize": "Standard_ND96asr_v4", "osDisk": {"osType": "Linux", "diskSizeGB": 128},
+        "image": {"id": "/subscriptions/s/img"}, "networkInterfaces": [{"subnetName": "gpu"}]});
+    create(
+        &api(&client, "infrastructure.cluster.x-k8s.io", "AzureMachineTemplate", "azuremachinetemplates"),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate",
+            "metadata": {"name": "gpu-1a2b3c", "namespace": NS}, "spec": {"template": {"spec": spec}}}),
+    )
+    .await;
+    let sets = api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets");
+    create(&sets, machine_set("gpu-1a2b3c", json!({"team": "ml"}))).await;
+    let m = machine(&base).await;
+    let name = m["name"].as_str().unwrap().to_string();
+    let machines = api(&client, "cluster.x-k8s.io", "Machine", "machines");
+    let azure_machines = api(&client, "infrastructure.cluster.x-k8s.io", "AzureMachine", "azuremachines");
+    let the_machine = machines.get(&name).await.unwrap();
+    assert_eq!(
+        the_machine.data["spec"]["infrastructureRef"],
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachine", "name": name, "namespace": NS})
+    );
+    let am = azure_machines.get(&name).await.unwrap();
+    let stored = api(&client, "infrastructure.cluster.x-k8s.io", "AzureMachineTemplate", "azuremachinetemplates")
+        .get("gpu-1a2b3c")
+        .await
+        .unwrap();
+    assert_eq!(am.data["spec"]["vmSize"], spec["vmSize"]);
+    assert_eq!(
+        am.data["spec"], stored.data["spec"]["template"]["spec"],
+        "the template's spec.template.spec (CRD defaults in)"
+    );
+    let labels = am.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("cluster.x-k8s.io/set-name").map(String::as_str), Some("gpu"));
+    assert_eq!(labels.get("cluster.x-k8s.io/cluster-name").map(String::as_str), Some("c"));
+    let annotations = am.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations.get("cluster.x-k8s.io/cloned-from-name").map(String::as_str), Some("gpu-1a2b3c"));
+    assert_eq!(
+        annotations.get("cluster.x-k8s.io/cloned-from-groupkind").map(String::as_str),
+        Some("AzureMachineTemplate.infrastructure.cluster.x-k8s.io")
+    );
+    assert_eq!(annotations.get("team").map(String::as_str), Some("ml"));
+    let owners = am.metadata.owner_references.clone().unwrap_or_default();
+    let controller = owners.iter().find(|o| o.controller == Some(true)).expect("a controller owner");
+    assert_eq!(
+        (controller.kind.as_str(), controller.name.as_str(), Some(controller.uid.as_str())),
+        ("Machine", name.as_str(), the_machine.metadata.uid.as_deref())
+    );
+    assert!(owners.iter().any(|o| o.kind == "MachineSet" && o.name == "gpu"), "{owners:?}");
+    // No Cluster: CAPZ returns before any condition of its own.
+    assert_eq!(m["held_at"], "cluster", "{m}");
+    let am = azure_machines.get(&name).await.unwrap();
+    assert_eq!(am.data["status"]["conditions"], json!([]), "{:#}", am.data);
+    assert_eq!(am.data["status"]["ready"], false);
+
+    // Up to the bootstrap data: CAPZ's VMRunning says what it waits for, and CAPI mirrors it.
+    create(&api(&client, "cluster.x-k8s.io", "Cluster", "clusters"), cluster()).await;
+    let azure_clusters = api(&client, "infrastructure.cluster.x-k8s.io", "AzureCluster", "azureclusters");
+    create(&azure_clusters, azure_cluster()).await;
+    create(
+        &api(&client, "infrastructure.cluster.x-k8s.io", "AzureClusterIdentity", "azureclusteridentities"),
+        identity(),
+    )
+    .await;
+    let m = machine(&base).await;
+    assert_eq!(m["held_at"], "infrastructure", "{m}");
+    let am = azure_machines.get(&name).await.unwrap();
+    let of = |o: &DynamicObject, t: &str| {
+        o.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == t)
+            .cloned()
+            .unwrap_or_default()
+    };
+    for t in ["VMRunning", "Ready"] {
+        assert_eq!(
+            (of(&am, t)["status"].as_str(), of(&am, t)["reason"].as_str(), of(&am, t)["severity"].as_str()),
+            (Some("False"), Some("WaitingForClusterInfrastructure"), Some("Info")),
+            "{t}: {:#}",
+            am.data
+        );
+    }
+    let by = PatchParams { field_manager: Some("test".into()), ..Default::default() };
+    azure_clusters.patch_status("c-azure", &by, &Patch::Merge(json!({"status": {"ready": true}}))).await.unwrap();
+    let m = machine(&base).await;
+    assert_eq!(m["held_at"], "bootstrap_data", "{m}");
+    let am = azure_machines.get(&name).await.unwrap();
+    assert_eq!(of(&am, "VMRunning")["reason"], "WaitingForBootstrapData", "{:#}", am.data);
+    let on_machine = machines.get(&name).await.unwrap();
+    assert_eq!(of(&on_machine, "InfrastructureReady")["reason"], "WaitingForBootstrapData");
+
+    // Scaled to zero, the Machine goes and its AzureMachine with it.
+    sets.patch("gpu", &by, &Patch::Merge(json!({"spec": {"replicas": 0}}))).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while azure_machines.get_opt(&name).await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the AzureMachine outlived its Machine");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(machines.get_opt(&name).await.unwrap().is_none(), "the Machine went first");
 }

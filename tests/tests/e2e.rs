@@ -100,12 +100,13 @@ impl Clouds {
         serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
     }
 
-    /// The Kubernetes objects in the pool's namespace: (kind, name), Machines left out.
+    /// The Kubernetes objects in the pool's namespace: (kind, name), the Machines and AzureMachines
+    /// CAPI makes left out.
     fn kube_objects(&self) -> Vec<(String, String)> {
         let all = self.get("/_sim/kube/objects")["items"].as_array().cloned().unwrap_or_default();
         let mut out: Vec<(String, String)> = all
             .iter()
-            .filter(|o| o["namespace"] == "xcsp-il5-gpu" && o["kind"] != "Machine")
+            .filter(|o| o["namespace"] == "xcsp-il5-gpu" && o["kind"] != "Machine" && o["kind"] != "AzureMachine")
             .map(|o| (o["kind"].as_str().unwrap_or_default().into(), o["name"].as_str().unwrap_or_default().into()))
             .collect();
         out.sort();
@@ -317,6 +318,25 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let sets = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machinesets");
     for ms in sets["items"].as_array().unwrap() {
         assert_eq!(ms["status"]["readyReplicas"], 1, "{ms:#}");
+    }
+    // Each machine's AzureMachine, cloned by CAPI from the pool's template and written by CAPZ:
+    // the VM's provider ID, ready, VMRunning True.
+    let azure_machines =
+        clouds.kube_get("/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/azuremachines");
+    let azure_machines = azure_machines["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(azure_machines.len(), 2, "{azure_machines:#?}");
+    for am in &azure_machines {
+        assert!(machines.iter().any(|m| m["provider_id"] == am["spec"]["providerID"]), "{am:#}");
+        assert_eq!(am["status"]["ready"], true, "{am:#}");
+        let running = am["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "VMRunning").cloned();
+        assert_eq!(running.map(|c| c["status"].clone()), Some(serde_json::json!("True")), "{am:#}");
+        let templates: Vec<&serde_json::Value> = sets["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|ms| &ms["spec"]["template"]["spec"]["infrastructureRef"]["name"])
+            .collect();
+        assert!(templates.contains(&&am["metadata"]["annotations"]["cluster.x-k8s.io/cloned-from-name"]), "{am:#}");
     }
     // Where CAPZ holds each machine, as the sim follows its reconcile: past the Cluster, the
     // AzureCluster (ready: xcsp manages it), the identity, the bootstrap data (the pool's copy of

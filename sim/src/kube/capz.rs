@@ -1,7 +1,7 @@
 //! CAPZ's making and deleting of a worker's Azure VM, once every check before it passes
 //! ([`super::joins`]): for a Machine held at `vm`, the network interface `<machine>-nic` in the
 //! pool's subnet and the VM `<machine>` in the AzureCluster's resource group, with the size,
-//! image, OS disk, zone and SSH key of the Machine's AzureMachineTemplate and CAPZ's tags; then
+//! image, OS disk, zone and SSH key of the Machine's AzureMachine (cloned from its template) and CAPZ's tags; then
 //! the Machine's `spec.providerID` as CAPZ sets it (the VM's id with the resource group
 //! lower-cased). A VM whose Machine is going or gone is deleted with its NIC (CAPZ's
 //! AzureMachine finalizer). Sources: cluster-api-provider-azure (OpenShift's vendoring)
@@ -52,11 +52,7 @@ pub fn plan_vm(
         .and_then(|c| c["spec"]["infrastructureRef"]["name"].as_str())
         .unwrap_or_default();
     let ac = kube.value(CAPZ, "azureclusters", ns, ac_name).cloned().unwrap_or_default();
-    let template_name = machine["spec"]["infrastructureRef"]["name"].as_str().unwrap_or_default();
-    let Some(template) = kube.value(CAPZ, "azuremachinetemplates", ns, template_name) else {
-        return Err(refused(format!("AzureMachineTemplate {ns}/{template_name} not found")));
-    };
-    let spec = &template["spec"]["template"]["spec"];
+    let spec = &super::joins::machine_spec(kube, machine).map_err(refused)?;
     let (sub, rg, location) = (
         ac["spec"]["subscriptionID"].as_str().unwrap_or_default(),
         ac["spec"]["resourceGroup"].as_str().unwrap_or_default(),

@@ -163,7 +163,8 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
     if !made && let Some(h) = token_exchange(store, azure, client_id, tenant) {
         return h;
     }
-    if !made && let Some(h) = authorization(&azure_cluster, machine_template(store, machine).as_ref(), azure, client_id)
+    if !made
+        && let Some(h) = authorization(&azure_cluster, machine_spec(store, machine).ok().as_ref(), azure, client_id)
     {
         return h;
     }
@@ -275,12 +276,24 @@ pub fn vnet_id(azure_cluster: &Value) -> String {
     )
 }
 
-/// The AzureMachineTemplate a Machine's MachineSet clones (the Machine's `infrastructureRef`
-/// names it in the sim, which makes no AzureMachine).
-fn machine_template(store: &Store, machine: &Value) -> Option<Value> {
+/// The spec CAPZ makes a Machine's VM from: its AzureMachine's, the object the Machine's
+/// `infrastructureRef` names (CAPZ reads the AzureMachine, never the template); where the sim made
+/// none (the MachineSet's template was missing when the Machine was made, and the ref still names
+/// the template), the template's `spec.template.spec`. `Err` names what is missing.
+pub fn machine_spec(store: &Store, machine: &Value) -> Result<Value, String> {
     let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
-    let name = machine["spec"]["infrastructureRef"]["name"].as_str()?;
-    store.value(CAPZ, "azuremachinetemplates", ns, name).cloned()
+    let r = &machine["spec"]["infrastructureRef"];
+    let name = r["name"].as_str().unwrap_or_default();
+    if r["kind"] == "AzureMachine" {
+        return store
+            .value(CAPZ, "azuremachines", ns, name)
+            .map(|am| am["spec"].clone())
+            .ok_or_else(|| format!("AzureMachine {ns}/{name} not found"));
+    }
+    store
+        .value(CAPZ, "azuremachinetemplates", ns, name)
+        .map(|t| t["spec"]["template"]["spec"].clone())
+        .ok_or_else(|| format!("AzureMachineTemplate {ns}/{name} not found"))
 }
 
 /// CAPZ's workload identity (`azure/scope/identity.go`, `WorkloadIdentity`: azidentity's
@@ -335,13 +348,11 @@ fn token_exchange(store: &Store, azure: &Azure, client_id: &str, tenant: &str) -
 /// resourceskus`, every machine), the NIC and the VM in the AzureCluster's resource group
 /// (`networkinterfaces`, `virtualmachines`), and joining the NIC to the pool's subnet (ARM's
 /// linked-access check on the subnet). A refusal is ARM's `AuthorizationFailed`.
-fn authorization(azure_cluster: &Value, template: Option<&Value>, azure: &Azure, client_id: &str) -> Option<Held> {
+fn authorization(azure_cluster: &Value, machine_spec: Option<&Value>, azure: &Azure, client_id: &str) -> Option<Held> {
     let spec = &azure_cluster["spec"];
     let sub = spec["subscriptionID"].as_str().unwrap_or_default();
     let rg = spec["resourceGroup"].as_str().unwrap_or_default();
-    let subnet = template
-        .and_then(|t| t["spec"]["template"]["spec"]["networkInterfaces"][0]["subnetName"].as_str())
-        .unwrap_or_default();
+    let subnet = machine_spec.and_then(|m| m["networkInterfaces"][0]["subnetName"].as_str()).unwrap_or_default();
     let rg_scope = format!("/subscriptions/{sub}/resourceGroups/{rg}");
     let calls = [
         ("Microsoft.Compute/skus/read", format!("/subscriptions/{sub}")),

@@ -66,6 +66,7 @@ pub const KINDS: &[Kind] = &[
     custom(CAPZ, "AzureClusterIdentity", "azureclusteridentities", "azureclusteridentity"),
     custom(CAPZ, "AzureCluster", "azureclusters", "azurecluster"),
     custom(CAPZ, "AzureMachineTemplate", "azuremachinetemplates", "azuremachinetemplate"),
+    custom(CAPZ, "AzureMachine", "azuremachines", "azuremachine"),
     custom(CAPI, "Cluster", "clusters", "cluster"),
     Kind { scale: true, short_names: &["ms"], ..custom(CAPI, "MachineSet", "machinesets", "machineset") },
     Kind { short_names: &["mhc"], ..custom(CAPI, "MachineHealthCheck", "machinehealthchecks", "machinehealthcheck") },

@@ -4,7 +4,7 @@
 //! whenever a request looks at the Kubernetes API (like the ARM side's long-running operations).
 
 use super::fields::{self, Manager};
-use super::kinds::{CAPI, Kind};
+use super::kinds::{CAPI, CAPZ, Kind};
 use super::store::{Key, PendingMachine, Store, key, random_suffix};
 use crate::world::World;
 use serde_json::{Value, json};
@@ -201,8 +201,78 @@ impl Store {
         // there (`dataSecretName`), so Provisioning; Provisioned needs the infrastructure provider
         // to report the VM ready, Running a Node. No infrastructure provider runs here.
         machine["status"] = json!({"phase": "Provisioning", "bootstrapReady": true, "infrastructureReady": false});
-        self.insert_new(kind, machine, managers, world);
+        let infra = self.clone_infrastructure(ms, &machine, world);
+        if let Some(r) = &infra {
+            machine["spec"]["infrastructureRef"] = r.clone();
+        }
+        let created = self.insert_new(kind, machine, managers, world);
+        // CAPI's Machine controller makes the Machine the infrastructure machine's controller
+        // (`machine_controller_phases.go` `ensureExternalOwnershipAndWatch`).
+        if infra.is_some() {
+            let am_key = key(azure_machine_kind(), &ns, &name);
+            if let Some(mut am) = self.objects.get(&am_key).cloned() {
+                am.value["metadata"]["ownerReferences"].as_array_mut().expect("owner list").push(json!({
+                    "apiVersion": created["apiVersion"], "kind": "Machine", "name": name,
+                    "uid": created["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true,
+                }));
+                self.store(am);
+            }
+        }
     }
+
+    /// CAPI's MachineSet controller clones the template its `infrastructureRef` names into the
+    /// Machine's infrastructure machine before it makes the Machine (`machineset_controller.go`
+    /// `syncReplicas`, `external.CreateFromTemplate`): an AzureMachine named as the Machine, in its
+    /// namespace, with the template's `spec.template.spec`, the Machine's labels and annotations
+    /// and the `cluster.x-k8s.io/cloned-from-*` annotations (`controllers/external/util.go`
+    /// `GenerateTemplate`), owned by the MachineSet. Answers the Machine's `infrastructureRef`, or
+    /// `None` (the ref left naming the template) when the template is missing or not CAPZ's: CAPI
+    /// would then make no Machine at all (a simplification the sim README names).
+    fn clone_infrastructure(&mut self, ms: &Value, machine: &Value, world: &World) -> Option<Value> {
+        let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = machine["metadata"]["name"].as_str().unwrap_or_default();
+        let tref = &ms["spec"]["template"]["spec"]["infrastructureRef"];
+        if tref["kind"] != "AzureMachineTemplate" {
+            return None;
+        }
+        let template_name = tref["name"].as_str()?;
+        let template = self.value(CAPZ, "azuremachinetemplates", ns, template_name)?.clone();
+        let am_kind = azure_machine_kind();
+        let mut annotations = machine["metadata"]["annotations"].as_object().cloned().unwrap_or_default();
+        annotations.insert("cluster.x-k8s.io/cloned-from-name".into(), json!(template_name));
+        annotations.insert(
+            "cluster.x-k8s.io/cloned-from-groupkind".into(),
+            json!("AzureMachineTemplate.infrastructure.cluster.x-k8s.io"),
+        );
+        let am = json!({
+            "apiVersion": am_kind.api_version(), "kind": am_kind.kind,
+            "metadata": {
+                "name": name, "namespace": ns,
+                "labels": machine["metadata"]["labels"],
+                "annotations": annotations,
+                "ownerReferences": [{
+                    "apiVersion": ms["apiVersion"], "kind": "MachineSet", "name": ms["metadata"]["name"],
+                    "uid": ms["metadata"]["uid"],
+                }],
+            },
+            "spec": template["spec"]["template"]["spec"],
+        });
+        let mut managers: Vec<Manager> = Vec::new();
+        fields::record_update(
+            &mut managers,
+            CONTROLLER,
+            &am_kind.api_version(),
+            &super::store::timestamp(world),
+            (&json!({}), &super::store::owned_part(am_kind, &am)),
+            &Value::Null,
+        );
+        self.insert_new(am_kind, am, managers, world);
+        Some(json!({"apiVersion": am_kind.api_version(), "kind": am_kind.kind, "name": name, "namespace": ns}))
+    }
+}
+
+fn azure_machine_kind() -> &'static Kind {
+    Kind::find(CAPZ, "v1beta1", "azuremachines").expect("azuremachines served")
 }
 
 /// `matchLabels` as a selector string (`k=v,...`), as `status.selector` shows it for the scale subresource.

@@ -497,6 +497,38 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     let copy = clouds.kube_get("/api/v1/namespaces/xcsp-il5-gpu/secrets/xcsp-il5-gpu-gpu-user-data");
     assert_eq!(copy["data"]["value"], rotated.as_str(), "{copy}");
+    // What a kill between xcsp's write of the AzureCluster or Cluster and its status write leaves
+    // (the object there, its status not): the AzureCluster not ready (CAPZ then holds every new
+    // machine at `infrastructure`) and the Cluster without ControlPlaneInitialized (CAPI then
+    // matches no Node). Refresh reads both statuses, plan shows them, and apply writes them again.
+    let ns_path = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/azureclusters";
+    let ac_name = clouds.kube_get(ns_path)["items"][0]["metadata"]["name"].as_str().unwrap().to_string();
+    let unready = serde_json::json!({"status": {"ready": false}}).to_string();
+    let path = format!("{ns_path}/{ac_name}/status");
+    assert_eq!(
+        clouds.kube_request("PATCH", &path, Some(("application/merge-patch+json", &unready)))["status"]["ready"],
+        false
+    );
+    let cluster_path = format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/clusters/{ac_name}/status");
+    let cleared = serde_json::json!({"status": {"conditions": [], "v1beta2": {"conditions": []}}}).to_string();
+    clouds.kube_request("PATCH", &cluster_path, Some(("application/merge-patch+json", &cleared)));
+    let planned = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
+    let said = text_of(&planned);
+    assert_eq!(planned.status.code(), Some(2), "{said}");
+    assert!(said.contains("~ k8s_azure_cluster.link will be updated in place"), "{said}");
+    assert!(said.contains("infrastructure_ready = false -> true"), "{said}");
+    assert!(said.contains("~ k8s_cluster.link will be updated in place"), "{said}");
+    assert!(said.contains("control_plane_initialized = false -> true"), "{said}");
+    assert!(said.contains("Plan: 0 to add, 2 to change"), "{said}");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.kube_get(&format!("{ns_path}/{ac_name}"))["status"]["ready"], true);
+    let conditions = clouds.kube_get(&cluster_path.replace("/status", ""))["status"]["v1beta2"]["conditions"].clone();
+    assert!(
+        conditions.as_array().unwrap().iter().any(|c| c["type"] == "ControlPlaneInitialized" && c["status"] == "True"),
+        "{conditions}"
+    );
+    let (code, said) = plan(&clouds, state);
+    assert_eq!(code, Some(0), "{said}");
 
     // The spec's tags are on both clouds' resources, beside xcsp's own.
     let vgws = clouds.ec2("DescribeVpnGateways");

@@ -403,6 +403,9 @@ pub fn expanded(model: &Model) -> Expanded {
             ("vnet", Value::Unknown),
             ("identity", Value::string(format!("{infra}-{}", first.identity.value))),
             ("externally_managed", Value::Bool(true)),
+            // Its manager (xcsp) marks it ready, a status write after the object's; refresh reads
+            // `status.ready` back, so a run that stopped between the two shows it in the plan.
+            ("infrastructure_ready", Value::Bool(true)),
         ];
         if n.driver.value == Driver::External {
             attrs.push(("network_managed_externally", Value::Bool(true)));
@@ -421,6 +424,9 @@ pub fn expanded(model: &Model) -> Expanded {
                 ("namespace", Value::string(&b.namespace)),
                 ("name", Value::string(format!("{infra}-{name}"))),
                 ("infrastructure_ref", Value::string(format!("{infra}-{name}"))),
+                // xcsp marks it initialized (status conditions, written after the object);
+                // refresh reads them back.
+                ("control_plane_initialized", Value::Bool(true)),
             ],
         );
         b.after(cl, &ac_addr);

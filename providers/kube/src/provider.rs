@@ -658,6 +658,25 @@ fn observe(o: &DynamicObject, address: Address) -> Observed {
                 attributes.insert("vm_size".into(), Value::string(size));
             }
         }
+        // The statuses xcsp writes after the object (`apply`): an AzureCluster's `ready`, a
+        // Cluster's ControlPlaneInitialized in both its v1beta1 and v1beta2 shapes, whichever
+        // version the object was read at.
+        T::K8sAzureCluster => {
+            attributes.insert("infrastructure_ready".into(), Value::Bool(o.data["status"]["ready"] == true));
+        }
+        T::K8sCluster => {
+            let status = &o.data["status"];
+            let set = |c: &serde_json::Value| {
+                c.as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == CONTROL_PLANE_INITIALIZED && c["status"] == "True"))
+            };
+            let other = if set(&status["v1beta2"]["conditions"]) {
+                true
+            } else {
+                set(&status["deprecated"]["v1beta1"]["conditions"])
+            };
+            attributes.insert("control_plane_initialized".into(), Value::Bool(set(&status["conditions"]) && other));
+        }
         _ => {}
     }
     Observed { id: object_id(&ns, &name), address, attributes }

@@ -237,6 +237,45 @@ def apply_conflicts():
     assert forced["spec"]["additionalTags"]["xcsp-stack"] == "other", forced["spec"]
 
 
+def map_list_merge():
+    """AzureCluster spec.networkSpec.subnets is a list-type map keyed by name in CAPZ's CRD: two
+    appliers each own their own item, and a change inside another's item conflicts at that item."""
+    def with_subnets(subnets):
+        ac = azure_cluster("peers-subnets")
+        ac["spec"]["networkSpec"] = {"subnets": subnets}
+        return ac
+    valid(apply(INFRA, "azureclusters", "peers-subnets", with_subnets([{"name": "gpu", "role": "node"}]), manager="xcsp"))
+    both = valid(apply(INFRA, "azureclusters", "peers-subnets",
+                       with_subnets([{"name": "bastion", "role": "bastion"}]), manager="ops"))
+    assert [s["name"] for s in both["spec"]["networkSpec"]["subnets"]] == ["gpu", "bastion"], both["spec"]
+    owned = {m["manager"]: m["fieldsV1"]["f:spec"]["f:networkSpec"]["f:subnets"] for m in both["metadata"]["managedFields"]
+             if m["operation"] == "Apply"}
+    assert set(owned["xcsp"]) == {'k:{"name":"gpu"}'} and set(owned["ops"]) == {'k:{"name":"bastion"}'}, owned
+    assert owned["xcsp"]['k:{"name":"gpu"}'] == {".": {}, "f:name": {}, "f:role": {}}, owned
+    s = api_error(409, "Conflict", apply, INFRA, "azureclusters", "peers-subnets",
+                  with_subnets([{"name": "bastion", "role": "bastion"}, {"name": "gpu", "role": "controlplane"}]),
+                  manager="ops")
+    assert s["message"] == ('Apply failed with 1 conflict: conflict with "xcsp": '
+                            '.spec.networkSpec.subnets[name="gpu"].role'), s["message"]
+    custom.delete_namespaced_custom_object(*INFRA, NS, "azureclusters", "peers-subnets")
+
+
+def cel_rule():
+    """CAPI 1.13's CRD puts a CEL rule on unhealthyMachineConditions[].type: Ready is refused."""
+    mhc = {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineHealthCheck",
+           "metadata": {"name": "peers-mhc", "namespace": NS},
+           "spec": {"clusterName": "peers", "selector": {"matchLabels": {"pool": "peers"}},
+                    "unhealthyMachineConditions": [{"type": "Ready", "status": "False", "timeout": "5m"}]}}
+    s = api_error(422, "Invalid", custom.create_namespaced_custom_object, *CAPI, NS, "machinehealthchecks", mhc)
+    assert s["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": "spec.unhealthyMachineConditions[0].type",
+        "message": 'Invalid value: "Ready": type must not be one of: Ready, Available, HealthCheckSucceeded, '
+                   'OwnerRemediated, ExternallyRemediated'}], s["details"]
+    mhc["spec"]["unhealthyMachineConditions"][0]["type"] = "GPUHealthy"
+    valid(custom.create_namespaced_custom_object(*CAPI, NS, "machinehealthchecks", mhc))
+    custom.delete_namespaced_custom_object(*CAPI, NS, "machinehealthchecks", "peers-mhc")
+
+
 def invalid_label():
     bad = template("peers-bad", labels={"pool": "-no-"})
     s = api_error(422, "Invalid", custom.create_namespaced_custom_object, *INFRA, NS, "azuremachinetemplates", bad)
@@ -287,6 +326,12 @@ def machine_sets_and_scale():
     for m in machines:
         assert m["metadata"]["ownerReferences"][0]["name"] == "peers-ms", m["metadata"]
         assert m["spec"]["clusterName"] == "peers", m["spec"]
+        # CAPI cloned the template into the Machine's AzureMachine; it obeys CAPZ's CRD.
+        ref = m["spec"]["infrastructureRef"]
+        assert (ref["kind"], ref["name"]) == ("AzureMachine", m["metadata"]["name"]), ref
+        am = valid(custom.get_namespaced_custom_object(*INFRA, NS, "azuremachines", ref["name"]))
+        assert am["metadata"]["annotations"]["cluster.x-k8s.io/cloned-from-name"] == "peers-amt", am["metadata"]
+        assert am["spec"]["vmSize"] == "Standard_D4s_v3", am["spec"]
     scale = custom.get_namespaced_custom_object_scale(*CAPI, NS, "machinesets", "peers-ms")
     assert scale["kind"] == "Scale" and scale["spec"]["replicas"] == 2, scale
     st = valid(custom.get_namespaced_custom_object(*CAPI, NS, "machinesets", "peers-ms"))
@@ -365,11 +410,13 @@ suite.check("merge patch of labels and spec", merge_patch)
 suite.check("status subresource", status_subresource)
 suite.check("server-side apply: defaults, managedFields, no-op re-apply, no field manager", server_side_apply)
 suite.check("server-side apply conflict between managers, then force", apply_conflicts)
+suite.check("server-side apply merges a list-type map item by item; a conflict names the item by its key", map_list_merge)
+suite.check("a CRD's CEL rule (x-kubernetes-validations) refuses what it forbids with 422", cel_rule)
 suite.check("an invalid label value is 422 Invalid on metadata.labels", invalid_label)
 suite.check("schema violations are 422 with FieldValueRequired / FieldValueTypeInvalid", schema_violations)
 suite.check("an AzureMachineTemplate spec change is refused by CAPZ's webhook", amt_is_immutable)
 suite.check("a malformed label selector is 400 BadRequest", bad_selector)
-suite.check("MachineSet apply, its Machines, the scale subresource", machine_sets_and_scale)
+suite.check("MachineSet apply, its Machines and their AzureMachines, the scale subresource", machine_sets_and_scale)
 suite.check("CAPI at v1beta2 (preferred): converted both ways, each answer obeying its version's schema", capi_at_v1beta2)
 suite.check("deletes and 404 NotFound after", deletes)
 suite.check("a missing namespace is 404; namespaces list", namespaces_missing)

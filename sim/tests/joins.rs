@@ -277,6 +277,11 @@ async fn the_machine_set_clones_its_template_into_the_machines_azure_machine_whi
     assert_eq!(of(&am, "VMRunning")["reason"], "WaitingForBootstrapData", "{:#}", am.data);
     let on_machine = machines.get(&name).await.unwrap();
     assert_eq!(of(&on_machine, "InfrastructureReady")["reason"], "WaitingForBootstrapData");
+    // With its conditions, the AzureMachine still obeys CAPZ's CRD schema.
+    let crds = xcsp_sim::kube::schema::load_crds(&xcsp_sim::kube::schema::crds_dir(), "v1beta1").unwrap();
+    let crd = crds.iter().find(|c| c.kind == "AzureMachine").expect("CAPZ's AzureMachine CRD");
+    let as_served = serde_json::to_value(&am).unwrap();
+    assert_eq!(crd.schema.validate(&as_served), vec![], "{as_served:#}");
 
     // Scaled to zero, the Machine goes and its AzureMachine with it.
     sets.patch("gpu", &by, &Patch::Merge(json!({"spec": {"replicas": 0}}))).await.unwrap();

@@ -292,3 +292,77 @@ async fn the_machine_set_clones_its_template_into_the_machines_azure_machine_whi
     }
     assert!(machines.get_opt(&name).await.unwrap().is_none(), "the Machine went first");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_check_remediates_nothing_while_more_machines_are_unhealthy_than_it_allows() {
+    let (_server, client, _base) = start().await;
+    let by = PatchParams { field_manager: Some("test".into()), ..Default::default() };
+    let clusters = api(&client, "cluster.x-k8s.io", "Cluster", "clusters");
+    create(&clusters, cluster()).await;
+    let initialized = json!({"status": {"v1beta2": {"conditions": [{"type": "ControlPlaneInitialized", "status": "True", "reason": "Initialized", "message": "", "lastTransitionTime": "2026-11-24T00:00:00Z"}]}}});
+    clusters.patch_status("c", &by, &Patch::Merge(initialized)).await.unwrap();
+    let azure_clusters = api(&client, "infrastructure.cluster.x-k8s.io", "AzureCluster", "azureclusters");
+    create(&azure_clusters, azure_cluster()).await;
+    azure_clusters.patch_status("c-azure", &by, &Patch::Merge(json!({"status": {"ready": true}}))).await.unwrap();
+    let mut two = machine_set("t", json!({}));
+    two["spec"]["replicas"] = json!(2);
+    create(&api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets"), two).await;
+    // Every machine fails its startup (no CAPZ runs here, so none gets a Node): 2 unhealthy of 2,
+    // one more than the check allows.
+    let checks = api(&client, "cluster.x-k8s.io", "MachineHealthCheck", "machinehealthchecks");
+    create(
+        &checks,
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineHealthCheck", "metadata": {"name": "gpu", "namespace": NS},
+            "spec": {"clusterName": "c", "selector": {"matchLabels": {"cluster.x-k8s.io/set-name": "gpu"}},
+                "nodeStartupTimeout": "1s", "maxUnhealthy": 1}}),
+    )
+    .await;
+    let machines = api(&client, "cluster.x-k8s.io", "Machine", "machines");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let check = loop {
+        let c = checks.get("gpu").await.unwrap();
+        if c.data["status"]["expectedMachines"] == 2 && c.data["status"]["currentHealthy"] == 0 {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "the check never saw two unhealthy machines: {:#}", c.data);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let allowed = &check.data["status"]["conditions"][0];
+    assert_eq!(
+        (allowed["type"].as_str(), allowed["status"].as_str(), allowed["reason"].as_str()),
+        (Some("RemediationAllowed"), Some("False"), Some("TooManyUnhealthy")),
+        "{:#}",
+        check.data
+    );
+    assert_eq!(
+        allowed["message"],
+        "Remediation is not allowed, the number of not started or unhealthy machines exceeds maxUnhealthy (total: 2, unhealthy: 2, maxUnhealthy: 1)"
+    );
+    assert_eq!(check.data["status"]["remediationsAllowed"], 0);
+    let crds = xcsp_sim::kube::schema::load_crds(&xcsp_sim::kube::schema::crds_dir(), "v1beta1").unwrap();
+    let crd = crds.iter().find(|c| c.kind == "MachineHealthCheck").expect("CAPI's MachineHealthCheck CRD");
+    let as_served = serde_json::to_value(&check).unwrap();
+    assert_eq!(crd.schema.validate(&as_served), vec![], "{as_served:#}");
+    let listed = machines.list(&Default::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 2);
+    assert!(listed.items.iter().all(|m| m.metadata.deletion_timestamp.is_none()), "nothing was sent away");
+
+    // Allowed them all, the check sends both away and the MachineSet makes two others.
+    let originals: Vec<String> = listed.items.iter().map(|m| m.metadata.name.clone().unwrap()).collect();
+    checks.patch("gpu", &by, &Patch::Merge(json!({"spec": {"maxUnhealthy": "100%"}}))).await.unwrap();
+    loop {
+        let now: Vec<String> = machines
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|m| m.metadata.name)
+            .collect();
+        if now.len() == 2 && now.iter().all(|n| !originals.contains(n)) {
+            break;
+        }
+        assert!(Instant::now() < deadline + Duration::from_secs(30), "not replaced: {now:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

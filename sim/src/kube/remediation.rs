@@ -7,7 +7,13 @@
 //! creation and its `InfrastructureReady`. Nothing is judged before the Cluster's control plane
 //! is initialized and its infrastructure ready. An unhealthy Machine gets `HealthCheckSucceeded`
 //! False and `OwnerRemediated` False, and its MachineSet deletes it (`machineset_controller.go`,
-//! owner remediation), so a new one is made. `maxUnhealthy` (100% unless set) is not checked.
+//! owner remediation), so a new one is made. Remediation is short-circuited, as CAPI's
+//! `machinehealthcheck_controller.go` (`reconcile`, `isAllowedRemediation`, `getMaxUnhealthy`,
+//! `getUnhealthyRange`) does, when more Machines are unhealthy than `maxUnhealthy` allows (an
+//! integer or a percentage of the targets, rounded down; 100% unless set) or their number falls
+//! outside `unhealthyRange` (`[min-max]`): the check's `RemediationAllowed` is False
+//! (`TooManyUnhealthy`) and nothing is deleted. The check's status counts its targets
+//! (`expectedMachines`, `currentHealthy`, `remediationsAllowed`).
 
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -143,8 +149,16 @@ impl Store {
                 .filter(|(_, o)| selector.matches(&o.value["metadata"]["labels"]))
                 .map(|(k, o)| (k.clone(), o.value.clone()))
                 .collect();
-            for (k, machine) in targets {
-                let Some((reason, message)) = unhealthy(self, &check, &machine, now) else { continue };
+            let verdicts: Vec<(Key, (&'static str, String))> = targets
+                .iter()
+                .filter_map(|(k, machine)| Some((k.clone(), unhealthy(self, &check, machine, now)?)))
+                .collect();
+            let allowance = allowance(&check["spec"], targets.len(), verdicts.len());
+            self.write_check_status(&check, targets.len(), verdicts.len(), &allowance, world);
+            if allowance.is_err() {
+                continue;
+            }
+            for (k, (reason, message)) in verdicts {
                 let Some(mut obj) = self.objects.get(&k).cloned() else { continue };
                 let stamp = super::store::timestamp(world);
                 let mut conditions: Vec<Value> =
@@ -166,11 +180,105 @@ impl Store {
         }
         sent
     }
+
+    /// The check's status as CAPI writes it: its counts and `RemediationAllowed` (True, or False
+    /// with `TooManyUnhealthy` and CAPI's message). Written only when it changes.
+    fn write_check_status(
+        &mut self,
+        check: &Value,
+        expected: usize,
+        unhealthy: usize,
+        allowance: &Result<usize, String>,
+        world: &World,
+    ) {
+        let ns = check["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = check["metadata"]["name"].as_str().unwrap_or_default();
+        let Some(kind) = super::kinds::Kind::served(CAPI, "machinehealthchecks") else { return };
+        let key = super::store::key(kind, ns, name);
+        let Some(mut obj) = self.objects.get(&key).cloned() else { return };
+        let old = obj.value["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let condition = match allowance {
+            Ok(_) => json!({"type": "RemediationAllowed", "status": "True"}),
+            Err(message) => json!({"type": "RemediationAllowed", "status": "False", "reason": "TooManyUnhealthy",
+                "severity": "Warning", "message": message}),
+        };
+        let since = old
+            .iter()
+            .find(|c| c["type"] == "RemediationAllowed" && c["status"] == condition["status"])
+            .map(|c| c["lastTransitionTime"].clone())
+            .unwrap_or_else(|| json!(super::store::timestamp(world)));
+        let mut condition = condition;
+        condition["lastTransitionTime"] = since;
+        let status = &mut obj.value["status"];
+        let before = status.clone();
+        status["expectedMachines"] = json!(expected);
+        status["currentHealthy"] = json!(expected - unhealthy);
+        status["remediationsAllowed"] = json!(allowance.as_ref().copied().unwrap_or(0));
+        status["conditions"] = json!([condition]);
+        if *status != before {
+            self.store(obj);
+        }
+    }
+}
+
+/// How many more Machines the check may remediate with `unhealthy` of `expected` targets
+/// unhealthy, or CAPI's message for why it may remediate none (`machinehealthcheck_controller.go`:
+/// `unhealthyRange` first, else `maxUnhealthy`, an int-or-percent scaled to the targets and
+/// rounded down, `intstr.GetScaledValueFromIntOrPercent`; 100% by default).
+fn allowance(spec: &Value, expected: usize, unhealthy: usize) -> Result<usize, String> {
+    if let Some(range) = spec["unhealthyRange"].as_str() {
+        let bounds = range
+            .trim()
+            .strip_prefix('[')
+            .and_then(|r| r.strip_suffix(']'))
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(a, b)| Some((a.trim().parse::<usize>().ok()?, b.trim().parse::<usize>().ok()?)));
+        return match bounds {
+            Some((min, max)) if min <= unhealthy && unhealthy <= max => Ok(max - unhealthy),
+            _ => Err(format!(
+                "Remediation is not allowed, the number of not started or unhealthy machines does not fall within the range (total: {expected}, unhealthy: {unhealthy}, unhealthyRange: {range})"
+            )),
+        };
+    }
+    let shown = match &spec["maxUnhealthy"] {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => "100%".to_string(),
+    };
+    let max = match shown.strip_suffix('%') {
+        Some(p) => p.parse::<usize>().ok().map(|p| p * expected / 100),
+        None => shown.parse::<usize>().ok(),
+    };
+    match max {
+        Some(max) if unhealthy <= max => Ok(max - unhealthy),
+        _ => Err(format!(
+            "Remediation is not allowed, the number of not started or unhealthy machines exceeds maxUnhealthy (total: {expected}, unhealthy: {unhealthy}, maxUnhealthy: {shown})"
+        )),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::go_duration;
+    use super::{allowance, go_duration};
+    use serde_json::json;
+
+    #[test]
+    fn remediation_is_short_circuited_beyond_max_unhealthy_or_outside_the_range() {
+        assert_eq!(allowance(&json!({}), 2, 2), Ok(0), "100% by default");
+        assert_eq!(allowance(&json!({"maxUnhealthy": "40%"}), 5, 2), Ok(0), "40% of 5 is 2");
+        assert_eq!(
+            allowance(&json!({"maxUnhealthy": "40%"}), 4, 2),
+            Err("Remediation is not allowed, the number of not started or unhealthy machines exceeds maxUnhealthy (total: 4, unhealthy: 2, maxUnhealthy: 40%)".into()),
+            "40% of 4 rounds down to 1"
+        );
+        assert_eq!(allowance(&json!({"maxUnhealthy": 3}), 10, 1), Ok(2));
+        assert_eq!(allowance(&json!({"unhealthyRange": "[1-3]"}), 10, 2), Ok(1));
+        assert_eq!(
+            allowance(&json!({"unhealthyRange": "[1-3]", "maxUnhealthy": "100%"}), 10, 4),
+            Err("Remediation is not allowed, the number of not started or unhealthy machines does not fall within the range (total: 10, unhealthy: 4, unhealthyRange: [1-3])".into())
+        );
+        assert!(allowance(&json!({"maxUnhealthy": "x"}), 2, 0).is_err(), "an unreadable value allows nothing");
+    }
 
     #[test]
     fn go_durations_read_as_go_writes_them() {

@@ -264,6 +264,61 @@ fn percent(s: &str) -> Vec<u8> {
     out
 }
 
+/// The label keys the kubelet may set on its own Node (`--node-labels`) in the `kubernetes.io` and
+/// `k8s.io` namespaces: upstream's (kubernetes `staging/src/k8s.io/kubelet/pkg/apis/well_known_labels.go`,
+/// `kubeletLabels`, `kubeletLabelNamespaces`) and the node roles OpenShift's fork adds
+/// (`well_known_openshift_labels.go`, quoted in openshift/enhancements `enhancements/arbiter-clusters.md`,
+/// "Kubernetes Change": control-plane, arbiter, master, worker, etcd).
+const KUBELET_LABELS: &[&str] = &[
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/instance-type",
+    "beta.kubernetes.io/os",
+    "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "kubernetes.io/arch",
+    "kubernetes.io/hostname",
+    "kubernetes.io/os",
+    "node.kubernetes.io/instance-type",
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+];
+const KUBELET_LABEL_NAMESPACES: &[&str] = &["kubelet.kubernetes.io", "node.kubernetes.io"];
+const OPENSHIFT_NODE_LABELS: &[&str] = &[
+    "node-role.kubernetes.io/control-plane",
+    "node-role.kubernetes.io/arbiter",
+    "node-role.kubernetes.io/master",
+    "node-role.kubernetes.io/worker",
+    "node-role.kubernetes.io/etcd",
+];
+
+/// The kubelet's refusal of its `--node-labels` (kubernetes `cmd/kubelet/app/options/options.go`
+/// `ValidateKubeletFlags`, `isKubernetesLabel`): a key in the `kubernetes.io` or `k8s.io` namespace
+/// (or a subdomain of either) that it may not set, listed sorted in the kubelet's words. The
+/// kubelet then exits and never registers.
+pub fn refused_node_labels<'a>(keys: impl Iterator<Item = &'a str>) -> Option<String> {
+    let in_namespace = |ns: &str, domain: &str| ns == domain || ns.ends_with(&format!(".{domain}"));
+    let mut unknown: Vec<&str> = keys
+        .filter(|k| {
+            let ns = k.split_once('/').map_or("", |(d, _)| d);
+            let kubernetes = in_namespace(ns, "kubernetes.io") || in_namespace(ns, "k8s.io");
+            let allowed = KUBELET_LABELS.contains(k)
+                || OPENSHIFT_NODE_LABELS.contains(k)
+                || KUBELET_LABEL_NAMESPACES.iter().any(|d| in_namespace(ns, d));
+            kubernetes && !allowed
+        })
+        .collect();
+    if unknown.is_empty() {
+        return None;
+    }
+    unknown.sort_unstable();
+    Some(format!(
+        "unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: [{}]\n--node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix ({}) or be in the specifically allowed set ({})",
+        unknown.join(" "),
+        KUBELET_LABEL_NAMESPACES.join(", "),
+        KUBELET_LABELS.join(", ")
+    ))
+}
+
 /// The AWS template units, which fail on an Azure VM.
 const AWS_UNITS: &[&str] = &["aws-kubelet-nodename.service", "aws-kubelet-providerid.service"];
 
@@ -336,6 +391,9 @@ pub fn kubelet(config: &Value, vm_id: &str, vm_name: &str) -> Result<Registratio
     for l in flag.split(',').filter(|l| !l.is_empty()) {
         let (k, v) = l.split_once('=').unwrap_or((l, ""));
         labels.insert(k.to_string(), json!(v));
+    }
+    if let Some(refused) = refused_node_labels(labels.keys().map(String::as_str)) {
+        return Err(at(format!("kubelet.service exits: failed to validate kubelet flags: {refused}")));
     }
     // The kubelet's own labels (kubernetes/kubernetes `pkg/kubelet/kubelet_node_status.go` `initialNode`).
     for (k, v) in [
@@ -760,6 +818,32 @@ printf 'KUBELET_NODE_NAME=%s\nKUBELET_PROVIDERID=azure://%s\nCUSTOM_KUBELET_LABE
         let ec2 = "#!/bin/bash\nset -e\ncurl -fsS http://169.254.169.254/latest/meta-data/instance-id\n";
         let c = config(json!([{"name": "env.service", "enabled": true, "contents": UNIT}]), ec2);
         assert!(kubelet(&c, "id", "vm").unwrap_err().message.contains("exit 7"));
+    }
+
+    #[test]
+    fn the_kubelet_refuses_node_labels_in_the_kubernetes_namespaces_it_may_not_set() {
+        // OpenShift's own roles and the kubelet's namespaces pass; a custom role does not.
+        let ok = ["node-role.kubernetes.io/worker", "node.openshift.io/os_id", "node.kubernetes.io/x", "gpu"];
+        assert_eq!(refused_node_labels(ok.into_iter()), None);
+        let refused = refused_node_labels(
+            ["node-role.kubernetes.io/gpu", "app.kubernetes.io/name", "x.k8s.io/y", "kubernetes.io/hostname"]
+                .into_iter(),
+        )
+        .unwrap();
+        assert!(
+            refused.starts_with("unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: [app.kubernetes.io/name node-role.kubernetes.io/gpu x.k8s.io/y]\n"),
+            "{refused}"
+        );
+        let script =
+            "#!/bin/bash\nprintf 'CUSTOM_KUBELET_LABELS=node-role.kubernetes.io/gpu\\n' > /etc/kubernetes/node.env\n";
+        let c = config(json!([{"name": "env.service", "enabled": true, "contents": UNIT}]), script);
+        let e = kubelet(&c, "id", "vm").unwrap_err();
+        assert_eq!(e.step, "kubelet");
+        assert!(
+            e.message.starts_with("kubelet.service exits: failed to validate kubelet flags: unknown"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -307,8 +307,18 @@ async fn a_health_check_remediates_nothing_while_more_machines_are_unhealthy_tha
     let mut two = machine_set("t", json!({}));
     two["spec"]["replicas"] = json!(2);
     create(&api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets"), two).await;
-    // Every machine fails its startup (no CAPZ runs here, so none gets a Node): 2 unhealthy of 2,
-    // one more than the check allows.
+    // Every machine fails its startup (no CAPZ runs here, so none gets a Node). The check is made
+    // once both exist and both are past its startup timeout, so its first pass finds 2 unhealthy of
+    // 2, one more than it allows (made earlier, it would find them one at a time, each alone
+    // within the allowance, and remediate each).
+    let machines = api(&client, "cluster.x-k8s.io", "Machine", "machines");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while machines.list(&Default::default()).await.unwrap().items.len() < 2 {
+        assert!(Instant::now() < deadline, "the MachineSet made no two Machines");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // (Timestamps have whole seconds: 2.5 s puts both clear of the 1 s timeout whatever their stamps.)
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     let checks = api(&client, "cluster.x-k8s.io", "MachineHealthCheck", "machinehealthchecks");
     create(
         &checks,
@@ -317,8 +327,6 @@ async fn a_health_check_remediates_nothing_while_more_machines_are_unhealthy_tha
                 "nodeStartupTimeout": "1s", "maxUnhealthy": 1}}),
     )
     .await;
-    let machines = api(&client, "cluster.x-k8s.io", "Machine", "machines");
-    let deadline = Instant::now() + Duration::from_secs(30);
     let check = loop {
         let c = checks.get("gpu").await.unwrap();
         if c.data["status"]["expectedMachines"] == 2 && c.data["status"]["currentHealthy"] == 0 {

@@ -277,8 +277,7 @@ fn merge_in(target: &mut Value, config: &Value, schema: &Value, root: bool) {
                 }
             }
         }
-        (Value::Array(t), Value::Array(c)) if !matches!(list_kind(schema), ListKind::Atomic) => match list_kind(schema)
-        {
+        (Value::Array(t), Value::Array(c)) => match list_kind(schema) {
             ListKind::Set => {
                 for x in c {
                     if !t.contains(x) {
@@ -294,7 +293,7 @@ fn merge_in(target: &mut Value, config: &Value, schema: &Value, root: bool) {
                     }
                 }
             }
-            ListKind::Atomic => unreachable!("guarded"),
+            ListKind::Atomic => *t = c.clone(),
         },
         (t, c) => *t = c.clone(),
     }

@@ -108,7 +108,8 @@ pub static MODELS_LOADED: LazyLock<Result<Models, String>> = LazyLock::new(|| {
     m
 });
 
-fn normalize(p: &Path) -> PathBuf {
+/// `p` with its `.` and `..` components resolved lexically (the specs' `$ref`s climb with `..`).
+pub fn normalize(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {

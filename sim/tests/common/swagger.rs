@@ -7,8 +7,9 @@
 
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use xcsp_sim::arm::spec::normalize;
 
 /// Whether a body is sent or received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,20 +61,6 @@ pub struct Specs {
     pub root: PathBuf,
     files: Mutex<HashMap<PathBuf, std::sync::Arc<Value>>>,
     pub ops: Vec<Op>,
-}
-
-fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 /// The reference directory; the suite fails (never skips) when it is missing.

@@ -200,7 +200,7 @@ pub fn same_at(a: &Value, b: &Value, path: &[String]) -> bool {
 
 /// True when `path` is a key field of a map-list item (`.../k:{"name":..}/name`): it goes with its
 /// item, never alone.
-pub fn is_key_field(path: &[String]) -> bool {
+fn is_key_field(path: &[String]) -> bool {
     let [.., item, field] = path else { return false };
     item.strip_prefix("k:")
         .and_then(|k| serde_json::from_str::<Map<String, Value>>(k).ok())
@@ -232,8 +232,11 @@ pub fn overlaps(a: &[String], b: &[String]) -> bool {
 }
 
 /// Removes the value at `path` (a field, or a list item), then every parent object or list it
-/// leaves empty (up to the top).
+/// leaves empty (up to the top). A key field of a map-list item is left: it goes with its item.
 pub fn remove(v: &mut Value, path: &[String]) {
+    if is_key_field(path) {
+        return;
+    }
     let Some((last, parents)) = path.split_last() else { return };
     let emptied = match get_mut(v, parents) {
         Some(Value::Array(list)) if is_item(last) => {

@@ -443,7 +443,7 @@ impl Store {
         let mut next = old.value.clone();
         let mine = old.managers.iter().find(|m| m.manager == me && m.operation == Operation::Apply);
         if let Some(mine) = mine {
-            for p in mine.fields.difference(&sent).filter(|p| !fields::is_key_field(p)) {
+            for p in mine.fields.difference(&sent) {
                 let shared = old
                     .managers
                     .iter()

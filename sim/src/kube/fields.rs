@@ -16,6 +16,7 @@
 //! only map-list items. Object keys never start with `k:` or `v:` here (label, annotation and field
 //! names cannot hold a colon), so the two kinds of element are told apart by their prefix.
 
+use super::schema::{ListType, list_type};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
@@ -70,23 +71,6 @@ fn child<'a>(schema: &'a Value, key: &str, root: bool) -> &'a Value {
     }
 }
 
-/// How a list merges.
-enum ListKind<'a> {
-    Atomic,
-    Set,
-    Map(Vec<&'a str>),
-}
-
-fn list_kind(schema: &Value) -> ListKind<'_> {
-    match schema["x-kubernetes-list-type"].as_str() {
-        Some("set") => ListKind::Set,
-        Some("map") => ListKind::Map(
-            schema["x-kubernetes-list-map-keys"].as_array().into_iter().flatten().filter_map(Value::as_str).collect(),
-        ),
-        _ => ListKind::Atomic,
-    }
-}
-
 fn atomic_map(schema: &Value) -> bool {
     schema["x-kubernetes-map-type"] == "atomic"
 }
@@ -127,19 +111,19 @@ fn collect(v: &Value, schema: &Value, path: &mut Path, out: &mut FieldSet) {
             }
         }
         // An empty granular list is no field of anyone's: only its items are owned.
-        Value::Array(items) if items.is_empty() && !matches!(list_kind(schema), ListKind::Atomic) => {}
-        Value::Array(items) if !items.is_empty() => match list_kind(schema) {
-            ListKind::Atomic => {
+        Value::Array(items) if items.is_empty() && !matches!(list_type(schema), ListType::Atomic) => {}
+        Value::Array(items) if !items.is_empty() => match list_type(schema) {
+            ListType::Atomic => {
                 out.insert(path.clone());
             }
-            ListKind::Set => {
+            ListType::Set => {
                 for x in items {
                     path.push(item_value(x));
                     out.insert(path.clone());
                     path.pop();
                 }
             }
-            ListKind::Map(keys) => {
+            ListType::Map(keys) => {
                 for x in items {
                     path.push(item_key(x, &keys));
                     out.insert(path.clone());
@@ -280,15 +264,15 @@ fn merge_in(target: &mut Value, config: &Value, schema: &Value, root: bool) {
                 }
             }
         }
-        (Value::Array(t), Value::Array(c)) => match list_kind(schema) {
-            ListKind::Set => {
+        (Value::Array(t), Value::Array(c)) => match list_type(schema) {
+            ListType::Set => {
                 for x in c {
                     if !t.contains(x) {
                         t.push(x.clone());
                     }
                 }
             }
-            ListKind::Map(keys) => {
+            ListType::Map(keys) => {
                 for x in c {
                     match t.iter().position(|y| item_key(y, &keys) == item_key(x, &keys)) {
                         Some(i) => merge_in(&mut t[i], x, &schema["items"], false),
@@ -296,7 +280,7 @@ fn merge_in(target: &mut Value, config: &Value, schema: &Value, root: bool) {
                     }
                 }
             }
-            ListKind::Atomic => *t = c.clone(),
+            ListType::Atomic => *t = c.clone(),
         },
         (t, c) => *t = c.clone(),
     }

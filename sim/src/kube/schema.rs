@@ -585,6 +585,25 @@ fn check_number(schema: &Value, n: &serde_json::Number, v: &Value, path: &str, o
     }
 }
 
+/// A list's `x-kubernetes-list-type`: `atomic` (also when unset, as for CRDs), `set`, or `map` with
+/// its `x-kubernetes-list-map-keys`. Read by the validator (uniqueness) and by server-side apply
+/// (how a list merges, [`super::fields`]).
+pub enum ListType<'a> {
+    Atomic,
+    Set,
+    Map(Vec<&'a str>),
+}
+
+pub fn list_type(schema: &Value) -> ListType<'_> {
+    match schema["x-kubernetes-list-type"].as_str() {
+        Some("set") => ListType::Set,
+        Some("map") => ListType::Map(
+            schema["x-kubernetes-list-map-keys"].as_array().into_iter().flatten().filter_map(Value::as_str).collect(),
+        ),
+        _ => ListType::Atomic,
+    }
+}
+
 /// The uniqueness a list's `x-kubernetes-list-type` asks for: a `set`'s items, a `map`'s key tuples
 /// (`x-kubernetes-list-map-keys`; an item without a key field counts as one unspecified key). Each
 /// repeated value is reported once, at its second index, as `Duplicate value: V`, the value Go's `%#v`
@@ -597,13 +616,13 @@ fn check_list_type(schema: &Value, items: &[Value], path: &str, out: &mut Vec<Ca
         field: format!("{path}[{i}]"),
         message: format!("Duplicate value: {shown}"),
     };
-    match schema["x-kubernetes-list-type"].as_str() {
-        Some("set") => {
+    match list_type(schema) {
+        ListType::Set => {
             for i in repeats(items) {
                 out.push(duplicate(i, go_sharp(&items[i])));
             }
         }
-        Some("map") => {
+        ListType::Map(names) => {
             if let Some(i) = items.iter().position(|x| !x.is_object() && !x.is_null()) {
                 out.push(invalid(
                     &format!("{path}[{i}]"),
@@ -612,12 +631,6 @@ fn check_list_type(schema: &Value, items: &[Value], path: &str, out: &mut Vec<Ca
                 ));
                 return;
             }
-            let names: Vec<&str> = schema["x-kubernetes-list-map-keys"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
             let keys: Vec<Value> = items
                 .iter()
                 .map(|x| {
@@ -630,7 +643,7 @@ fn check_list_type(schema: &Value, items: &[Value], path: &str, out: &mut Vec<Ca
                 out.push(duplicate(i, go_sharp(&keys[i])));
             }
         }
-        _ => {}
+        ListType::Atomic => {}
     }
 }
 

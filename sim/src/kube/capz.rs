@@ -52,7 +52,7 @@ pub fn plan_vm(
         .and_then(|c| c["spec"]["infrastructureRef"]["name"].as_str())
         .unwrap_or_default();
     let ac = kube.value(CAPZ, "azureclusters", ns, ac_name).cloned().unwrap_or_default();
-    let spec = &super::joins::machine_spec(kube, machine).map_err(refused)?;
+    let spec = super::joins::machine_spec(kube, machine).map_err(refused)?;
     let (sub, rg, location) = (
         ac["spec"]["subscriptionID"].as_str().unwrap_or_default(),
         ac["spec"]["resourceGroup"].as_str().unwrap_or_default(),

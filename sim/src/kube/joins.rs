@@ -163,9 +163,7 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
     if !made && let Some(h) = token_exchange(store, azure, client_id, tenant) {
         return h;
     }
-    if !made
-        && let Some(h) = authorization(&azure_cluster, machine_spec(store, machine).ok().as_ref(), azure, client_id)
-    {
+    if !made && let Some(h) = authorization(&azure_cluster, machine_spec(store, machine).ok(), azure, client_id) {
         return h;
     }
     if made {
@@ -280,19 +278,19 @@ pub fn vnet_id(azure_cluster: &Value) -> String {
 /// `infrastructureRef` names (CAPZ reads the AzureMachine, never the template); where the sim made
 /// none (the MachineSet's template was missing when the Machine was made, and the ref still names
 /// the template), the template's `spec.template.spec`. `Err` names what is missing.
-pub fn machine_spec(store: &Store, machine: &Value) -> Result<Value, String> {
+pub fn machine_spec<'a>(store: &'a Store, machine: &Value) -> Result<&'a Value, String> {
     let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
     let r = &machine["spec"]["infrastructureRef"];
     let name = r["name"].as_str().unwrap_or_default();
     if r["kind"] == "AzureMachine" {
         return store
             .value(CAPZ, "azuremachines", ns, name)
-            .map(|am| am["spec"].clone())
+            .map(|am| &am["spec"])
             .ok_or_else(|| format!("AzureMachine {ns}/{name} not found"));
     }
     store
         .value(CAPZ, "azuremachinetemplates", ns, name)
-        .map(|t| t["spec"]["template"]["spec"].clone())
+        .map(|t| &t["spec"]["template"]["spec"])
         .ok_or_else(|| format!("AzureMachineTemplate {ns}/{name} not found"))
 }
 

@@ -105,7 +105,11 @@ impl Store {
         }
         let gone: Vec<Key> = self.deleting.iter().filter(|(_, d)| **d <= now).map(|(k, _)| k.clone()).collect();
         for k in gone {
-            self.remove(&k, world);
+            if k.0 == CAPI && k.1 == "machines" {
+                self.remove_machine(&k, world);
+            } else {
+                self.remove(&k, world);
+            }
         }
         // Status.
         for (ms_key, uid, _) in &sets {
@@ -201,42 +205,29 @@ impl Store {
         // there (`dataSecretName`), so Provisioning; Provisioned needs the infrastructure provider
         // to report the VM ready, Running a Node. No infrastructure provider runs here.
         machine["status"] = json!({"phase": "Provisioning", "bootstrapReady": true, "infrastructureReady": false});
-        let infra = self.clone_infrastructure(ms, &machine, world);
-        if let Some(r) = &infra {
-            machine["spec"]["infrastructureRef"] = r.clone();
+        // CAPI's MachineSet controller clones the template into the Machine's infrastructure machine
+        // and points the Machine at it; the Machine becomes its controller
+        // (`machine_controller_phases.go` `ensureExternalOwnershipAndWatch`). Both land in one pass
+        // here, so the AzureMachine is made after the Machine, with both owners at once.
+        let template = infrastructure_template(self, ms, &ns);
+        let am_kind = azure_machine_kind();
+        if template.is_some() {
+            machine["spec"]["infrastructureRef"] =
+                json!({"apiVersion": am_kind.api_version(), "kind": am_kind.kind, "name": name, "namespace": ns});
         }
         let created = self.insert_new(kind, machine, managers, world);
-        // CAPI's Machine controller makes the Machine the infrastructure machine's controller
-        // (`machine_controller_phases.go` `ensureExternalOwnershipAndWatch`).
-        if infra.is_some() {
-            let am_key = key(azure_machine_kind(), &ns, &name);
-            if let Some(mut am) = self.objects.get(&am_key).cloned() {
-                am.value["metadata"]["ownerReferences"].as_array_mut().expect("owner list").push(json!({
-                    "apiVersion": created["apiVersion"], "kind": "Machine", "name": name,
-                    "uid": created["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true,
-                }));
-                self.store(am);
-            }
+        if let Some((template_name, spec)) = template {
+            self.clone_infrastructure(ms, &created, &template_name, spec, world);
         }
     }
 
     /// CAPI's MachineSet controller clones the template its `infrastructureRef` names into the
-    /// Machine's infrastructure machine before it makes the Machine (`machineset_controller.go`
-    /// `syncReplicas`, `external.CreateFromTemplate`): an AzureMachine named as the Machine, in its
-    /// namespace, with the template's `spec.template.spec`, the Machine's labels and annotations
-    /// and the `cluster.x-k8s.io/cloned-from-*` annotations (`controllers/external/util.go`
-    /// `GenerateTemplate`), owned by the MachineSet. Answers the Machine's `infrastructureRef`, or
-    /// `None` (the ref left naming the template) when the template is missing or not CAPZ's: CAPI
-    /// would then make no Machine at all (a simplification the sim README names).
-    fn clone_infrastructure(&mut self, ms: &Value, machine: &Value, world: &World) -> Option<Value> {
-        let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = machine["metadata"]["name"].as_str().unwrap_or_default();
-        let tref = &ms["spec"]["template"]["spec"]["infrastructureRef"];
-        if tref["kind"] != "AzureMachineTemplate" {
-            return None;
-        }
-        let template_name = tref["name"].as_str()?;
-        let template = self.value(CAPZ, "azuremachinetemplates", ns, template_name)?.clone();
+    /// Machine's infrastructure machine (`machineset_controller.go` `syncReplicas`,
+    /// `external.CreateFromTemplate`): an AzureMachine named as the Machine, in its namespace, with
+    /// the template's `spec.template.spec`, the Machine's labels and annotations and the
+    /// `cluster.x-k8s.io/cloned-from-*` annotations (`controllers/external/util.go`
+    /// `GenerateTemplate`), owned by the MachineSet and controlled by the Machine.
+    fn clone_infrastructure(&mut self, ms: &Value, machine: &Value, template_name: &str, spec: Value, world: &World) {
         let am_kind = azure_machine_kind();
         let mut annotations = machine["metadata"]["annotations"].as_object().cloned().unwrap_or_default();
         annotations.insert("cluster.x-k8s.io/cloned-from-name".into(), json!(template_name));
@@ -247,15 +238,17 @@ impl Store {
         let am = json!({
             "apiVersion": am_kind.api_version(), "kind": am_kind.kind,
             "metadata": {
-                "name": name, "namespace": ns,
+                "name": machine["metadata"]["name"], "namespace": machine["metadata"]["namespace"],
                 "labels": machine["metadata"]["labels"],
                 "annotations": annotations,
-                "ownerReferences": [{
-                    "apiVersion": ms["apiVersion"], "kind": "MachineSet", "name": ms["metadata"]["name"],
-                    "uid": ms["metadata"]["uid"],
-                }],
+                "ownerReferences": [
+                    {"apiVersion": ms["apiVersion"], "kind": "MachineSet", "name": ms["metadata"]["name"],
+                     "uid": ms["metadata"]["uid"]},
+                    {"apiVersion": machine["apiVersion"], "kind": "Machine", "name": machine["metadata"]["name"],
+                     "uid": machine["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true},
+                ],
             },
-            "spec": template["spec"]["template"]["spec"],
+            "spec": spec,
         });
         let mut managers: Vec<Manager> = Vec::new();
         fields::record_update(
@@ -267,8 +260,36 @@ impl Store {
             &Value::Null,
         );
         self.insert_new(am_kind, am, managers, world);
-        Some(json!({"apiVersion": am_kind.api_version(), "kind": am_kind.kind, "name": name, "namespace": ns}))
     }
+
+    /// Removes a Machine whose deletion is done, and its AzureMachine with it: the garbage collector
+    /// follows the AzureMachine's controller reference (CAPZ's finalizer on it deletes the VM, which
+    /// `capz::reap` does for the sim).
+    fn remove_machine(&mut self, k: &Key, world: &World) {
+        self.remove(k, world);
+        let am = key(azure_machine_kind(), &k.2, &k.3);
+        let controlled = self.objects.get(&am).is_some_and(|o| {
+            o.value["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|rs| rs.iter().any(|r| r["kind"] == "Machine" && r["controller"] == true))
+        });
+        if controlled {
+            self.remove(&am, world);
+        }
+    }
+}
+
+/// The template a MachineSet's Machines are cloned from, when it is CAPZ's and exists: its name
+/// and `spec.template.spec`. Without it CAPI would make no Machine at all; the sim makes them with
+/// the ref naming the template (a simplification the sim README names).
+fn infrastructure_template(s: &Store, ms: &Value, ns: &str) -> Option<(String, Value)> {
+    let tref = &ms["spec"]["template"]["spec"]["infrastructureRef"];
+    if tref["kind"] != "AzureMachineTemplate" {
+        return None;
+    }
+    let name = tref["name"].as_str()?;
+    let template = s.value(CAPZ, "azuremachinetemplates", ns, name)?;
+    Some((name.to_string(), template["spec"]["template"]["spec"].clone()))
 }
 
 fn azure_machine_kind() -> &'static Kind {

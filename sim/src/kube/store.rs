@@ -525,18 +525,6 @@ impl Store {
             if let Some(kind) = Kind::served(key.0, key.1) {
                 world.journal("kubernetes", "removed", &kind.path(&key.2, &key.3));
             }
-            // The garbage collector takes a Machine's AzureMachine with it (its controller owner;
-            // CAPZ's finalizer on it deletes the VM, which `capz::reap` does for the sim).
-            if key.0 == super::kinds::CAPI && key.1 == "machines" {
-                let am = (super::kinds::CAPZ, "azuremachines", key.2.clone(), key.3.clone());
-                if self.objects.get(&am).is_some_and(|o| {
-                    o.value["metadata"]["ownerReferences"]
-                        .as_array()
-                        .is_some_and(|rs| rs.iter().any(|r| r["kind"] == "Machine"))
-                }) {
-                    self.remove(&am, world);
-                }
-            }
         }
     }
 

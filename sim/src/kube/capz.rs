@@ -1,4 +1,5 @@
-//! CAPZ's making and deleting of a worker's Azure VM, once every check before it passes
+//! CAPZ's making and deleting of a worker's Azure VM, and what it writes on the Machine's AzureMachine
+//! ([`reflect`]), once every check before it passes
 //! ([`super::joins`]): for a Machine held at `vm`, the network interface `<machine>-nic` in the
 //! pool's subnet and the VM `<machine>` in the AzureCluster's resource group, with the size,
 //! image, OS disk, zone and SSH key of the Machine's AzureMachine (cloned from its template) and CAPZ's tags; then
@@ -196,6 +197,59 @@ pub fn reap(arm: &mut ArmStore, live: &[String]) {
         let nic = id.replace("/Microsoft.Compute/virtualMachines/", "/Microsoft.Network/networkInterfaces/") + "-nic";
         arm.remove_tree(&id.to_ascii_lowercase());
         arm.remove_tree(&nic.to_ascii_lowercase());
+    }
+}
+
+/// What CAPZ writes on the Machine's AzureMachine, which CAPI mirrors as the Machine's
+/// `InfrastructureReady` (`infra`): `VMRunning` and its summary `Ready` (cluster-api-provider-azure
+/// `api/v1beta1/consts.go` `VMRunningCondition`, `azuremachine_controller.go` `reconcileNormal`:
+/// `WaitingForClusterInfrastructure`, `WaitingForBootstrapData`; the VM service's `Failed` with its
+/// error), none while CAPZ returns before its conditions (the cluster, the identity, its Azure calls
+/// refused: CAPI's fallback `WaitingForInfrastructure` on the Machine); once the VM exists
+/// `spec.providerID`, `status.ready`, `status.vmState` `Succeeded` and its `InternalDNS` address
+/// (`azure/scope/machine.go` `SetProviderID`, `SetReady`, `SetVMState`, `SetAddresses`).
+pub fn reflect(s: &mut Store, machine: &Value, infra: &(&'static str, bool, &'static str, String), now: &str) {
+    let r = &machine["spec"]["infrastructureRef"];
+    if r["kind"] != "AzureMachine" {
+        return;
+    }
+    let Some(kind) = super::kinds::Kind::served(CAPZ, "azuremachines") else { return };
+    let key = super::store::key(
+        kind,
+        machine["metadata"]["namespace"].as_str().unwrap_or_default(),
+        r["name"].as_str().unwrap_or_default(),
+    );
+    let Some(mut am) = s.objects.get(&key).cloned() else { return };
+    if s.deleting.contains_key(&key) {
+        return;
+    }
+    let (_, ok, reason, message) = infra;
+    let wanted: Vec<(&'static str, bool, &'static str, String)> = match (ok, *reason) {
+        (true, _) => vec![("Ready", true, "", String::new()), ("VMRunning", true, "", String::new())],
+        (false, "WaitingForClusterInfrastructure" | "WaitingForBootstrapData" | "Failed") => {
+            vec![("Ready", false, reason, message.clone()), ("VMRunning", false, reason, message.clone())]
+        }
+        _ => Vec::new(),
+    };
+    let before = am.value.clone();
+    let conditions = super::conditions_json(&wanted, &am.value["status"]["conditions"], now);
+    am.value["status"]["conditions"] = json!(conditions);
+    am.value["status"]["ready"] = json!(ok);
+    match machine["spec"]["providerID"].as_str() {
+        Some(pid) => {
+            am.value["spec"]["providerID"] = json!(pid);
+            am.value["status"]["vmState"] = json!("Succeeded");
+            am.value["status"]["addresses"] = machine["status"]["addresses"].clone();
+        }
+        None => {
+            if let Some(st) = am.value["status"].as_object_mut() {
+                st.remove("vmState");
+                st.remove("addresses");
+            }
+        }
+    }
+    if am.value != before {
+        s.store(am);
     }
 }
 

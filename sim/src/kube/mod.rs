@@ -207,7 +207,7 @@ impl Kube {
             let wanted = joins::machine_conditions(&held, &obj.value, node.as_ref().map(|n| n.2));
             let conditions = conditions_json(&wanted, &obj.value["status"]["conditions"], &now);
             if let Some(infra) = wanted.iter().find(|c| c.0 == "InfrastructureReady") {
-                reflect_azure_machine(&mut s, &obj.value, infra, &now);
+                capz::reflect(&mut s, &obj.value, infra, &now);
             }
             let bootstrap = conditions.first().is_some_and(|c| c["status"] == "True");
             let infrastructure = conditions.get(1).is_some_and(|c| c["status"] == "True");
@@ -266,88 +266,51 @@ impl Kube {
     }
 }
 
-/// v1beta1 conditions from `(type, ok, reason, message)`, each keeping the `lastTransitionTime` of
-/// the same type, status and reason in `old`.
-fn conditions_json(wanted: &[(&'static str, bool, &'static str, String)], old: &Value, now: &str) -> Vec<Value> {
-    let old = old.as_array().cloned().unwrap_or_default();
+/// A v1beta1 condition: `type` and `status`, and when false its `reason` and `severity`; a
+/// `message` when there is one; the `lastTransitionTime` of the condition of the same type, status
+/// and reason in `old` (a list of conditions), else `now`.
+pub(super) fn condition(
+    old: &Value,
+    kind: &str,
+    ok: bool,
+    reason: &str,
+    severity: &str,
+    message: &str,
+    now: &str,
+) -> Value {
+    let status = if ok { "True" } else { "False" };
+    let since = old
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == kind && c["status"] == status && c["reason"].as_str().unwrap_or("") == reason)
+        .map(|c| c["lastTransitionTime"].clone())
+        .unwrap_or_else(|| json!(now));
+    let mut c = json!({"type": kind, "status": status, "lastTransitionTime": since});
+    if !ok {
+        c["reason"] = json!(reason);
+        c["severity"] = json!(severity);
+    }
+    if !message.is_empty() {
+        c["message"] = json!(message);
+    }
+    c
+}
+
+/// The conditions CAPI and CAPZ write from `(type, ok, reason, message)`: severity `Info` for a
+/// wait, `Error` for a failure with a message ([`condition`]).
+pub(super) fn conditions_json(
+    wanted: &[(&'static str, bool, &'static str, String)],
+    old: &Value,
+    now: &str,
+) -> Vec<Value> {
     wanted
         .iter()
         .map(|(kind, ok, reason, message)| {
-            let status = if *ok { "True" } else { "False" };
-            let since = old
-                .iter()
-                .find(|c| c["type"] == *kind && c["status"] == status && c["reason"].as_str().unwrap_or("") == *reason)
-                .map(|c| c["lastTransitionTime"].clone())
-                .unwrap_or_else(|| json!(now));
-            let mut c = json!({"type": kind, "status": status, "lastTransitionTime": since});
-            if !ok {
-                c["reason"] = json!(reason);
-                c["severity"] = json!(if message.is_empty() { "Info" } else { "Error" });
-            }
-            if !message.is_empty() {
-                c["message"] = json!(message);
-            }
-            c
+            let severity = if message.is_empty() { "Info" } else { "Error" };
+            condition(old, kind, *ok, reason, severity, message, now)
         })
         .collect()
-}
-
-/// What CAPZ writes on the Machine's AzureMachine, which CAPI mirrors as the Machine's
-/// `InfrastructureReady` (`infra`): `VMRunning` and its summary `Ready` (cluster-api-provider-azure
-/// `api/v1beta1/consts.go` `VMRunningCondition`, `azuremachine_controller.go` `reconcileNormal`:
-/// `WaitingForClusterInfrastructure`, `WaitingForBootstrapData`; the VM service's `Failed` with its
-/// error), none while CAPZ returns before its conditions (the cluster, the identity, its Azure calls
-/// refused: CAPI's fallback `WaitingForInfrastructure` on the Machine); once the VM exists
-/// `spec.providerID`, `status.ready`, `status.vmState` `Succeeded` and its `InternalDNS` address
-/// (`azure/scope/machine.go` `SetProviderID`, `SetReady`, `SetVMState`, `SetAddresses`).
-fn reflect_azure_machine(
-    s: &mut store::Store,
-    machine: &Value,
-    infra: &(&'static str, bool, &'static str, String),
-    now: &str,
-) {
-    let r = &machine["spec"]["infrastructureRef"];
-    if r["kind"] != "AzureMachine" {
-        return;
-    }
-    let Some(kind) = kinds::Kind::served(kinds::CAPZ, "azuremachines") else { return };
-    let key = store::key(
-        kind,
-        machine["metadata"]["namespace"].as_str().unwrap_or_default(),
-        r["name"].as_str().unwrap_or_default(),
-    );
-    let Some(mut am) = s.objects.get(&key).cloned() else { return };
-    if s.deleting.contains_key(&key) {
-        return;
-    }
-    let (_, ok, reason, message) = infra;
-    let wanted: Vec<(&'static str, bool, &'static str, String)> = match (ok, *reason) {
-        (true, _) => vec![("Ready", true, "", String::new()), ("VMRunning", true, "", String::new())],
-        (false, "WaitingForClusterInfrastructure" | "WaitingForBootstrapData" | "Failed") => {
-            vec![("Ready", false, reason, message.clone()), ("VMRunning", false, reason, message.clone())]
-        }
-        _ => Vec::new(),
-    };
-    let before = am.value.clone();
-    let conditions = conditions_json(&wanted, &am.value["status"]["conditions"], now);
-    am.value["status"]["conditions"] = json!(conditions);
-    am.value["status"]["ready"] = json!(ok);
-    match machine["spec"]["providerID"].as_str() {
-        Some(pid) => {
-            am.value["spec"]["providerID"] = json!(pid);
-            am.value["status"]["vmState"] = json!("Succeeded");
-            am.value["status"]["addresses"] = machine["status"]["addresses"].clone();
-        }
-        None => {
-            if let Some(st) = am.value["status"].as_object_mut() {
-                st.remove("vmState");
-                st.remove("addresses");
-            }
-        }
-    }
-    if am.value != before {
-        s.store(am);
-    }
 }
 
 /// True for the paths the Kubernetes API owns: `/version`, `/api[/...]`, `/apis[/...]`.

@@ -196,19 +196,20 @@ impl Store {
         let Some(kind) = super::kinds::Kind::served(CAPI, "machinehealthchecks") else { return };
         let key = super::store::key(kind, ns, name);
         let Some(mut obj) = self.objects.get(&key).cloned() else { return };
-        let old = obj.value["status"]["conditions"].as_array().cloned().unwrap_or_default();
-        let condition = match allowance {
-            Ok(_) => json!({"type": "RemediationAllowed", "status": "True"}),
-            Err(message) => json!({"type": "RemediationAllowed", "status": "False", "reason": "TooManyUnhealthy",
-                "severity": "Warning", "message": message}),
+        let (ok, reason, message) = match allowance {
+            Ok(_) => (true, "", ""),
+            Err(message) => (false, "TooManyUnhealthy", message.as_str()),
         };
-        let since = old
-            .iter()
-            .find(|c| c["type"] == "RemediationAllowed" && c["status"] == condition["status"])
-            .map(|c| c["lastTransitionTime"].clone())
-            .unwrap_or_else(|| json!(super::store::timestamp(world)));
-        let mut condition = condition;
-        condition["lastTransitionTime"] = since;
+        let stamp = super::store::timestamp(world);
+        let condition = super::condition(
+            &obj.value["status"]["conditions"],
+            "RemediationAllowed",
+            ok,
+            reason,
+            "Warning",
+            message,
+            &stamp,
+        );
         let status = &mut obj.value["status"];
         let before = status.clone();
         status["expectedMachines"] = json!(expected);

@@ -449,11 +449,7 @@ impl KubeProvider {
             } else {
                 (&status["conditions"], &status["v1beta2"]["conditions"])
             };
-            let set = |c: &serde_json::Value| {
-                c.as_array()
-                    .is_some_and(|c| c.iter().any(|c| c["type"] == CONTROL_PLANE_INITIALIZED && c["status"] == "True"))
-            };
-            if set(v1) && set(v2) {
+            if initialized(status) {
                 return Ok(());
             }
             let now = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
@@ -665,21 +661,23 @@ fn observe(o: &DynamicObject, address: Address) -> Observed {
             attributes.insert("infrastructure_ready".into(), Value::Bool(o.data["status"]["ready"] == true));
         }
         T::K8sCluster => {
-            let status = &o.data["status"];
-            let set = |c: &serde_json::Value| {
-                c.as_array()
-                    .is_some_and(|c| c.iter().any(|c| c["type"] == CONTROL_PLANE_INITIALIZED && c["status"] == "True"))
-            };
-            let other = if set(&status["v1beta2"]["conditions"]) {
-                true
-            } else {
-                set(&status["deprecated"]["v1beta1"]["conditions"])
-            };
-            attributes.insert("control_plane_initialized".into(), Value::Bool(set(&status["conditions"]) && other));
+            attributes.insert("control_plane_initialized".into(), Value::Bool(initialized(&o.data["status"])));
         }
         _ => {}
     }
     Observed { id: object_id(&ns, &name), address, attributes }
+}
+
+/// Whether a Cluster's status, read at `v1beta1` or `v1beta2`, carries ControlPlaneInitialized
+/// True in both shapes xcsp writes: `status.conditions`, and the other version's list
+/// (`status.v1beta2.conditions` through v1beta1, `status.deprecated.v1beta1.conditions` through
+/// v1beta2).
+fn initialized(status: &serde_json::Value) -> bool {
+    let set = |c: &serde_json::Value| {
+        c.as_array().is_some_and(|c| c.iter().any(|c| c["type"] == CONTROL_PLANE_INITIALIZED && c["status"] == "True"))
+    };
+    set(&status["conditions"])
+        && (set(&status["v1beta2"]["conditions"]) || set(&status["deprecated"]["v1beta1"]["conditions"]))
 }
 
 /// An object's id in state: `namespace/name`, or the name of a cluster-wide object.

@@ -123,6 +123,11 @@ pub fn normalize(p: &Path) -> PathBuf {
     out
 }
 
+/// The file a `$ref`'s file part names, relative to the file the `$ref` is in.
+fn ref_file(from: &Path, target: &str) -> PathBuf {
+    normalize(&from.parent().unwrap_or(Path::new("")).join(target))
+}
+
 impl Models {
     /// Reads the spec files of [`MODELS`] and every file their `$ref`s reach.
     pub fn load(root: &Path) -> Result<Models, String> {
@@ -146,7 +151,7 @@ impl Models {
                 if target.is_empty() {
                     continue;
                 }
-                let t = normalize(&f.parent().unwrap_or(Path::new("")).join(target));
+                let t = ref_file(&f, target);
                 if !m.files.contains_key(&t) {
                     m.read(&t)?;
                     pending.push(t);
@@ -172,11 +177,7 @@ impl Models {
         for _ in 0..16 {
             let Some(r) = s["$ref"].as_str() else { break };
             let (target, pointer) = r.split_once('#').unwrap_or((r, ""));
-            let path = if target.is_empty() {
-                f.to_path_buf()
-            } else {
-                normalize(&f.parent().unwrap_or(Path::new("")).join(target))
-            };
+            let path = if target.is_empty() { f.to_path_buf() } else { ref_file(f, target) };
             let Some((key, doc)) = self.files.get_key_value(&path) else { break };
             let Some(next) = (if pointer.is_empty() { Some(doc) } else { doc.pointer(pointer) }) else { break };
             (f, s) = (key.as_path(), next);

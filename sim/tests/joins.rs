@@ -67,10 +67,14 @@ fn azure_cluster() -> Value {
             "identityRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity", "name": "id", "namespace": NS}}})
 }
 
-/// AzureClusterIdentity `id`, a workload identity.
-fn identity() -> Value {
-    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity", "metadata": {"name": "id", "namespace": NS},
-        "spec": {"type": "WorkloadIdentity", "clientID": "c1", "tenantID": "t1", "allowedNamespaces": {"list": [NS]}}})
+/// Makes AzureClusterIdentity `id`, a workload identity.
+async fn create_identity(client: &kube::Client) {
+    create(
+        &api(client, "infrastructure.cluster.x-k8s.io", "AzureClusterIdentity", "azureclusteridentities"),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity", "metadata": {"name": "id", "namespace": NS},
+            "spec": {"type": "WorkloadIdentity", "clientID": "c1", "tenantID": "t1", "allowedNamespaces": {"list": [NS]}}}),
+    )
+    .await;
 }
 
 /// MachineSet `gpu` of cluster `c`, one replica, its template `template`, bootstrap data `boot`.
@@ -120,11 +124,7 @@ async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what
     assert_eq!(m["held_at"], "identity", "{m}");
     assert!(m["message"].as_str().unwrap().contains("\"pool\"/\"id\""), "{m}");
 
-    create(
-        &api(&client, "infrastructure.cluster.x-k8s.io", "AzureClusterIdentity", "azureclusteridentities"),
-        identity(),
-    )
-    .await;
+    create_identity(&client).await;
     let m = machine(&base).await;
     assert_eq!(m["held_at"], "infrastructure", "{m}");
 
@@ -244,11 +244,7 @@ async fn the_machine_set_clones_its_template_into_the_machines_azure_machine_whi
     create(&api(&client, "cluster.x-k8s.io", "Cluster", "clusters"), cluster()).await;
     let azure_clusters = api(&client, "infrastructure.cluster.x-k8s.io", "AzureCluster", "azureclusters");
     create(&azure_clusters, azure_cluster()).await;
-    create(
-        &api(&client, "infrastructure.cluster.x-k8s.io", "AzureClusterIdentity", "azureclusteridentities"),
-        identity(),
-    )
-    .await;
+    create_identity(&client).await;
     let m = machine(&base).await;
     assert_eq!(m["held_at"], "infrastructure", "{m}");
     let am = azure_machines.get(&name).await.unwrap();

@@ -282,7 +282,10 @@ mod tests {
         let made = made.format(&time::format_description::well_known::Rfc3339).unwrap();
         let attributes = [("created".to_string(), Value::string(made))].into_iter().collect();
         let a: Address = format!("xcsp_preshared_key.link[{i}]").parse().unwrap();
-        state.resources.insert(a.clone(), ResourceState { id: Some(a.to_string()), attributes, dependencies: vec![] });
+        state.resources.insert(
+            a.clone(),
+            ResourceState { id: Some(a.to_string()), attributes, dependencies: vec![], unsettled: None },
+        );
     }
 
     /// A resumed rotation lets through a change that gives a key to its tunnel, and nothing more.
@@ -302,6 +305,7 @@ mod tests {
             before: Some(attrs("old-key", "169.254.21.0/30")),
             after: Some(after),
             replace_because: vec![],
+            finishes_wait: None,
         };
         let new_key = change(Action::Update, attrs("new-key", "169.254.21.0/30"));
         assert!(only_takes_keys(&l.graph, &new_key, &[&key]));

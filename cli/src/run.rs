@@ -172,7 +172,8 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> miette::Re
     }
     drop(guard);
     let replace = replacing(l, &state, &opts.replace)?;
-    let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
+    let mut p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
+    plan::finish_waits(&mut p, &state.unsettled());
     if let Some(out) = opts.out {
         let lineage = (state.serial > 0).then(|| state.lineage.clone());
         let saved = SavedPlan::new(p.redacted(), lineage, state.serial);
@@ -278,7 +279,8 @@ pub async fn apply(
         backend.write(&mut state).await?;
     }
     let replace = replacing(l, &state, replace)?;
-    let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
+    let mut p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
+    plan::finish_waits(&mut p, &state.unsettled());
     let changes = p.changes.iter().filter(|c| c.action != Action::NoOp).count();
     if mode != Mode::Json {
         print!("{}{}", plan::render(&p), crate::cost::render(&crate::cost::of_run(l, &p, &graph)));

@@ -113,6 +113,18 @@ impl ResourceType {
         matches!(self, K8sNamespace | K8sMachineConfig | K8sMachineConfigPool | K8sClusterRole | K8sClusterRoleBinding)
     }
 
+    /// What a write of this type waits for after its call, when it waits for anything that
+    /// refresh cannot read back as an attribute: a resource adopted from an interrupted run (its
+    /// write was cut short, perhaps inside that wait) is written again, so the wait is kept.
+    /// The statuses xcsp sets (an AzureCluster's readiness, a Cluster's ControlPlaneInitialized)
+    /// are read back as attributes instead, and show in the plan by themselves.
+    pub fn waits_after_write(self) -> Option<&'static str> {
+        match self {
+            ResourceType::K8sMachineSet => Some("its Nodes Ready"),
+            _ => None,
+        }
+    }
+
     /// Attributes that cannot change in place, each with the reason a replacement is needed.
     pub fn forces_replacement(self, attribute: &str) -> Option<&'static str> {
         use ResourceType::*;

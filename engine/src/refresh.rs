@@ -105,7 +105,11 @@ pub async fn refresh_only(
                 attributes.extend(o.attributes);
                 events.send(Event::Adopted { address: o.address.clone(), id: o.id.clone() });
                 out.adopted.push(o.address.clone());
-                state.resources.insert(o.address, ResourceState { id: Some(o.id), attributes, dependencies });
+                // Whatever its write waits for after its call, the run that made it never saw.
+                let unsettled = o.address.rtype.waits_after_write().map(str::to_string);
+                state
+                    .resources
+                    .insert(o.address, ResourceState { id: Some(o.id), attributes, dependencies, unsettled });
             }
         }
     }

@@ -783,6 +783,52 @@ fn apply_killed_while_work_is_in_flight_leaves_each_resource_once_in_state() {
     assert_eq!(clouds.arm_count(), 0);
 }
 
+/// An apply killed while its MachineSets wait for their Nodes: the rerun adopts the MachineSets
+/// and, because their write's wait was never seen to finish, shows them as updates that finish it
+/// (`plan` exits 2, not "No changes"), waits for the Nodes in the same apply, and exits 0 only
+/// with every machine a Ready Node; a third run has nothing to do.
+#[test]
+fn a_rerun_after_a_kill_while_waiting_for_nodes_waits_for_them() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    kill_when(
+        &clouds,
+        state,
+        |e: &serde_json::Value| {
+            e["event"] == "waiting"
+                && e["address"].as_str().is_some_and(|a| a.starts_with("k8s_machine_set."))
+                && e["what"].as_str().is_some_and(|w| w.starts_with("0 of "))
+        },
+        Duration::ZERO,
+    );
+    let machines = |clouds: &Clouds| clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+    let joined_now = |clouds: &Clouds| machines(clouds).iter().filter(|m| m["held_at"] == "joined").count();
+    assert!(joined_now(&clouds) < 2, "the kill came before both Nodes were Ready: {:#?}", machines(&clouds));
+
+    let (code, text) = plan(&clouds, state);
+    assert_eq!(code, Some(2), "an adopted MachineSet whose Nodes were never seen Ready is a change: {text}");
+    assert!(text.contains("written again to wait for its Nodes Ready"), "{text}");
+    let out = clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap();
+    let said = ok(&out);
+    assert_eq!(joined_now(&clouds), 2, "apply returned only with both Nodes Ready: {said}");
+    let status = clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let ms = v["machines"].as_array().unwrap();
+    assert_eq!(ms.len(), 2, "{v}");
+    assert!(ms.iter().all(|m| m["cause"].is_null()), "every machine is a Ready Node: {v}");
+    let unsettled: Vec<String> = recorded(state)["resources"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r.get("unsettled").is_some())
+        .map(|(a, _)| a.clone())
+        .collect();
+    assert!(unsettled.is_empty(), "the finished wait is recorded: {unsettled:?}");
+    let (code, text) = plan(&clouds, state);
+    assert_eq!(code, Some(0), "a clean rerun waits for nothing: {text}");
+}
+
 /// `xcsp apply --json` of the IL5 example, running, and the lines of its events.
 fn apply_json(clouds: &Clouds, state: &Path) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
     let mut child = clouds

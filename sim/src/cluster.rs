@@ -1,0 +1,763 @@
+//! The cluster side of the world run by upstream programs, not by code of ours: etcd,
+//! kube-apiserver, kube-controller-manager (Kubernetes 1.35) and Cluster API's manager (1.13),
+//! built from the Go module proxy by `scripts/upstream-setup` (pins in `upstream/*/go.mod`).
+//!
+//! [`UpstreamCluster::start`] makes a PKI (a CA, the API server's serving certificate, client
+//! certificates for the controller manager and CAPI, a service-account signing key), starts each
+//! program on loopback with the flags a cluster runs them with (see ARCHITECTURE.md, "The local
+//! cluster"), then installs from the module cache, never from copies kept here: Cluster API's and
+//! CAPZ's CRDs (CAPI's with `conversion: Webhook` pointing at its manager, CAPZ's with the
+//! contract labels CAPZ's own kustomize patches add), CAPI's webhooks scoped to
+//! `openshift-cluster-api` as OpenShift scopes provider webhooks, CAPI's RBAC for the identity its
+//! manager runs as, and OpenShift's API types (`Infrastructure`, `Network`, `Authentication`,
+//! `Proxy`, `MachineConfig`, `MachineConfigPool`) from `github.com/openshift/api`.
+//!
+//! Every program dies with the thread that started it (`PR_SET_PDEATHSIG`) and with the value
+//! (`Drop`); its output goes to a log file in the cluster's directory, whose tail an error names.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
+use serde_json::{Value, json};
+
+/// Where the upstream binaries are: `XCSP_UPSTREAM_BIN`, which `scripts/upstream-setup` prints.
+pub const BIN_ENV: &str = "XCSP_UPSTREAM_BIN";
+
+/// How the API server's readiness, a CRD's establishment and CAPI's webhooks are waited for.
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Errors starting the upstream cluster; each says what to run or where to look.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error(
+        "the upstream cluster's binaries are not built: set {BIN_ENV} to the directory `scripts/upstream-setup` prints (it builds them from the Go module proxy)"
+    )]
+    NotBuilt,
+    #[error("{0} is missing from {BIN_ENV}: run scripts/upstream-setup again")]
+    Missing(PathBuf),
+    #[error("cannot make the cluster's certificates: {0}")]
+    Certificate(#[from] rcgen::Error),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    #[error("{program} did not become ready within {secs} s; the end of its log ({log}):\n{tail}")]
+    NotReady { program: String, secs: u64, log: String, tail: String },
+    #[error("{program} exited ({status}); the end of its log ({log}):\n{tail}")]
+    Exited { program: String, status: String, log: String, tail: String },
+    #[error("cannot read {path}: {message}")]
+    Manifest { path: String, message: String },
+    #[error("the API server refused {what}: {message}")]
+    Api { what: String, message: String },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClusterError {
+    let what = what.into();
+    move |source| ClusterError::Io { what, source }
+}
+
+/// Timing flags of the upstream controllers, set for tests (their defaults are for real clusters).
+#[derive(Debug, Clone)]
+pub struct Timing {
+    /// kube-controller-manager `--node-monitor-grace-period` (default 50 s upstream): how long a
+    /// Node's Lease may go unrenewed before the node lifecycle controller sets Ready `Unknown`.
+    pub node_monitor_grace: Duration,
+    /// kube-controller-manager `--node-monitor-period` (default 5 s).
+    pub node_monitor_period: Duration,
+    /// CAPI manager `--sync-period` (default 10 min).
+    pub capi_sync: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing {
+            node_monitor_grace: Duration::from_secs(8),
+            node_monitor_period: Duration::from_secs(1),
+            capi_sync: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The cluster's identity and timing.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterConfig {
+    /// The binaries; `None`: [`BIN_ENV`].
+    pub bin_dir: Option<PathBuf>,
+    /// `--service-account-issuer` (`https://kubernetes.default.svc` when `None`, the in-cluster
+    /// issuer an install without a public OIDC issuer has).
+    pub service_account_issuer: Option<String>,
+    pub timing: Timing,
+}
+
+/// A certificate and its key, PEM.
+struct Pem {
+    cert: String,
+    key: String,
+}
+
+struct Pki {
+    ca: Pem,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Pki {
+    fn new() -> Result<Pki, rcgen::Error> {
+        let mut ca = CertificateParams::new(Vec::new())?;
+        ca.distinguished_name.push(DnType::CommonName, "xcsp-world-ca");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        validity(&mut ca);
+        let key = KeyPair::generate()?;
+        let cert = ca.self_signed(&key)?;
+        let pem = Pem { cert: cert.pem(), key: key.serialize_pem() };
+        Ok(Pki { ca: pem, issuer: Issuer::new(ca, key) })
+    }
+
+    /// A serving certificate for `sans`.
+    fn server(&self, cn: &str, sans: &[&str]) -> Result<Pem, rcgen::Error> {
+        let mut p = CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        self.sign(p)
+    }
+
+    /// A client certificate: the API server's x509 authenticator takes the user from the common
+    /// name and a group from the organization.
+    fn client(&self, user: &str, group: Option<&str>) -> Result<Pem, rcgen::Error> {
+        let mut p = CertificateParams::new(Vec::new())?;
+        p.distinguished_name.push(DnType::CommonName, user);
+        if let Some(g) = group {
+            p.distinguished_name.push(DnType::OrganizationName, g);
+        }
+        p.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        self.sign(p)
+    }
+
+    fn sign(&self, mut p: CertificateParams) -> Result<Pem, rcgen::Error> {
+        validity(&mut p);
+        p.use_authority_key_identifier_extension = true;
+        let key = KeyPair::generate()?;
+        let cert = p.signed_by(&key, &self.issuer)?;
+        Ok(Pem { cert: cert.pem(), key: key.serialize_pem() })
+    }
+}
+
+fn validity(p: &mut CertificateParams) {
+    let now = time::OffsetDateTime::now_utc();
+    (p.not_before, p.not_after) = (now - time::Duration::hours(1), now + time::Duration::days(365));
+}
+
+fn free_port() -> Result<u16, ClusterError> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(io("cannot find a free port on 127.0.0.1"))
+}
+
+/// One upstream program and its log.
+struct Program {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Program {
+    fn tail(&self) -> String {
+        tail(&self.log)
+    }
+}
+
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(25)..].join("\n")
+}
+
+/// The running cluster. Dropping it stops every program and removes its directory.
+pub struct UpstreamCluster {
+    /// `https://127.0.0.1:<port>`.
+    pub url: String,
+    /// The CA the API server's certificate chains to, which also signs client certificates and
+    /// the CSRs kube-controller-manager approves.
+    pub ca_pem: String,
+    /// A bearer token in `system:masters` (the API server's static token file).
+    pub admin_token: String,
+    /// The upstream versions running, read from the programs themselves.
+    pub versions: BTreeMap<&'static str, String>,
+    /// Where the module cache holds the modules whose manifests were installed.
+    pub modules: BTreeMap<String, PathBuf>,
+    programs: Vec<Program>,
+    dir: tempfile::TempDir,
+}
+
+impl std::fmt::Debug for UpstreamCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamCluster").field("url", &self.url).field("versions", &self.versions).finish()
+    }
+}
+
+impl Drop for UpstreamCluster {
+    fn drop(&mut self) {
+        // The last started first: CAPI and the controller manager before the API server, etcd last.
+        for p in self.programs.iter_mut().rev() {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+    }
+}
+
+impl UpstreamCluster {
+    /// The directory of the binaries: `XCSP_UPSTREAM_BIN`; an error naming the setup script
+    /// when it is unset (a test that needs the cluster fails, never skips).
+    pub fn bin_dir() -> Result<PathBuf, ClusterError> {
+        std::env::var_os(BIN_ENV).filter(|v| !v.is_empty()).map(PathBuf::from).ok_or(ClusterError::NotBuilt)
+    }
+
+    /// Where this cluster keeps its files (certificates, etcd's data, the programs' logs).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A kubeconfig for the admin token (context `xcsp-world`).
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig(&self.url, &self.ca_pem, Auth::Token(&self.admin_token))
+    }
+
+    /// A kube client as the admin.
+    pub async fn client(&self) -> Result<kube::Client, ClusterError> {
+        client_for(&self.url, &self.ca_pem, &self.admin_token).await
+    }
+
+    /// Is each program still running? An error with the log of the first that is not.
+    pub fn check_running(&mut self) -> Result<(), ClusterError> {
+        for p in &mut self.programs {
+            if let Ok(Some(status)) = p.child.try_wait() {
+                return Err(ClusterError::Exited {
+                    program: p.name.to_string(),
+                    status: status.to_string(),
+                    log: p.log.display().to_string(),
+                    tail: p.tail(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts etcd, kube-apiserver, kube-controller-manager and CAPI's manager, and installs the
+    /// CRDs, webhooks and RBAC described in the module documentation. Must be called from a
+    /// thread that outlives the cluster (the programs die with it), not a blocking-pool thread.
+    pub async fn start(config: ClusterConfig) -> Result<UpstreamCluster, ClusterError> {
+        let bin = match config.bin_dir.clone() {
+            Some(b) => b,
+            None => UpstreamCluster::bin_dir()?,
+        };
+        for name in ["etcd", "kube-apiserver", "kube-controller-manager", "capi-manager"] {
+            if !bin.join(name).exists() {
+                return Err(ClusterError::Missing(bin.join(name)));
+            }
+        }
+        let modules = read_modules(&bin)?;
+        let dir = tempfile::Builder::new().prefix("xcsp-cluster-").tempdir().map_err(io("cannot make a directory"))?;
+        let d = dir.path().to_path_buf();
+        let write = |name: &str, text: &str| -> Result<PathBuf, ClusterError> {
+            let p = d.join(name);
+            std::fs::write(&p, text).map_err(io(format!("cannot write {}", p.display())))?;
+            Ok(p)
+        };
+
+        let pki = Pki::new()?;
+        let ca = write("ca.crt", &pki.ca.cert)?;
+        let ca_key = write("ca.key", &pki.ca.key)?;
+        let serving = pki.server(
+            "kube-apiserver",
+            &["127.0.0.1", "localhost", "kubernetes", "kubernetes.default.svc", "10.96.0.1"],
+        )?;
+        let (apiserver_crt, apiserver_key) =
+            (write("apiserver.crt", &serving.cert)?, write("apiserver.key", &serving.key)?);
+        // The service-account signing key: ECDSA P-256 (ES256), which the API server accepts
+        // beside RSA; its public half verifies the tokens.
+        let sa = KeyPair::generate()?;
+        let sa_key = write("sa.key", &sa.serialize_pem())?;
+        let sa_pub = write("sa.pub", &sa.public_key_pem())?;
+        let admin_token = format!("xcsp-admin-{}", uuid::Uuid::new_v4().simple());
+        let tokens = write("tokens.csv", &format!("{admin_token},xcsp-admin,xcsp-admin,system:masters\n"))?;
+
+        let mut cluster = UpstreamCluster {
+            url: String::new(),
+            ca_pem: pki.ca.cert.clone(),
+            admin_token,
+            versions: BTreeMap::new(),
+            modules,
+            programs: Vec::new(),
+            dir,
+        };
+
+        // etcd on loopback, one member; fsync off (a test's data need not survive a power cut).
+        let (etcd_client, etcd_peer) = (free_port()?, free_port()?);
+        let client_url = format!("http://127.0.0.1:{etcd_client}");
+        let peer_url = format!("http://127.0.0.1:{etcd_peer}");
+        cluster.spawn(
+            "etcd",
+            &bin,
+            &[
+                "--name=world".into(),
+                format!("--data-dir={}", d.join("etcd").display()),
+                format!("--listen-client-urls={client_url}"),
+                format!("--advertise-client-urls={client_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=world={peer_url}"),
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=warn".into(),
+            ],
+        )?;
+
+        let port = free_port()?;
+        cluster.url = format!("https://127.0.0.1:{port}");
+        let issuer = config.service_account_issuer.clone().unwrap_or_else(|| "https://kubernetes.default.svc".into());
+        cluster.spawn(
+            "kube-apiserver",
+            &bin,
+            &[
+                format!("--etcd-servers={client_url}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                format!("--secure-port={port}"),
+                format!("--cert-dir={}", d.display()),
+                format!("--tls-cert-file={}", apiserver_crt.display()),
+                format!("--tls-private-key-file={}", apiserver_key.display()),
+                format!("--client-ca-file={}", ca.display()),
+                format!("--token-auth-file={}", tokens.display()),
+                "--authorization-mode=Node,RBAC".into(),
+                // The default admission chain plus what a cluster's installer adds.
+                "--enable-admission-plugins=NodeRestriction".into(),
+                format!("--service-account-issuer={issuer}"),
+                format!("--service-account-key-file={}", sa_pub.display()),
+                format!("--service-account-signing-key-file={}", sa_key.display()),
+                "--service-cluster-ip-range=10.96.0.0/16".into(),
+                "--allow-privileged=true".into(),
+                "--profiling=false".into(),
+            ],
+        )?;
+        let admin = cluster.client().await?;
+        cluster.wait_ready(&admin).await?;
+
+        // kube-controller-manager as a cluster runs it: its own client certificate, a service
+        // account per controller, the CA to sign CSRs with, the node lifecycle's timing for tests.
+        let kcm_cert = pki.client("system:kube-controller-manager", None)?;
+        let kcm_kubeconfig = write(
+            "kcm.kubeconfig",
+            &kubeconfig(&cluster.url, &cluster.ca_pem, Auth::Cert(&kcm_cert.cert, &kcm_cert.key)),
+        )?;
+        let t = &config.timing;
+        cluster.spawn(
+            "kube-controller-manager",
+            &bin,
+            &[
+                format!("--kubeconfig={}", kcm_kubeconfig.display()),
+                format!("--authentication-kubeconfig={}", kcm_kubeconfig.display()),
+                format!("--authorization-kubeconfig={}", kcm_kubeconfig.display()),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", free_port()?),
+                "--leader-elect=false".into(),
+                "--use-service-account-credentials=true".into(),
+                format!("--service-account-private-key-file={}", sa_key.display()),
+                format!("--root-ca-file={}", ca.display()),
+                format!("--cluster-signing-cert-file={}", ca.display()),
+                format!("--cluster-signing-key-file={}", ca_key.display()),
+                "--controllers=*".into(),
+                format!("--node-monitor-grace-period={}s", t.node_monitor_grace.as_secs().max(1)),
+                format!("--node-monitor-period={}s", t.node_monitor_period.as_secs().max(1)),
+                "--profiling=false".into(),
+            ],
+        )?;
+
+        // Cluster API: CRDs from its module, conversion through its manager's webhook server.
+        let webhook_port = free_port()?;
+        let webhook_url = format!("https://127.0.0.1:{webhook_port}");
+        let certs = d.join("capi-webhook");
+        std::fs::create_dir_all(&certs).map_err(io("cannot make the webhook's certificate directory"))?;
+        let wh = pki.server("capi-webhook", &["127.0.0.1", "localhost"])?;
+        std::fs::write(certs.join("tls.crt"), &wh.cert).map_err(io("cannot write the webhook certificate"))?;
+        std::fs::write(certs.join("tls.key"), &wh.key).map_err(io("cannot write the webhook key"))?;
+        let ca_bundle = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &cluster.ca_pem);
+
+        let capi = cluster.module("sigs.k8s.io/cluster-api")?;
+        let capz = cluster.module("sigs.k8s.io/cluster-api-provider-azure")?;
+        let openshift = cluster.module("github.com/openshift/api")?;
+        let mut crds = Vec::new();
+        for doc in yaml_dir(&capi.join("config/crd/bases"))? {
+            crds.push(with_conversion_webhook(doc, &webhook_url, &ca_bundle));
+        }
+        let contract = capz_contract_labels(&capz.join("config/crd/patches"))?;
+        for doc in yaml_dir(&capz.join("config/crd/bases"))? {
+            crds.push(with_labels(doc, &contract));
+        }
+        for rel in OPENSHIFT_CRDS {
+            crds.extend(yaml_file(&openshift.join(rel))?);
+        }
+        cluster.install_crds(&admin, crds).await?;
+
+        // CAPI's manager runs as its service account's user with CAPI's own ClusterRole.
+        let capi_user = "system:serviceaccount:capi-system:capi-manager";
+        for doc in yaml_file(&capi.join("config/rbac/role.yaml"))? {
+            apply(&admin, doc, "the CAPI manager's ClusterRole").await?;
+        }
+        let role = "manager-role";
+        apply(
+            &admin,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "capi-manager"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": capi_user}]}),
+            "the CAPI manager's ClusterRoleBinding",
+        )
+        .await?;
+        let capi_cert = pki.client(capi_user, None)?;
+        let capi_kubeconfig = write(
+            "capi.kubeconfig",
+            &kubeconfig(&cluster.url, &cluster.ca_pem, Auth::Cert(&capi_cert.cert, &capi_cert.key)),
+        )?;
+        let health_port = free_port()?;
+        cluster.spawn_env(
+            "capi-manager",
+            &bin,
+            &[
+                format!("--kubeconfig={}", capi_kubeconfig.display()),
+                "--leader-elect=false".into(),
+                format!("--webhook-port={webhook_port}"),
+                format!("--webhook-cert-dir={}", certs.display()),
+                format!("--health-addr=127.0.0.1:{health_port}"),
+                "--diagnostics-address=0".into(),
+                format!("--sync-period={}s", t.capi_sync.as_secs().max(1)),
+            ],
+            &[("POD_NAMESPACE", "capi-system")],
+        )?;
+        cluster.wait_http("capi-manager", &format!("http://127.0.0.1:{health_port}/readyz")).await?;
+
+        // Its admission webhooks, scoped as OpenShift scopes a provider's: only objects in
+        // openshift-cluster-api (cluster-capi-operator's manifests-gen).
+        for doc in yaml_file(&capi.join("config/webhook/manifests.yaml"))? {
+            let doc = webhook_by_url(doc, &webhook_url, &ca_bundle, Some("openshift-cluster-api"));
+            apply(&admin, doc, "CAPI's webhook configuration").await?;
+        }
+        cluster.versions = versions(&admin, &bin, &cluster.modules).await;
+        Ok(cluster)
+    }
+
+    fn module(&self, path: &str) -> Result<PathBuf, ClusterError> {
+        self.modules.get(path).cloned().ok_or_else(|| ClusterError::Manifest {
+            path: format!("{path} (modules.json)"),
+            message: "not among the modules scripts/upstream-setup downloaded".into(),
+        })
+    }
+
+    fn spawn(&mut self, name: &'static str, bin: &Path, args: &[String]) -> Result<(), ClusterError> {
+        self.spawn_env(name, bin, args, &[])
+    }
+
+    fn spawn_env(
+        &mut self,
+        name: &'static str,
+        bin: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> Result<(), ClusterError> {
+        let log = self.dir.path().join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).map_err(io(format!("cannot create {}", log.display())))?;
+        let err = out.try_clone().map_err(io("cannot share a log file"))?;
+        let mut command = Command::new(bin.join(name));
+        command.args(args).envs(env.iter().copied()).stdin(Stdio::null()).stdout(out).stderr(err);
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: prctl is async-signal-safe and touches only the child being spawned.
+            unsafe {
+                command.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = command.spawn().map_err(io(format!("cannot start {}", bin.join(name).display())))?;
+        self.programs.push(Program { name, child, log });
+        Ok(())
+    }
+
+    /// Waits for `/readyz` of the API server, failing early when a program exits.
+    async fn wait_ready(&mut self, admin: &kube::Client) -> Result<(), ClusterError> {
+        let start = Instant::now();
+        loop {
+            self.check_running()?;
+            let req = http::Request::get("/readyz").body(Vec::new()).expect("a request");
+            if let Ok(text) = admin.request_text(req).await
+                && text.trim() == "ok"
+            {
+                return Ok(());
+            }
+            if start.elapsed() > START_TIMEOUT {
+                let p = self.programs.iter().find(|p| p.name == "kube-apiserver").expect("started");
+                return Err(ClusterError::NotReady {
+                    program: p.name.into(),
+                    secs: START_TIMEOUT.as_secs(),
+                    log: p.log.display().to_string(),
+                    tail: p.tail(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn wait_http(&mut self, program: &str, url: &str) -> Result<(), ClusterError> {
+        let start = Instant::now();
+        let http = reqwest::Client::new();
+        loop {
+            self.check_running()?;
+            if http.get(url).send().await.is_ok_and(|r| r.status().is_success()) {
+                return Ok(());
+            }
+            if start.elapsed() > START_TIMEOUT {
+                let p = self.programs.iter().find(|p| p.name == program).expect("started");
+                return Err(ClusterError::NotReady {
+                    program: program.into(),
+                    secs: START_TIMEOUT.as_secs(),
+                    log: p.log.display().to_string(),
+                    tail: p.tail(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Applies the CRDs and waits until each is `Established`.
+    async fn install_crds(&mut self, admin: &kube::Client, crds: Vec<Value>) -> Result<(), ClusterError> {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        let mut names = Vec::new();
+        for crd in crds {
+            names.push(crd["metadata"]["name"].as_str().unwrap_or_default().to_string());
+            apply(admin, crd, "a CRD").await?;
+        }
+        let api: kube::Api<CustomResourceDefinition> = kube::Api::all(admin.clone());
+        let start = Instant::now();
+        for name in names {
+            loop {
+                let established = api.get_opt(&name).await.ok().flatten().is_some_and(|c| {
+                    c.status
+                        .and_then(|s| s.conditions)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+                if established {
+                    break;
+                }
+                if start.elapsed() > START_TIMEOUT {
+                    return Err(ClusterError::Api {
+                        what: format!("CRD {name}"),
+                        message: format!("not Established within {} s", START_TIMEOUT.as_secs()),
+                    });
+                }
+                self.check_running()?;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// OpenShift's API types the world serves, as `github.com/openshift/api` generates them for the
+/// Default feature set of a self-managed cluster.
+const OPENSHIFT_CRDS: &[&str] = &[
+    "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_infrastructures-Default.crd.yaml",
+    "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_networks-Default.crd.yaml",
+    "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_authentications-Default.crd.yaml",
+    "config/v1/zz_generated.crd-manifests/0000_03_config-operator_01_proxies.crd.yaml",
+    "machineconfiguration/v1/zz_generated.crd-manifests/0000_80_machine-config_01_machineconfigs.crd.yaml",
+    "machineconfiguration/v1/zz_generated.crd-manifests/0000_80_machine-config_01_machineconfigpools-SelfManagedHA.crd.yaml",
+];
+
+/// `modules.json` beside the binaries: module path -> its directory in the module cache.
+fn read_modules(bin: &Path) -> Result<BTreeMap<String, PathBuf>, ClusterError> {
+    let path = bin.join("modules.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| ClusterError::Manifest {
+        path: path.display().to_string(),
+        message: format!("{e} (run scripts/upstream-setup again)"),
+    })?;
+    serde_json::from_str(&text)
+        .map_err(|e| ClusterError::Manifest { path: path.display().to_string(), message: e.to_string() })
+}
+
+fn yaml_file(path: &Path) -> Result<Vec<Value>, ClusterError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ClusterError::Manifest { path: path.display().to_string(), message: e.to_string() })?;
+    let mut docs = Vec::new();
+    for de in serde_norway::Deserializer::from_str(&text) {
+        let v: Value = serde::Deserialize::deserialize(de)
+            .map_err(|e| ClusterError::Manifest { path: path.display().to_string(), message: e.to_string() })?;
+        if v.is_object() {
+            docs.push(v);
+        }
+    }
+    Ok(docs)
+}
+
+fn yaml_dir(dir: &Path) -> Result<Vec<Value>, ClusterError> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| ClusterError::Manifest { path: dir.display().to_string(), message: e.to_string() })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    let mut docs = Vec::new();
+    for f in files {
+        docs.extend(yaml_file(&f)?);
+    }
+    Ok(docs)
+}
+
+/// What CAPI's kustomize patch `webhook_in_<plural>.yaml` does, with the manager reached by URL
+/// (it runs beside the API server, not behind a Service).
+fn with_conversion_webhook(mut crd: Value, url: &str, ca_bundle: &str) -> Value {
+    crd["spec"]["conversion"] = json!({
+        "strategy": "Webhook",
+        "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {"url": format!("{url}/convert"), "caBundle": ca_bundle},
+        },
+    });
+    crd
+}
+
+/// CAPZ's `capicontract_in_<plural>.yaml` patches: CRD name -> the labels they add (the
+/// `cluster.x-k8s.io/<contract>` labels CAPI reads to learn which API version serves a contract).
+fn capz_contract_labels(dir: &Path) -> Result<BTreeMap<String, Value>, ClusterError> {
+    let mut out = BTreeMap::new();
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| ClusterError::Manifest { path: dir.display().to_string(), message: e.to_string() })?;
+    for e in entries.flatten() {
+        let p = e.path();
+        if !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("capicontract_in_")) {
+            continue;
+        }
+        for doc in yaml_file(&p)? {
+            if let (Some(name), Some(labels)) = (doc["metadata"]["name"].as_str(), doc["metadata"].get("labels")) {
+                out.insert(name.to_string(), labels.clone());
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn with_labels(mut crd: Value, labels: &BTreeMap<String, Value>) -> Value {
+    let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    if let Some(Value::Object(add)) = labels.get(&name) {
+        let meta = &mut crd["metadata"];
+        if !meta["labels"].is_object() {
+            meta["labels"] = json!({});
+        }
+        for (k, v) in add {
+            meta["labels"][k] = v.clone();
+        }
+    }
+    crd
+}
+
+/// A webhook configuration whose `service` references become the manager's URL, with the CA,
+/// scoped to one namespace when `namespace` is given.
+fn webhook_by_url(mut doc: Value, url: &str, ca_bundle: &str, namespace: Option<&str>) -> Value {
+    if let Some(hooks) = doc["webhooks"].as_array_mut() {
+        for h in hooks {
+            let path = h["clientConfig"]["service"]["path"].as_str().unwrap_or("/").to_string();
+            h["clientConfig"] = json!({"url": format!("{url}{path}"), "caBundle": ca_bundle});
+            if let Some(ns) = namespace {
+                h["namespaceSelector"] = json!({"matchLabels": {"kubernetes.io/metadata.name": ns}});
+            }
+        }
+    }
+    doc
+}
+
+/// Server-side apply of one object (any kind), as the field manager `xcsp-world`.
+async fn apply(client: &kube::Client, doc: Value, what: &str) -> Result<(), ClusterError> {
+    let (api_version, kind) = (
+        doc["apiVersion"].as_str().unwrap_or_default().to_string(),
+        doc["kind"].as_str().unwrap_or_default().to_string(),
+    );
+    let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, &kind);
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|e| ClusterError::Api { what: format!("{what} ({kind} {name})"), message: e.to_string() })?;
+    let api: kube::Api<kube::api::DynamicObject> = match (caps.scope, doc["metadata"]["namespace"].as_str()) {
+        (kube::discovery::Scope::Namespaced, Some(ns)) => kube::Api::namespaced_with(client.clone(), ns, &ar),
+        _ => kube::Api::all_with(client.clone(), &ar),
+    };
+    let pp = kube::api::PatchParams::apply("xcsp-world").force();
+    api.patch(&name, &pp, &kube::api::Patch::Apply(&doc))
+        .await
+        .map(|_| ())
+        .map_err(|e| ClusterError::Api { what: format!("{what} ({kind} {name})"), message: e.to_string() })
+}
+
+/// The versions the programs report: the API server's `/version`, the others' `--version`.
+async fn versions(
+    admin: &kube::Client,
+    bin: &Path,
+    modules: &BTreeMap<String, PathBuf>,
+) -> BTreeMap<&'static str, String> {
+    let mut out = BTreeMap::new();
+    if let Ok(v) = admin.apiserver_version().await {
+        out.insert("kube-apiserver", v.git_version);
+    }
+    for name in ["etcd", "kube-controller-manager"] {
+        if let Ok(o) = Command::new(bin.join(name)).arg("--version").output() {
+            let text = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+            out.insert(name, text.lines().next().unwrap_or_default().trim().to_string());
+        }
+    }
+    // CAPI's manager has no --version; the module it was built from names it.
+    if let Some(dir) = modules.get("sigs.k8s.io/cluster-api").and_then(|d| d.file_name()) {
+        out.insert("capi-manager", dir.to_string_lossy().replace('@', " "));
+    }
+    out
+}
+
+enum Auth<'a> {
+    Token(&'a str),
+    Cert(&'a str, &'a str),
+}
+
+fn kubeconfig(url: &str, ca_pem: &str, auth: Auth<'_>) -> String {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let user = match auth {
+        Auth::Token(t) => json!({"token": t}),
+        Auth::Cert(c, k) => json!({"client-certificate-data": b64(c), "client-key-data": b64(k)}),
+    };
+    let cfg = json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "xcsp-world",
+        "clusters": [{"name": "xcsp-world", "cluster": {"server": url, "certificate-authority-data": b64(ca_pem)}}],
+        "users": [{"name": "xcsp-world", "user": user}],
+        "contexts": [{"name": "xcsp-world", "context": {"cluster": "xcsp-world", "user": "xcsp-world"}}],
+    });
+    serde_json::to_string_pretty(&cfg).expect("a kubeconfig serializes")
+}
+
+/// A kube client for `url` trusting `ca_pem`, with a bearer token.
+pub async fn client_for(url: &str, ca_pem: &str, token: &str) -> Result<kube::Client, ClusterError> {
+    let text = kubeconfig(url, ca_pem, Auth::Token(token));
+    let kc: kube::config::Kubeconfig = serde_json::from_str(&text)
+        .map_err(|e| ClusterError::Api { what: "the kubeconfig".into(), message: e.to_string() })?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| ClusterError::Api { what: "the kubeconfig".into(), message: e.to_string() })?;
+    kube::Client::try_from(config).map_err(|e| ClusterError::Api { what: "a client".into(), message: e.to_string() })
+}

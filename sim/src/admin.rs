@@ -67,6 +67,9 @@ async fn kubeconfig(State(sim): S) -> Response {
 /// Every Kubernetes object: apiVersion, kind, namespace, name, resourceVersion, deleting.
 /// Each Machine: where CAPZ would hold it, and what CAPI needs before it matches a Node.
 async fn machines(State(sim): S) -> Json<Value> {
+    if let Some(bridge) = sim.upstream.get() {
+        return Json(json!({ "machines": bridge.machines() }));
+    }
     let link = crate::kube::joins::Link::of(&sim);
     let mut arm = sim.arm.store.lock().expect("store lock");
     Json(json!({ "machines": sim.kube.machines(&sim.world, &mut arm, &link) }))

@@ -89,6 +89,10 @@ pub struct ClusterConfig {
     /// `--service-account-issuer` (`https://kubernetes.default.svc` when `None`, the in-cluster
     /// issuer an install without a public OIDC issuer has).
     pub service_account_issuer: Option<String>,
+    /// Host names the API server is also known by in the world (`api-int.<cluster domain>`, what
+    /// a kubeconfig Secret names): in its certificate, and routed to it on port 6443 by the
+    /// world's proxy ([`crate::proxy`]), which CAPI's manager is given as `HTTPS_PROXY`.
+    pub api_hosts: Vec<String>,
     pub timing: Timing,
 }
 
@@ -191,6 +195,8 @@ pub struct UpstreamCluster {
     pub versions: BTreeMap<&'static str, String>,
     /// Where the module cache holds the modules whose manifests were installed.
     pub modules: BTreeMap<String, PathBuf>,
+    /// The world's names for programs that dial them ([`crate::proxy`]).
+    pub proxy: crate::proxy::Proxy,
     programs: Vec<Program>,
     dir: tempfile::TempDir,
 }
@@ -273,10 +279,9 @@ impl UpstreamCluster {
         let pki = Pki::new()?;
         let ca = write("ca.crt", &pki.ca.cert)?;
         let ca_key = write("ca.key", &pki.ca.key)?;
-        let serving = pki.server(
-            "kube-apiserver",
-            &["127.0.0.1", "localhost", "kubernetes", "kubernetes.default.svc", "10.96.0.1"],
-        )?;
+        let mut sans = vec!["127.0.0.1", "localhost", "kubernetes", "kubernetes.default.svc", "10.96.0.1"];
+        sans.extend(config.api_hosts.iter().map(String::as_str));
+        let serving = pki.server("kube-apiserver", &sans)?;
         let (apiserver_crt, apiserver_key) =
             (write("apiserver.crt", &serving.cert)?, write("apiserver.key", &serving.key)?);
         // The service-account signing key: ECDSA P-256 (ES256), which the API server accepts
@@ -287,7 +292,9 @@ impl UpstreamCluster {
         let admin_token = format!("xcsp-admin-{}", uuid::Uuid::new_v4().simple());
         let tokens = write("tokens.csv", &format!("{admin_token},xcsp-admin,xcsp-admin,system:masters\n"))?;
 
+        let proxy = crate::proxy::Proxy::start().await.map_err(io("cannot start the world's proxy"))?;
         let mut cluster = UpstreamCluster {
+            proxy,
             url: String::new(),
             ca_pem: pki.ca.cert.clone(),
             admin_token,
@@ -319,6 +326,9 @@ impl UpstreamCluster {
 
         let port = free_port()?;
         cluster.url = format!("https://127.0.0.1:{port}");
+        for host in &config.api_hosts {
+            cluster.proxy.routes.add(host, 6443, std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+        }
         let issuer = config.service_account_issuer.clone().unwrap_or_else(|| "https://kubernetes.default.svc".into());
         cluster.spawn(
             "kube-apiserver",
@@ -370,7 +380,9 @@ impl UpstreamCluster {
                 format!("--root-ca-file={}", ca.display()),
                 format!("--cluster-signing-cert-file={}", ca.display()),
                 format!("--cluster-signing-key-file={}", ca_key.display()),
-                "--controllers=*".into(),
+                // No pods run in this world (no scheduler, no kubelet): the Deployments that stand
+                // for OpenShift's operators keep the status their seed gives them.
+                "--controllers=*,-deployment-controller,-replicaset-controller".into(),
                 format!("--node-monitor-grace-period={}s", t.node_monitor_grace.as_secs().max(1)),
                 format!("--node-monitor-period={}s", t.node_monitor_period.as_secs().max(1)),
                 "--profiling=false".into(),
@@ -398,6 +410,16 @@ impl UpstreamCluster {
         for doc in yaml_dir(&capz.join("config/crd/bases"))? {
             crds.push(with_labels(doc, &contract));
         }
+        // CAPA's AWSCluster, with the labels CAPA's kustomization gives every CRD of it.
+        let capa = cluster.module("sigs.k8s.io/cluster-api-provider-aws/v2")?;
+        let common = yaml_file(&capa.join("config/crd/kustomization.yaml"))?
+            .first()
+            .map(|k| k["commonLabels"].clone())
+            .unwrap_or(Value::Null);
+        for doc in yaml_file(&capa.join("config/crd/bases/infrastructure.cluster.x-k8s.io_awsclusters.yaml"))? {
+            let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            crds.push(with_labels(doc, &BTreeMap::from([(name, common.clone())])));
+        }
         for rel in OPENSHIFT_CRDS {
             crds.extend(yaml_file(&openshift.join(rel))?);
         }
@@ -424,6 +446,7 @@ impl UpstreamCluster {
             &kubeconfig(&cluster.url, &cluster.ca_pem, Auth::Cert(&capi_cert.cert, &capi_cert.key)),
         )?;
         let health_port = free_port()?;
+        let proxy_url = cluster.proxy.url();
         cluster.spawn_env(
             "capi-manager",
             &bin,
@@ -436,7 +459,11 @@ impl UpstreamCluster {
                 "--diagnostics-address=0".into(),
                 format!("--sync-period={}s", t.capi_sync.as_secs().max(1)),
             ],
-            &[("POD_NAMESPACE", "capi-system")],
+            &[
+                ("POD_NAMESPACE", "capi-system"),
+                ("HTTPS_PROXY", proxy_url.as_str()),
+                ("NO_PROXY", "127.0.0.1,localhost"),
+            ],
         )?;
         cluster.wait_http("capi-manager", &format!("http://127.0.0.1:{health_port}/readyz")).await?;
 

@@ -9,6 +9,7 @@ pub mod arm;
 pub mod aws;
 pub mod cluster;
 pub mod kube;
+pub mod proxy;
 pub mod server;
 pub mod tls;
 pub mod world;

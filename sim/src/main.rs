@@ -54,6 +54,15 @@ struct Args {
     /// the public OIDC issuer an STS-mode install sets); without it tokens carry the internal issuer.
     #[arg(long, value_name = "URL", requires = "openshift")]
     service_account_issuer: Option<String>,
+    /// The cluster is upstream kube-apiserver, etcd, kube-controller-manager and Cluster API's
+    /// manager (their directory in XCSP_UPSTREAM_BIN, which scripts/upstream-setup prints), with
+    /// the sim's stand-ins as its clients; --kubeconfig then names that API server.
+    #[arg(long)]
+    upstream: bool,
+    /// With --upstream: a host name the API server is known by in the world (the api-int name a
+    /// kubeconfig Secret of the spec names); repeatable.
+    #[arg(long, value_name = "HOST", requires = "upstream")]
+    api_host: Vec<String>,
 }
 
 /// `F` or `N/D`, in (0, 1].
@@ -107,8 +116,50 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // The upstream cluster and the stand-ins that are its clients, on a runtime of their own
+    // whose programs die with this (the main) thread.
+    let upstream = args.upstream.then(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("xcsp-upstream")
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let config = xcsp_sim::cluster::ClusterConfig {
+            service_account_issuer: args.service_account_issuer.clone(),
+            api_hosts: args.api_host.clone(),
+            ..Default::default()
+        };
+        let cluster = match rt.block_on(xcsp_sim::cluster::UpstreamCluster::start(config)) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("xcsp-sim: {e}");
+                std::process::exit(1);
+            }
+        };
+        let bridge = rt.block_on(async {
+            let client = cluster.client().await.map_err(|e| e.to_string())?;
+            xcsp_sim::kube::bridge::Bridge::install(&server.sim, client, &cluster.ca_pem).await
+        });
+        let bridge = match bridge {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("xcsp-sim: installing OpenShift's objects in the upstream cluster: {e}");
+                std::process::exit(1);
+            }
+        };
+        let _ = server.sim.upstream.set(bridge.clone());
+        rt.spawn(bridge.run(server.sim.clone()));
+        (rt, cluster)
+    });
+    let kubeconfig = match &upstream {
+        Some((_, c)) => c.kubeconfig(),
+        None => server.kubeconfig(),
+    };
+    let kube_url = upstream.as_ref().map_or(server.kube_url.clone(), |(_, c)| c.url.clone());
     if let Some(path) = &args.kubeconfig
-        && let Err(e) = std::fs::write(path, server.kubeconfig())
+        && let Err(e) = std::fs::write(path, &kubeconfig)
     {
         eprintln!("xcsp-sim: cannot write the kubeconfig to {}: {e}", path.display());
         std::process::exit(1);
@@ -117,7 +168,7 @@ fn main() {
     server.sim.kube.registry();
     let mut out = std::io::stdout().lock();
     // The plain base URL stays the fourth word; the Kubernetes API's is the sixth.
-    let _ = writeln!(out, "xcsp-sim listening on {} kubernetes {}", server.base_url, server.kube_url);
+    let _ = writeln!(out, "xcsp-sim listening on {} kubernetes {kube_url}", server.base_url);
     let _ = out.flush();
     let raised = args.aws_rules_per_group != xcsp_sim::aws::AWS_RULES_PER_GROUP;
     let moto = if args.aws || raised || !args.fixture.is_empty() {
@@ -171,5 +222,6 @@ fn main() {
         }
     });
     drop(moto);
+    drop(upstream);
     server.stop();
 }

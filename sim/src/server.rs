@@ -26,6 +26,8 @@ pub struct Sim {
     pub kube: crate::kube::Kube,
     /// The configuration to return to on `/_sim/reset`.
     pub initial: SimConfig,
+    /// The stand-ins as clients of the upstream cluster, when the world runs one (`--upstream`).
+    pub upstream: std::sync::OnceLock<Arc<crate::kube::bridge::Bridge>>,
 }
 
 impl Sim {
@@ -33,7 +35,7 @@ impl Sim {
     pub fn new(config: SimConfig, kube: crate::kube::Endpoint) -> Sim {
         let world = World::new(config.clone());
         let kube = crate::kube::Kube::new(&world, config.kube_token.clone(), config.kube_crds_dir.clone(), kube);
-        Sim { world, arm: Arm::default(), aws: Default::default(), kube, initial: config }
+        Sim { world, arm: Arm::default(), aws: Default::default(), kube, initial: config, upstream: Default::default() }
     }
 
     /// Forgets all resources, tokens (but the Kubernetes token), counters and the journal; restores

@@ -27,6 +27,21 @@ struct Clouds {
 
 impl Clouds {
     fn start() -> Clouds {
+        Clouds::start_with(&[])
+    }
+
+    /// The same world with its cluster run by upstream programs (kube-apiserver, etcd,
+    /// kube-controller-manager, Cluster API's manager; `xcsp-sim --upstream`), the IL5 spec's
+    /// `api-int` name the API server's in the world. Fails, never skips, without them.
+    fn upstream() -> Clouds {
+        assert!(
+            std::env::var_os("XCSP_UPSTREAM_BIN").is_some_and(|b| PathBuf::from(b).join("kube-apiserver").exists()),
+            "the upstream cluster is not built: set XCSP_UPSTREAM_BIN=$(scripts/upstream-setup) (scripts/test does)"
+        );
+        Clouds::start_with(&["--upstream", "--api-host", "api-int.il5.example.mil"])
+    }
+
+    fn start_with(extra: &[&str]) -> Clouds {
         let venv = std::env::var("XCSP_MOTO_VENV")
             .map(PathBuf::from)
             .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/xcsp-moto"));
@@ -45,6 +60,7 @@ impl Clouds {
             // The STS-mode cluster's public OIDC issuer, the one the IL5 example federates.
             .args(["--service-account-issuer", "https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com", "--kubeconfig"])
             .arg(&kubeconfig)
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -111,6 +127,20 @@ impl Clouds {
             .collect();
         out.sort();
         out
+    }
+
+    /// `kubectl ARGS -o json` of the upstream cluster's own build, with the world's kubeconfig.
+    fn kubectl(&self, args: &[&str]) -> serde_json::Value {
+        let bin = PathBuf::from(std::env::var_os("XCSP_UPSTREAM_BIN").expect("XCSP_UPSTREAM_BIN")).join("kubectl");
+        let out = Command::new(bin)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .args(["-o", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
     }
 
     /// `xcsp` with the environment that points the SDKs here.
@@ -779,6 +809,115 @@ fn apply_killed_while_work_is_in_flight_leaves_each_resource_once_in_state() {
     assert_one_to_one(&clouds, state);
     joined(&clouds, 2);
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+    assert_eq!(clouds.arm_count(), 0);
+}
+
+/// On the upstream cluster: apply of the IL5 example ends with both Nodes Ready, matched to
+/// their Machines by Cluster API's own manager (`nodeRef`, its managed fields); a cut link turns
+/// the Nodes `Unknown` by kube-controller-manager's node lifecycle controller and `xcsp status`
+/// names the link; restored, they are Ready again; destroy leaves no object of the pool, the
+/// Nodes included, as the API server lists them.
+#[test]
+fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
+    let clouds = Clouds::upstream();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let version = clouds.kubectl(&["version"]);
+    assert_eq!(version["serverVersion"]["gitVersion"], "v1.35.4", "{version}");
+
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    let machines = clouds.kubectl(&["get", "machines", "-A", "--show-managed-fields"]);
+    let items = machines["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{machines}");
+    let nodes = clouds.kubectl(&["get", "nodes"]);
+    for m in items {
+        let managers: Vec<&str> =
+            m["metadata"]["managedFields"].as_array().unwrap().iter().filter_map(|f| f["manager"].as_str()).collect();
+        assert!(managers.contains(&"capi-manager"), "CAPI's manager made and manages it: {managers:?}");
+        assert!(!managers.iter().any(|m| m.starts_with("xcsp")), "no stand-in writes a Machine: {managers:?}");
+        let node = m["status"]["nodeRef"]["name"].as_str().expect("a nodeRef");
+        let n = nodes["items"].as_array().unwrap().iter().find(|n| n["metadata"]["name"] == node).expect("its Node");
+        assert_eq!(n["spec"]["providerID"], m["spec"]["providerID"], "{n}");
+        assert!(n["spec"]["providerID"].as_str().unwrap().starts_with("azure:///subscriptions/"), "{n}");
+    }
+    let ready = |status: &str| {
+        let nodes = clouds.kubectl(&["get", "nodes", "--show-managed-fields"]);
+        nodes["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| {
+                n["status"]["conditions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == status)
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ready("True").len(), 2);
+
+    // The link cut: the kubelets' Leases stop, and the node lifecycle controller (the status
+    // writer is kube-controller-manager) turns both Nodes Unknown.
+    clouds.cut_every_tunnel();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let unknown = loop {
+        let u = ready("Unknown");
+        if u.len() == 2 || Instant::now() > deadline {
+            break u;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(unknown.len(), 2, "both Nodes Unknown within 60 s of the cut");
+    for n in &unknown {
+        let writers: Vec<&str> = n["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["subresource"] == "status")
+            .filter_map(|f| f["manager"].as_str())
+            .collect();
+        assert!(writers.contains(&"kube-controller-manager"), "{writers:?}");
+        let c = n["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
+        assert_eq!(c["reason"], "NodeStatusUnknown", "{c}");
+    }
+    let status: serde_json::Value =
+        serde_json::from_slice(&clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap().stdout)
+            .unwrap();
+    for m in status["machines"].as_array().unwrap() {
+        let cause = m["cause"].as_str().unwrap_or_default();
+        assert!(cause.contains("the link is down (0 of 4 tunnels up)"), "{status}");
+    }
+
+    // Restored: the kubelets post again and the Nodes are Ready.
+    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ready("True").len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(ready("True").len(), 2, "both Nodes Ready again");
+
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+    for kind in ["machinesets", "machines", "azuremachines", "azuremachinetemplates", "machinehealthchecks"] {
+        let left = clouds.kubectl(&["get", kind, "-A"]);
+        assert_eq!(left["items"].as_array().unwrap().len(), 0, "{kind} left: {left}");
+    }
+    let clusters = clouds.kubectl(&["get", "clusters", "-A"]);
+    let names: Vec<&str> =
+        clusters["items"].as_array().unwrap().iter().filter_map(|c| c["metadata"]["name"].as_str()).collect();
+    assert_eq!(names, ["il5-gpu-x7k2p"], "only the cluster's own Cluster stays");
+    assert_eq!(
+        clouds.kubectl(&["get", "nodes"])["items"].as_array().unwrap().len(),
+        0,
+        "the pool's Nodes went with it"
+    );
+    let namespaces = clouds.kubectl(&["get", "namespaces"]);
+    assert!(
+        !namespaces["items"].as_array().unwrap().iter().any(|n| n["metadata"]["name"] == "xcsp-il5-gpu"),
+        "the pool's namespace is gone"
+    );
     assert_eq!(clouds.aws_live(), (0, 0, 0));
     assert_eq!(clouds.arm_count(), 0);
 }

@@ -511,9 +511,15 @@ impl KubeProvider {
                 Api::namespaced_with(self.client.clone(), ns, &machines(self.capi().await));
             let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={name}"));
             let deadline = Instant::now() + self.config.machine_timeout;
+            // The provider IDs of the machines going, to delete their Nodes after them.
+            let mut provider_ids = std::collections::BTreeSet::new();
             loop {
-                let left = self.retry(a, || machines.list(&selector)).await?.items.len();
+                let listed = self.retry(a, || machines.list(&selector)).await?.items;
+                provider_ids
+                    .extend(listed.iter().filter_map(|m| m.data["spec"]["providerID"].as_str().map(String::from)));
+                let left = listed.len();
                 if left == 0 {
+                    self.delete_nodes(a, &provider_ids).await?;
                     break;
                 }
                 if Instant::now() > deadline {
@@ -550,6 +556,37 @@ impl KubeProvider {
                 }
             }
         }
+    }
+
+    /// Deletes the Nodes whose provider ID is one of `provider_ids` (machines that are gone).
+    /// CAPI deletes a deleted Machine's Node only in a cluster with control-plane Machines
+    /// (cluster-api `internal/controllers/machine/machine_controller.go` `isDeleteNodeAllowed`:
+    /// "no control plane members"); an OpenShift cluster's control plane is no CAPI Machine, and
+    /// AWS's cloud controller cannot look an `azure://` provider ID up to remove it, so without
+    /// this the pool's Nodes would stay, `NotReady`, after the pool is gone.
+    async fn delete_nodes(
+        &self,
+        a: &Address,
+        provider_ids: &std::collections::BTreeSet<String>,
+    ) -> Result<(), ProviderError> {
+        if provider_ids.is_empty() {
+            return Ok(());
+        }
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
+        let all = ListParams::default();
+        let listed = self.retry(a, || nodes.list(&all)).await?.items;
+        let params = DeleteParams::default();
+        for n in listed {
+            let pid = n.spec.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
+            let Some(name) = n.metadata.name.clone() else { continue };
+            if provider_ids.contains(&pid) {
+                match self.retry(a, || nodes.delete(&name, &params)).await {
+                    Ok(_) | Err(ProviderError::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The objects of `rtype` labelled with `stack`, and those state records (`known`: address

@@ -474,11 +474,35 @@ pub fn node(reg: &Registration, now: &str) -> Value {
         "metadata": {"name": reg.node_name, "labels": reg.labels},
         "spec": spec,
         "status": {
-            "conditions": [ready_condition(true, now)],
+            "conditions": kubelet_conditions(true, now),
             "nodeInfo": {"operatingSystem": "linux", "architecture": "amd64", "osImage": "Red Hat Enterprise Linux CoreOS"},
             "addresses": [{"type": "Hostname", "address": reg.node_name}],
         },
     })
+}
+
+/// The conditions a kubelet posts (kubernetes `pkg/kubelet/nodestatus/setters.go`: `ReadyCondition`,
+/// `MemoryPressureCondition`, `DiskPressureCondition`, `PIDPressureCondition`, their reasons and
+/// messages for a healthy node), or, once it stopped posting, each `Unknown` as the node lifecycle
+/// controller leaves them (`tryUpdateNodeHealth`). CAPI's NodeHealthy summarises all four
+/// (`internal/controllers/machine/machine_controller_status.go` `summarizeNodeConditions`): a Node
+/// without the pressure conditions keeps its Machine `Ready` Unknown.
+pub fn kubelet_conditions(posting: bool, since: &str) -> Vec<Value> {
+    let mut out = vec![ready_condition(posting, since)];
+    for (kind, reason, message) in [
+        ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ] {
+        out.push(if posting {
+            json!({"type": kind, "status": "False", "reason": reason, "message": message,
+                "lastTransitionTime": since, "lastHeartbeatTime": since})
+        } else {
+            json!({"type": kind, "status": "Unknown", "reason": "NodeStatusUnknown",
+                "message": "Kubelet stopped posting node status.", "lastTransitionTime": since})
+        });
+    }
+    out
 }
 
 /// Whether a Node's `Ready` condition is True (CAPI's `noderefutil.IsNodeReady`).
@@ -593,6 +617,21 @@ pub fn advance(
                 Err(h) => return Progress { held: h, node: None },
             }
         }
+        // On the upstream cluster the kubelet registers only with the certificate
+        // kube-controller-manager's signer issues for its approved request.
+        if s.signer_runs
+            && s.value(super::kinds::CERTIFICATES, "certificatesigningrequests", "", &csr)
+                .is_none_or(|c| c["status"]["certificate"].as_str().is_none_or(str::is_empty))
+        {
+            return Progress {
+                held: held(
+                    "csr",
+                    format!("certificate signing request {csr} is approved; the kubelet waits for its certificate"),
+                    "kubernetes pkg/controller/certificates/signer (csrsigning, kubernetes.io/kube-apiserver-client-kubelet)",
+                ),
+                node: None,
+            };
+        }
         if s.value("", "nodes", "", &reg.node_name).is_none() {
             let kind = super::kinds::Kind::served("", "nodes").expect("nodes served");
             s.insert_new(kind, node(&reg, &stamp), Vec::new(), world);
@@ -613,7 +652,7 @@ pub fn advance(
     let key = super::store::key(super::kinds::Kind::served("", "nodes").expect("nodes served"), "", &node_name);
     if let Some(mut obj) = s.objects.get(&key).cloned() {
         if node_ready(&obj.value) != posting {
-            obj.value["status"]["conditions"] = json!([ready_condition(posting, &stamp)]);
+            obj.value["status"]["conditions"] = json!(kubelet_conditions(posting, &stamp));
             s.store(obj);
         }
     }

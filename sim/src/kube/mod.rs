@@ -4,6 +4,7 @@
 //! of its own (`crate::tls`) under `/api`, `/apis` and `/version`; see `sim/README.md` ("Kubernetes API").
 
 pub mod boot;
+pub mod bridge;
 pub mod capz;
 pub mod convert;
 pub mod fields;

@@ -97,7 +97,10 @@ pub fn seed(store: &mut Store, o: &OpenShift, world: &World) {
                 "metadata": {"labels": {"cluster.x-k8s.io/provider": "infrastructure-azure", "azure.workload.identity/use": "true"}},
                 "spec": {
                     "serviceAccountName": "capz-manager",
-                    "containers": [{"name": "manager", "volumeMounts": [
+                    "containers": [{"name": "manager",
+                        // The API server requires an image; the release payload names it.
+                        "image": "quay.io/openshift/origin-azure-cluster-api-controllers:4.22",
+                        "volumeMounts": [
                         {"name": "azure-identity-token", "mountPath": "/var/run/secrets/azure/tokens", "readOnly": true}]}],
                     "volumes": [{"name": "azure-identity-token", "projected": {"sources": [token]}}],
                 },
@@ -121,6 +124,7 @@ pub fn seed(store: &mut Store, o: &OpenShift, world: &World) {
                 "metadata": {"labels": {"app": MACHINE_APPROVER_CAPI}},
                 "spec": {"serviceAccountName": "machine-approver-sa", "containers": [{
                     "name": "machine-approver-controller",
+                    "image": "quay.io/openshift/origin-cluster-machine-approver:4.22",
                     "args": ["--api-group-version=cluster.x-k8s.io/v1beta1", "--disable-status-controller=true"],
                 }]},
             },
@@ -195,4 +199,55 @@ pub fn validate_delete(store: &Store, k: &Kind, ns: &str) -> Result<(), KubeErro
         return Err(denied("deletion of cluster is not allowed".into()));
     }
     Ok(())
+}
+
+/// cluster-capi-operator's Cluster admission as the upstream API server runs it: a
+/// ValidatingAdmissionPolicy (CEL, admissionregistration.k8s.io/v1) and its binding, holding the
+/// three rules of [`validate_create`], [`validate_update`] and [`validate_delete`] with their
+/// messages; the webhook itself is not built here (its module is not served by the Go proxy this
+/// project builds from). The API server prefixes each message with the policy's name.
+pub fn admission_policies(infra: &str) -> Vec<Value> {
+    let kinds: Vec<String> = INFRA_KINDS.iter().map(|k| format!("'{k}'")).collect();
+    let supported: Vec<String> = INFRA_KINDS.iter().map(|k| format!("\\\"{k}\\\"")).collect();
+    let name = "openshift-cluster-capi-operator-cluster";
+    vec![
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{
+                    "apiGroups": ["cluster.x-k8s.io"], "apiVersions": ["*"],
+                    "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["clusters"],
+                }]},
+                "validations": [
+                    {
+                        "expression": format!(
+                            "request.operation == 'DELETE' || !has(object.spec.infrastructureRef) || !has(object.spec.infrastructureRef.kind) || object.spec.infrastructureRef.kind in [{}]",
+                            kinds.join(", ")
+                        ),
+                        "messageExpression": format!(
+                            "'spec.infrastructureRef.kind: Unsupported value: \"' + object.spec.infrastructureRef.kind + '\": supported values: {}'",
+                            supported.join(", ")
+                        ),
+                    },
+                    {
+                        "expression": format!(
+                            "request.operation != 'CREATE' || request.namespace != '{CAPI_NAMESPACE}' || object.metadata.name == '{infra}'"
+                        ),
+                        "message": format!("cluster name must be {infra} in {CAPI_NAMESPACE} namespace"),
+                    },
+                    {
+                        "expression": format!("request.operation != 'DELETE' || request.namespace != '{CAPI_NAMESPACE}'"),
+                        "message": "deletion of cluster is not allowed",
+                    },
+                ],
+            },
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"]},
+        }),
+    ]
 }

@@ -126,6 +126,9 @@ pub struct Store {
     pub heartbeats: BTreeMap<String, Instant>,
     /// Node name -> the name of its kubelet's bootstrap CertificateSigningRequest.
     pub csrs: BTreeMap<String, String>,
+    /// A real signer issues approved kubelet certificates (the upstream cluster's
+    /// kube-controller-manager), so a kubelet waits for its certificate before it registers.
+    pub signer_runs: bool,
 }
 
 /// An answer: HTTP status and body.
@@ -146,6 +149,7 @@ impl Store {
             registered: BTreeMap::new(),
             heartbeats: BTreeMap::new(),
             csrs: BTreeMap::new(),
+            signer_runs: false,
         };
         for name in DEFAULT_NAMESPACES {
             s.add_namespace(name, world);

@@ -1,0 +1,361 @@
+//! The stand-ins for what cannot run here, as clients of the upstream cluster
+//! ([`crate::cluster`]): OpenShift's install (its API objects, the machine-config operator's
+//! pools, configs and pointer secrets, cluster-capi-operator's admission), the machine-config
+//! operator's render controller, CAPZ's making of VMs in the ARM emulator, and each VM's boot and
+//! kubelet. Cluster API's own controllers, the API server, garbage collection, CSR signing and the
+//! node lifecycle are the upstream programs'.
+//!
+//! Each pass ([`Bridge::run`], every [`PASS`]) lists what the stand-ins read from the API server
+//! into the [`Store`] they were written against (their own state, such as which VM registered
+//! which Node, carried from pass to pass), runs them, and writes back through the API only what a
+//! stand-in owns: an AzureMachine's `spec.providerID` and status (CAPZ's), a Node and its status
+//! and Lease (the kubelet's), a CertificateSigningRequest and its approval (the kubelet's and the
+//! machine approver's), rendered MachineConfigs, pool statuses and pointer Secrets (the
+//! machine-config operator's). Machines, their phase, conditions and `nodeRef` are CAPI's alone.
+//! A kubelet whose path to the API is cut stops renewing its Lease; the node lifecycle
+//! controller, not the sim, then turns its Node `Unknown`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::kinds::{CAPZ, KINDS, Kind};
+use super::store::{Key, Obj, Store, key};
+use super::{boot, capz, joins};
+use crate::server::Sim;
+
+/// How often the stand-ins look at the cluster.
+pub const PASS: Duration = Duration::from_millis(500);
+
+/// The field manager of every write the stand-ins make.
+const MANAGER: &str = "xcsp-sim";
+
+/// The stand-ins' state between passes and what the last pass found.
+pub struct Bridge {
+    client: kube::Client,
+    store: Mutex<Store>,
+    machines: Mutex<Vec<Value>>,
+}
+
+impl std::fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bridge").finish_non_exhaustive()
+    }
+}
+
+fn resource(kind: &Kind) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(kind.group, kind.version, kind.kind), kind.plural)
+}
+
+fn api(client: &kube::Client, kind: &Kind, ns: &str) -> Api<DynamicObject> {
+    if kind.namespaced {
+        Api::namespaced_with(client.clone(), ns, &resource(kind))
+    } else {
+        Api::all_with(client.clone(), &resource(kind))
+    }
+}
+
+/// What the API server adds that the stand-ins neither read nor write.
+fn comparable(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v["metadata"].as_object_mut() {
+        for k in ["resourceVersion", "managedFields", "generation", "creationTimestamp", "uid", "selfLink"] {
+            m.remove(k);
+        }
+    }
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+    }
+    v
+}
+
+impl Bridge {
+    /// Installs OpenShift's objects (what [`Store::new`] seeds for the world's `openshift`
+    /// config) in the upstream cluster and cluster-capi-operator's admission as a
+    /// ValidatingAdmissionPolicy, then answers a bridge ready to [`Bridge::run`].
+    pub async fn install(sim: &Sim, client: kube::Client, ca_pem: &str) -> Result<Arc<Bridge>, String> {
+        let mut store = Store::new(&sim.world, ca_pem);
+        store.signer_runs = true;
+        let seeded: Vec<Obj> = store.objects.values().cloned().collect();
+        // Namespaces first, then the rest in the seed's order.
+        let (namespaces, rest): (Vec<Obj>, Vec<Obj>) = seeded.into_iter().partition(|o| o.kind.plural == "namespaces");
+        for o in namespaces.into_iter().chain(rest) {
+            create(&client, o.kind, &o.value).await?;
+        }
+        if let Some(o) = sim.world.config().openshift {
+            for policy in super::openshift::admission_policies(&o.infrastructure_name) {
+                apply_any(&client, &policy).await?;
+            }
+        }
+        Ok(Arc::new(Bridge { client, store: Mutex::new(store), machines: Mutex::new(Vec::new()) }))
+    }
+
+    /// Each Machine with where CAPZ holds it, as the last pass found them (`/_sim/machines`).
+    pub fn machines(&self) -> Vec<Value> {
+        self.machines.lock().expect("machines lock").clone()
+    }
+
+    /// Passes until the runtime stops; a pass that fails is logged and the next one tries again.
+    pub async fn run(self: Arc<Self>, sim: Arc<Sim>) {
+        loop {
+            if let Err(e) = self.pass(&sim).await {
+                eprintln!("xcsp-sim: a pass of the stand-ins failed (tried again): {e}");
+            }
+            tokio::time::sleep(PASS).await;
+        }
+    }
+
+    async fn snapshot(&self) -> Result<BTreeMap<Key, Obj>, String> {
+        let mut out = BTreeMap::new();
+        for kind in KINDS {
+            let list = api(&self.client, kind, "")
+                .list(&Default::default())
+                .await
+                .map_err(|e| format!("listing {}: {e}", kind.resource()))?;
+            for o in list.items {
+                let mut value = serde_json::to_value(&o).map_err(|e| e.to_string())?;
+                value["apiVersion"] = json!(kind.api_version());
+                value["kind"] = json!(kind.kind);
+                if let Some(m) = value["metadata"].as_object_mut() {
+                    m.remove("managedFields");
+                }
+                let ns = value["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
+                let name = value["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                out.insert(
+                    key(kind, if kind.namespaced { &ns } else { "" }, &name),
+                    Obj { kind, value, managers: Vec::new() },
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// One pass: read, run the stand-ins, write back what they own.
+    async fn pass(&self, sim: &Sim) -> Result<(), String> {
+        let snapshot = self.snapshot().await?;
+        let (after, posting) = self.stand_ins(sim, snapshot.clone());
+        for (k, obj) in &after {
+            let before = snapshot.get(k);
+            if let Err(e) = self.write(obj, before).await {
+                eprintln!("xcsp-sim: writing {} {}/{}: {e}", obj.kind.kind, k.2, k.3);
+            }
+        }
+        for node in posting {
+            self.renew(&node).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs the stand-ins on `snapshot`; answers the objects as they left them and the Nodes
+    /// whose kubelet posts now.
+    fn stand_ins(&self, sim: &Sim, snapshot: BTreeMap<Key, Obj>) -> (BTreeMap<Key, Obj>, Vec<String>) {
+        let world = &sim.world;
+        let config = world.config();
+        let link = joins::Link::of(sim);
+        let mut arm = sim.arm.store.lock().expect("arm lock");
+        let mut s = self.store.lock().expect("store lock");
+        s.objects = snapshot;
+        s.settle_machine_configs(world);
+        let machines: Vec<Value> =
+            s.objects.iter().filter(|(k, _)| k.1 == "machines").map(|(_, o)| o.value.clone()).collect();
+        let deleting = |m: &Value| m["metadata"].get("deletionTimestamp").is_some();
+        // CAPZ deletes the VM of an AzureMachine that goes (with its Machine).
+        let live: Vec<String> = machines
+            .iter()
+            .filter(|m| !deleting(m))
+            .filter_map(|m| m["metadata"]["name"].as_str().map(String::from))
+            .collect();
+        capz::reap(&mut arm, &live);
+        // A kubelet whose VM is gone posts nothing more; its Node stays until someone deletes it
+        // (CAPI deletes no Node of a cluster without control-plane Machines:
+        // `machine_controller.go` `isDeleteNodeAllowed`).
+        let gone: Vec<String> =
+            s.registered.keys().filter(|vm| arm.get(&vm.to_ascii_lowercase()).is_none()).cloned().collect();
+        for vm in gone {
+            if let Some(node) = s.registered.remove(&vm) {
+                s.heartbeats.remove(&node);
+                s.csrs.remove(&node);
+            }
+            s.boots.remove(&vm);
+            s.kubelets.retain(|(v, _), _| *v != vm);
+        }
+        let now = super::store::timestamp(world);
+        let mut found = Vec::new();
+        for m in machines.iter().filter(|m| !deleting(m)) {
+            let ns = m["metadata"]["namespace"].as_str().unwrap_or_default();
+            let name = m["metadata"]["name"].as_str().unwrap_or_default();
+            // The Machine as CAPZ's scope sees it: CAPI copies the provider ID and addresses the
+            // AzureMachine carries, which CAPZ wrote when it made the VM.
+            let mut machine = m.clone();
+            let am = s.value(CAPZ, "azuremachines", ns, name).cloned();
+            if machine["spec"]["providerID"].is_null()
+                && let Some(pid) = am.as_ref().and_then(|a| a["spec"]["providerID"].as_str())
+            {
+                machine["spec"]["providerID"] = json!(pid);
+                machine["status"]["addresses"] = json!([{"type": "InternalDNS", "address": name}]);
+            }
+            let mut held = joins::held(&s, &machine, &joins::Azure { store: &arm, config: &config, link: &link });
+            if held.step == "vm" {
+                match capz::make_vm(&s, &mut arm, &machine, world.clock.now()) {
+                    Ok(pid) => {
+                        machine["spec"]["providerID"] = json!(pid);
+                        machine["status"]["addresses"] = json!([{"type": "InternalDNS", "address": name}]);
+                        held = joins::held(&s, &machine, &joins::Azure { store: &arm, config: &config, link: &link });
+                    }
+                    Err(refused) => held = refused,
+                }
+            }
+            let registered = arm
+                .of_kind(&crate::arm::kinds::VM)
+                .find(|vm| vm.name == name)
+                .is_some_and(|vm| s.registered.contains_key(&vm.id));
+            let mut node = None;
+            if held.step == "boot" || (held.step == "dns" && registered) {
+                let pointer = joins::pointer_source(&s, &machine).unwrap_or_default();
+                let dns = (held.step == "dns").then(|| held.clone());
+                let progress = boot::advance(&mut s, &arm, &link, &machine, &pointer, dns, world);
+                held = progress.held;
+                node = progress.node.and_then(|n| s.value("", "nodes", "", &n).map(boot::node_ready));
+            }
+            let wanted = joins::machine_conditions(&held, &machine, node);
+            if let Some(infra) = wanted.iter().find(|c| c.0 == "InfrastructureReady") {
+                capz::reflect(&mut s, &machine, infra, &now);
+            }
+            found.push(json!({
+                "namespace": ns, "name": name,
+                "machine_set": m["metadata"]["labels"]["cluster.x-k8s.io/set-name"],
+                "held_at": held.step, "message": held.message, "source": held.source,
+                "node_ref_needs": joins::node_ref_needs(&s, m),
+            }));
+        }
+        *self.machines.lock().expect("machines lock") = found;
+        // The kubelets posting now: those whose heartbeat this pass renewed.
+        let fresh = world.clock.now();
+        let posting = s
+            .heartbeats
+            .iter()
+            .filter(|(_, at)| fresh.duration_since(**at) < PASS * 2)
+            .map(|(n, _)| n.clone())
+            .collect();
+        (s.objects.clone(), posting)
+    }
+
+    /// Writes what a stand-in changed or made in `obj` (compared with `before`), through the
+    /// subresource that carries it.
+    async fn write(&self, obj: &Obj, before: Option<&Obj>) -> Result<(), String> {
+        let kind = obj.kind;
+        let ns = obj.value["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = obj.value["metadata"]["name"].as_str().unwrap_or_default();
+        let owned = matches!(
+            (kind.group, kind.plural),
+            (CAPZ, "azuremachines")
+                | ("", "nodes")
+                | ("", "secrets")
+                | (super::kinds::CERTIFICATES, "certificatesigningrequests")
+                | (super::kinds::MACHINECONFIGURATION, _)
+        );
+        if !owned {
+            return Ok(());
+        }
+        let api = api(&self.client, kind, ns);
+        let Some(before) = before else {
+            // A Secret only the machine-config operator makes; no other kind of Secret is ours.
+            if kind.plural == "secrets" && !name.ends_with("-user-data-managed") {
+                return Ok(());
+            }
+            return create(&self.client, kind, &obj.value).await;
+        };
+        if comparable(&obj.value) != comparable(&before.value) {
+            let patch = json!({
+                "metadata": {"labels": obj.value["metadata"]["labels"], "annotations": obj.value["metadata"]["annotations"]},
+                "spec": obj.value["spec"],
+            });
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| e.to_string())?;
+        }
+        let status = &obj.value["status"];
+        if status.is_null() || *status == before.value["status"] {
+            return Ok(());
+        }
+        match kind.plural {
+            // The machine approver's approval goes through its own subresource.
+            "certificatesigningrequests" => {
+                let body = json!({"apiVersion": kind.api_version(), "kind": kind.kind, "metadata": {"name": name},
+                    "status": {"conditions": status["conditions"]}});
+                api.patch_subresource("approval", name, &PatchParams::default(), &Patch::Merge(&body))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+            // A kubelet posts Ready, never Unknown: that is the node lifecycle controller's.
+            "nodes" if !boot::node_ready(&obj.value) => Ok(()),
+            _ => api
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status})))
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The kubelet's heartbeat: its Lease in `kube-node-lease` (renewed every 10 s by a real
+    /// kubelet, `pkg/kubelet/nodelease`; every pass here).
+    async fn renew(&self, node: &str) -> Result<(), String> {
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(self.client.clone(), "kube-node-lease");
+        let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+        let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": node},
+            "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": now}});
+        leases
+            .patch(node, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&lease))
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("renewing the Lease of {node}: {e}"))
+    }
+}
+
+/// Creates an object, then writes its status (which a create of a kind with a status
+/// subresource drops); an object that exists already is left as it is.
+async fn create(client: &kube::Client, kind: &Kind, value: &Value) -> Result<(), String> {
+    let ns = value["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = value["metadata"]["name"].as_str().unwrap_or_default();
+    let api = api(client, kind, ns);
+    let mut body = value.clone();
+    if let Some(m) = body["metadata"].as_object_mut() {
+        for k in ["resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"] {
+            m.remove(k);
+        }
+    }
+    let object: DynamicObject = serde_json::from_value(body.clone()).map_err(|e| e.to_string())?;
+    match api.create(&PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &object).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
+        Err(e) => return Err(format!("creating {} {ns}/{name}: {e}", kind.kind)),
+    }
+    // A request's approval is written through its own subresource, by the next pass.
+    if kind.status
+        && kind.plural != "certificatesigningrequests"
+        && body["status"].is_object()
+        && body["status"] != json!({})
+    {
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": body["status"]})))
+            .await
+            .map_err(|e| format!("writing the status of {} {ns}/{name}: {e}", kind.kind))?;
+    }
+    Ok(())
+}
+
+/// Server-side apply of an object of any kind the server serves.
+async fn apply_any(client: &kube::Client, doc: &Value) -> Result<(), String> {
+    let api_version = doc["apiVersion"].as_str().unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, doc["kind"].as_str().unwrap_or_default());
+    let (ar, _) = kube::discovery::pinned_kind(client, &gvk).await.map_err(|e| e.to_string())?;
+    let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+    Api::<DynamicObject>::all_with(client.clone(), &ar)
+        .patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(doc))
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("applying {} {name}: {e}", gvk.kind))
+}

@@ -16,6 +16,16 @@ def issuer_of(example):
     return None
 
 
+def api_int_of(example):
+    """The cluster's internal API name an example's spec implies: `api-int.<domain>` of its `api_url`
+    (what the kubeconfig Secret xcsp writes names; the upstream world serves it)."""
+    for path in sorted(glob.glob(os.path.join(example, "*.hcl"))):
+        m = re.search(r'api_url\s*=\s*"https://api\.([^:/"]+)', open(path).read())
+        if m:
+            return "api-int." + m.group(1)
+    return None
+
+
 def start(scale, fixture, *extra, issuer=None):
     """Starts xcsp-sim, its Kubernetes API playing the OpenShift cluster of `fixture` (INFRA:REGION)
     with CAPZ installed and, if given, `issuer` as its service-account issuer; returns (process,

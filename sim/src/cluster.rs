@@ -766,22 +766,19 @@ fn kubeconfig(url: &str, ca_pem: &str, auth: Auth<'_>) -> String {
     use base64::Engine;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let user = match auth {
-        Auth::Token(t) => json!({"token": t}),
-        Auth::Cert(c, k) => json!({"client-certificate-data": b64(c), "client-key-data": b64(k)}),
+        Auth::Token(t) => format!("    token: {t}\n"),
+        Auth::Cert(c, k) => format!("    client-certificate-data: {}\n    client-key-data: {}\n", b64(c), b64(k)),
     };
-    let cfg = json!({
-        "apiVersion": "v1", "kind": "Config", "current-context": "xcsp-world",
-        "clusters": [{"name": "xcsp-world", "cluster": {"server": url, "certificate-authority-data": b64(ca_pem)}}],
-        "users": [{"name": "xcsp-world", "user": user}],
-        "contexts": [{"name": "xcsp-world", "context": {"cluster": "xcsp-world", "user": "xcsp-world"}}],
-    });
-    serde_json::to_string_pretty(&cfg).expect("a kubeconfig serializes")
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: xcsp-world\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: xcsp-world\n  user:\n{user}contexts:\n- name: xcsp-world\n  context:\n    cluster: xcsp-world\n    user: xcsp-world\ncurrent-context: xcsp-world\npreferences: {{}}\n",
+        ca = b64(ca_pem)
+    )
 }
 
 /// A kube client for `url` trusting `ca_pem`, with a bearer token.
 pub async fn client_for(url: &str, ca_pem: &str, token: &str) -> Result<kube::Client, ClusterError> {
     let text = kubeconfig(url, ca_pem, Auth::Token(token));
-    let kc: kube::config::Kubeconfig = serde_json::from_str(&text)
+    let kc: kube::config::Kubeconfig = serde_norway::from_str(&text)
         .map_err(|e| ClusterError::Api { what: "the kubeconfig".into(), message: e.to_string() })?;
     let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await

@@ -34,6 +34,7 @@ pub fn router() -> Router<Arc<Sim>> {
         .route("/journal", get(journal))
         .route("/kubeconfig", get(kubeconfig))
         .route("/kube/objects", get(kube_objects))
+        .route("/kube/audit", get(kube_audit))
         .route("/machines", get(machines))
         .route("/resolvers", get(resolvers))
         .route("/kube/crds", get(kube_crds))
@@ -66,6 +67,12 @@ async fn kubeconfig(State(sim): S) -> Response {
 
 /// Every Kubernetes object: apiVersion, kind, namespace, name, resourceVersion, deleting.
 /// Each Machine: where CAPZ would hold it, and what CAPI needs before it matches a Node.
+/// The upstream API server's deletions (its audit log), in the order it received them; empty
+/// when the world's cluster is the sim's own.
+async fn kube_audit(State(sim): S) -> Json<Value> {
+    Json(json!({ "deletions": sim.upstream.get().map(|b| b.deletions()).unwrap_or_default() }))
+}
+
 async fn machines(State(sim): S) -> Json<Value> {
     if let Some(bridge) = sim.upstream.get() {
         return Json(json!({ "machines": bridge.machines() }));

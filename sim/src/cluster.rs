@@ -197,6 +197,9 @@ pub struct UpstreamCluster {
     pub modules: BTreeMap<String, PathBuf>,
     /// The world's names for programs that dial them ([`crate::proxy`]).
     pub proxy: crate::proxy::Proxy,
+    /// The API server's audit log (JSON lines, one event per delete at level `Metadata`): who
+    /// deleted what, and when, as the server saw it.
+    pub audit_log: PathBuf,
     programs: Vec<Program>,
     dir: tempfile::TempDir,
 }
@@ -237,6 +240,21 @@ impl UpstreamCluster {
     /// A kube client as the admin.
     pub async fn client(&self) -> Result<kube::Client, ClusterError> {
         client_for(&self.url, &self.ca_pem, &self.admin_token).await
+    }
+
+    /// A kube client that acts as `user` in `groups` (the admin impersonating them, as
+    /// `kubectl --as` does), so the API server records and authorizes that user.
+    pub async fn client_as(&self, user: &str, groups: &[&str]) -> Result<kube::Client, ClusterError> {
+        let text = self.kubeconfig();
+        let kc: kube::config::Kubeconfig = serde_norway::from_str(&text)
+            .map_err(|e| ClusterError::Api { what: "the kubeconfig".into(), message: e.to_string() })?;
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| ClusterError::Api { what: "the kubeconfig".into(), message: e.to_string() })?;
+        config.auth_info.impersonate = Some(user.to_string());
+        config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
+        kube::Client::try_from(config)
+            .map_err(|e| ClusterError::Api { what: "a client".into(), message: e.to_string() })
     }
 
     /// Is each program still running? An error with the log of the first that is not.
@@ -291,10 +309,17 @@ impl UpstreamCluster {
         let sa_pub = write("sa.pub", &sa.public_key_pem())?;
         let admin_token = format!("xcsp-admin-{}", uuid::Uuid::new_v4().simple());
         let tokens = write("tokens.csv", &format!("{admin_token},xcsp-admin,xcsp-admin,system:masters\n"))?;
+        // The deletions, with who made them and when (audit.k8s.io/v1 Policy).
+        let audit_policy = write(
+            "audit-policy.yaml",
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n  verbs: [\"delete\", \"deletecollection\"]\n- level: None\n",
+        )?;
+        let audit_log = d.join("audit.log");
 
         let proxy = crate::proxy::Proxy::start().await.map_err(io("cannot start the world's proxy"))?;
         let mut cluster = UpstreamCluster {
             proxy,
+            audit_log: audit_log.clone(),
             url: String::new(),
             ca_pem: pki.ca.cert.clone(),
             admin_token,
@@ -352,6 +377,9 @@ impl UpstreamCluster {
                 "--service-cluster-ip-range=10.96.0.0/16".into(),
                 "--allow-privileged=true".into(),
                 "--profiling=false".into(),
+                format!("--audit-policy-file={}", audit_policy.display()),
+                format!("--audit-log-path={}", audit_log.display()),
+                "--audit-log-format=json".into(),
             ],
         )?;
         let admin = cluster.client().await?;

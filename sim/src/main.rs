@@ -140,7 +140,18 @@ fn main() {
         };
         let bridge = rt.block_on(async {
             let client = cluster.client().await.map_err(|e| e.to_string())?;
-            xcsp_sim::kube::bridge::Bridge::install(&server.sim, client, &cluster.ca_pem).await
+            let bootstrapper = cluster
+                .client_as(xcsp_sim::kube::boot::NODE_BOOTSTRAPPER, xcsp_sim::kube::boot::NODE_BOOTSTRAPPER_GROUPS)
+                .await
+                .map_err(|e| e.to_string())?;
+            xcsp_sim::kube::bridge::Bridge::install(
+                &server.sim,
+                client,
+                bootstrapper,
+                &cluster.ca_pem,
+                cluster.audit_log.clone(),
+            )
+            .await
         });
         let bridge = match bridge {
             Ok(b) => b,

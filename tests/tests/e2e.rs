@@ -27,7 +27,7 @@ struct Clouds {
 
 impl Clouds {
     fn start() -> Clouds {
-        Clouds::start_with(&[])
+        Clouds::upstream()
     }
 
     /// The same world with its cluster run by upstream programs (kube-apiserver, etcd,
@@ -118,11 +118,54 @@ impl Clouds {
 
     /// The Kubernetes objects in the pool's namespace: (kind, name), the Machines and AzureMachines
     /// CAPI makes left out.
+    /// What kube-controller-manager puts in every namespace (`serviceaccount-controller`,
+    /// `root-ca-certificate-publisher`), which is not xcsp's.
+    const CLUSTER_MADE: &[(&str, &str)] = &[("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")];
+
+    /// Every object of the kinds xcsp and the world's stand-ins deal in, listed through the API
+    /// server: `{"items": [{"kind", "namespace", "name", "object"}]}`.
+    fn objects(&self) -> serde_json::Value {
+        const LISTS: &[&str] = &[
+            "/api/v1/namespaces",
+            "/api/v1/secrets",
+            "/api/v1/configmaps",
+            "/api/v1/serviceaccounts",
+            "/api/v1/nodes",
+            "/apis/apps/v1/deployments",
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta1/azureclusteridentities",
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta1/azureclusters",
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta1/azuremachinetemplates",
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta1/azuremachines",
+            "/apis/cluster.x-k8s.io/v1beta1/clusters",
+            "/apis/cluster.x-k8s.io/v1beta1/machinesets",
+            "/apis/cluster.x-k8s.io/v1beta1/machinehealthchecks",
+            "/apis/cluster.x-k8s.io/v1beta1/machines",
+            "/apis/config.openshift.io/v1/infrastructures",
+            "/apis/config.openshift.io/v1/authentications",
+            "/apis/machineconfiguration.openshift.io/v1/machineconfigpools",
+            "/apis/machineconfiguration.openshift.io/v1/machineconfigs",
+            "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        ];
+        let mut items = Vec::new();
+        for path in LISTS {
+            let list = self.kube_get(path);
+            let kind = list["kind"].as_str().unwrap_or_default().trim_end_matches("List").to_string();
+            for o in list["items"].as_array().cloned().unwrap_or_default() {
+                items.push(serde_json::json!({"kind": kind, "namespace": o["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    "name": o["metadata"]["name"], "object": o}));
+            }
+        }
+        serde_json::json!({ "items": items })
+    }
+
     fn kube_objects(&self) -> Vec<(String, String)> {
-        let all = self.get("/_sim/kube/objects")["items"].as_array().cloned().unwrap_or_default();
+        let all = self.objects()["items"].as_array().cloned().unwrap_or_default();
         let mut out: Vec<(String, String)> = all
             .iter()
             .filter(|o| o["namespace"] == "xcsp-il5-gpu" && o["kind"] != "Machine" && o["kind"] != "AzureMachine")
+            .filter(|o| !Clouds::CLUSTER_MADE.iter().any(|(k, n)| o["kind"] == *k && o["name"] == *n))
             .map(|o| (o["kind"].as_str().unwrap_or_default().into(), o["name"].as_str().unwrap_or_default().into()))
             .collect();
         out.sort();
@@ -260,8 +303,11 @@ fn tunnels_up(clouds: &Clouds, state: &Path) -> usize {
         let established = &v["links"][0]["conditions"][0];
         assert_eq!(established["type"], "TunnelEstablished");
         assert_eq!(established["status"], if up == 4 { "True" } else { "False" }, "{v}");
-        assert_eq!(out.status.code(), Some(if up == 4 { 0 } else { 2 }), "{v}");
-        if up == 4 || Instant::now() > deadline {
+        // Exit 0 needs every machine a Ready Node too: after a restored link the kubelets post
+        // again a moment after the tunnels are up, so 2 then means a machine is still catching up.
+        let machines_ready = v["machines"].as_array().is_none_or(|m| m.iter().all(|m| m["cause"].is_null()));
+        assert_eq!(out.status.code(), Some(if up == 4 && machines_ready { 0 } else { 2 }), "{v}");
+        if (up == 4 && machines_ready) || Instant::now() > deadline {
             return up;
         }
         std::thread::sleep(Duration::from_millis(250));
@@ -427,10 +473,19 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let status: serde_json::Value =
-        serde_json::from_slice(&clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap().stdout)
-            .unwrap();
-    let unknown = status["machines"].as_array().unwrap().iter().filter(|m| m["node"]["ready"] == "Unknown").count();
+    // The node lifecycle controller turns them Unknown once their Leases are older than its
+    // grace period.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (status, unknown) = loop {
+        let status: serde_json::Value =
+            serde_json::from_slice(&clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap().stdout)
+                .unwrap();
+        let unknown = status["machines"].as_array().unwrap().iter().filter(|m| m["node"]["ready"] == "Unknown").count();
+        if unknown == 2 || Instant::now() > deadline {
+            break (status, unknown);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
     assert_eq!(unknown, 2, "{status}");
     for m in status["machines"].as_array().unwrap() {
         let cause = m["cause"].as_str().unwrap_or_default();
@@ -592,14 +647,14 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     // Its two MachineSets, one per zone, made the pool's two machines.
     let deadline = Instant::now() + Duration::from_secs(20);
     let machines = || {
-        let all = clouds.get("/_sim/kube/objects")["items"].as_array().cloned().unwrap_or_default();
+        let all = clouds.objects()["items"].as_array().cloned().unwrap_or_default();
         all.iter().filter(|o| o["kind"] == "Machine").count()
     };
     while machines() < 2 && Instant::now() < deadline {
         clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines");
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert_eq!(machines(), 2, "{:#?}", clouds.get("/_sim/kube/objects"));
+    assert_eq!(machines(), 2, "{:#?}", clouds.objects());
     let state_json = recorded(state);
     let resources = &state_json["resources"];
     let client_id = resources["azure_user_assigned_identity.capz"]["attributes"]["client_id"].as_str().unwrap();
@@ -691,7 +746,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     assert!(!clouds.ec2("DescribeSecurityGroups").contains("xcsp-il5-gpu-link-dns"));
     assert_eq!(clouds.arm_count(), 0);
     assert_eq!(clouds.kube_objects(), vec![]);
-    let all = clouds.get("/_sim/kube/objects")["items"].clone();
+    let all = clouds.objects()["items"].clone();
     assert!(
         !all.as_array().unwrap().iter().any(|o| o["kind"] == "Namespace" && o["name"] == "xcsp-il5-gpu"),
         "the pool's namespace went too: {all}"
@@ -708,27 +763,57 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
             "{kind} {name} left: {all}"
         );
     }
-    // The cluster went first: the MachineSet was scaled to zero, its machines removed, then it
-    // and every other object deleted, all before the first Azure delete.
+    // The cluster went first: each MachineSet was scaled to zero and its machines deleted (by
+    // CAPI) before it, and every object xcsp deleted before the first Azure delete, as the API
+    // server's audit log and the ARM journal time them.
+    let deletions = clouds.get("/_sim/kube/audit")["deletions"].as_array().cloned().unwrap_or_default();
     let journal = clouds.get("/_sim/journal")["entries"].as_array().cloned().unwrap_or_default();
-    let is = |e: &serde_json::Value, cloud: &str, path: &str| {
-        e["cloud"] == cloud && e["id"].as_str().unwrap_or_default().contains(path)
-    };
-    let last_kube = journal.iter().rposition(|e| e["cloud"] == "kubernetes");
-    let first_arm = journal.iter().position(|e| e["cloud"] == "azure");
-    let sets: Vec<(usize, String)> = journal
+    let first_arm =
+        journal.iter().find(|e| e["cloud"] == "azure").map(|e| instant(&e["time"])).expect("an Azure delete");
+    let sets: Vec<(String, String)> = deletions
         .iter()
-        .enumerate()
-        .filter(|(_, e)| is(e, "kubernetes", "/machinesets/") && e["verb"] == "DELETE")
-        .map(|(i, e)| (i, e["id"].as_str().unwrap().rsplit('/').next().unwrap().to_string()))
+        .filter(|d| d["uri"].as_str().unwrap_or_default().contains("/machinesets/"))
+        .map(|d| {
+            let uri = d["uri"].as_str().unwrap();
+            let path = uri.split('?').next().unwrap();
+            (instant(&d["time"]), path.rsplit('/').next().unwrap().to_string())
+        })
         .collect();
-    assert_eq!(sets.len(), 2, "{journal:#?}");
+    assert_eq!(sets.len(), 2, "{deletions:#?}");
     for (at, name) in &sets {
-        let last_machine = journal.iter().rposition(|e| is(e, "kubernetes", &format!("/machines/{name}-")));
-        assert!(last_machine.is_some_and(|m| m < *at), "machines of {name} before it: {journal:#?}");
+        let last_machine = deletions
+            .iter()
+            .filter(|d| d["uri"].as_str().unwrap_or_default().contains(&format!("/machines/{name}-")))
+            .map(|d| instant(&d["time"]))
+            .max();
+        assert!(last_machine.is_some_and(|m| m < *at), "machines of {name} before it: {deletions:#?}");
     }
-    assert!(first_arm.is_some(), "{journal:#?}");
-    assert!(last_kube < first_arm, "every Kubernetes object before any Azure resource: {journal:#?}");
+    let last_xcsp = deletions.iter().filter(|d| d["user"] == "xcsp-admin").map(|d| instant(&d["time"])).max();
+    assert!(
+        last_xcsp.is_some_and(|k| k < first_arm),
+        "every Kubernetes object before any Azure resource: {deletions:#?}"
+    );
+}
+
+/// `xcsp status` of the il5 state once it says `needle` (or as it is after 30 s): CAPI copies a
+/// VM's provider ID from the AzureMachine to the Machine on its next reconcile, a moment after
+/// the sim's stand-in reports where the machine is held.
+fn status_saying(clouds: &Clouds, state: &Path, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
+        if text.contains(needle) || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// An RFC 3339 UTC time with its fraction padded to nanoseconds, so that times compare as text.
+fn instant(v: &serde_json::Value) -> String {
+    let t = v.as_str().unwrap_or_default().trim_end_matches('Z');
+    let (whole, fraction) = t.split_once('.').unwrap_or((t, ""));
+    format!("{whole}.{fraction:0<9}Z")
 }
 
 #[test]
@@ -1447,8 +1532,8 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     let held = replaced_and_held(&clouds, Some(&victim), "api_path");
     let said = held[0]["message"].as_str().unwrap();
     assert!(said.contains(&format!("security group {lb} lets no TCP 22623 in from the VM's subnet")), "{said}");
-    let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
     let cause = "no Node: the cluster's security groups may refuse its VM (7 of the link's 8 port ranges are open in every security group of the cluster";
+    let text = status_saying(&clouds, state, cause);
     assert_eq!(text.matches(cause).count(), 1, "{text}");
     assert!(text.contains("SecurityGroupRulesInPlace=False (RulesMissing)"), "{text}");
 
@@ -1476,8 +1561,8 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     let csr = said.split_whitespace().find(|w| w.starts_with("csr-")).expect("the request's name").to_string();
     let found = clouds.kube_get(&format!("/apis/certificates.k8s.io/v1/certificatesigningrequests/{csr}"));
     assert_eq!(found["spec"]["signerName"], "kubernetes.io/kube-apiserver-client-kubelet", "{found}");
-    let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
     let cause = format!("no Node: its kubelet's certificate signing request {csr} is Pending since ");
+    let text = status_saying(&clouds, state, &cause);
     assert_eq!(text.matches(&cause).count(), 1, "{text}");
     // Approved by hand, as `oc adm certificate approve` does (the approval subresource): the
     // Node registers without the approver.
@@ -1525,7 +1610,7 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     let held = replaced_and_held(&clouds, Some(&victim), "api_path");
     let said = held[0]["message"].as_str().unwrap();
     assert!(said.contains("denies Tcp 22623 out to 10.0.0.") && said.contains("blocked by hand"), "{said}");
-    let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
+    let text = status_saying(&clouds, state, "no Node: the network security group of its subnet differs from the spec");
     assert!(text.contains("NetworkSecurityGroupInPlace=False"), "{text}");
     assert_eq!(
         text.matches("no Node: the network security group of its subnet differs from the spec").count(),
@@ -1546,9 +1631,9 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     let victim = joined(&clouds, 2)[0]["name"].as_str().unwrap().to_string();
     let held = replaced_and_held(&clouds, Some(&victim), "authorization");
     assert!(held[0]["message"].as_str().unwrap().contains("'Microsoft.Compute/skus/read'"), "{held:#?}");
-    let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
-    assert!(text.contains("identity capz: RoleAssignmentsInPlace=False (AssignmentMissing)"), "{text}");
     let cause = "no Node: CAPZ's Azure calls are refused, so it makes no VM: azure_role_assignment.capz-skus not there";
+    let text = status_saying(&clouds, state, cause);
+    assert!(text.contains("identity capz: RoleAssignmentsInPlace=False (AssignmentMissing)"), "{text}");
     assert_eq!(text.matches(cause).count(), 1, "{text}");
     let (code, said) = plan(&clouds, state);
     assert_eq!(code, Some(2), "{said}");

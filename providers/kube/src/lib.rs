@@ -228,9 +228,15 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
         }
         T::K8sMachineSet => {
             let name = a.str_or_empty("name");
-            let selector = json!({ "cluster.x-k8s.io/set-name": name });
+            // CAPI's MachineSet controller puts the cluster-name label in the selector and the
+            // template's labels (cluster-api `internal/controllers/machineset/machineset_controller.go`
+            // `reconcileMachineSetOwnerAndLabels`), and owns `spec.selector` from then on, which is
+            // atomic: xcsp sends the same value, or its next apply conflicts with `capi-manager`.
+            let cluster = a.str_or_empty("cluster_name");
+            let selector = json!({ "cluster.x-k8s.io/set-name": name, "cluster.x-k8s.io/cluster-name": cluster });
             let mut labels = a.known("labels").unwrap_or(json!({}));
             labels["cluster.x-k8s.io/set-name"] = json!(name);
+            labels["cluster.x-k8s.io/cluster-name"] = json!(cluster);
             let taints: Vec<Json> = a
                 .known("taints")
                 .unwrap_or(json!([]))

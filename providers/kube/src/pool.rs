@@ -119,16 +119,23 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
                 .into_iter()
                 .find(|c| c.as_array().is_some_and(|c| !c.is_empty()))
                 .unwrap_or(&Json::Null);
-            let not_true = conditions
+            // What holds the Machine back: a condition not True, except those whose normal state
+            // is False (CAPI v1beta2: Paused, and Deleting and Updating, which its Ready summary
+            // reads with negative polarity, `internal/controllers/machine/machine_controller_status.go`
+            // `setReadyCondition`), True there; the summaries (Ready, Available) after the
+            // conditions they summarise, so the first one named is the cause.
+            let negative = |t: &Json| matches!(t.as_str(), Some("Paused" | "Deleting" | "Updating"));
+            let mut not_true: Vec<(String, String, String)> = conditions
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter(|c| c["status"] != "True")
+                .filter(|c| if negative(&c["type"]) { c["status"] == "True" } else { c["status"] != "True" })
                 .map(|c| {
                     let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
                     (s("type"), s("reason"), s("message"))
                 })
                 .collect();
+            not_true.sort_by_key(|(t, _, _)| matches!(t.as_str(), "Ready" | "Available"));
             // The node name OpenShift's approver matches: the Machine's `InternalDNS` address
             // (CAPZ's, the VM's name), else the Machine's name.
             let node_name = status["addresses"]

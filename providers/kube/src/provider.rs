@@ -517,9 +517,11 @@ impl KubeProvider {
                 let listed = self.retry(a, || machines.list(&selector)).await?.items;
                 provider_ids
                     .extend(listed.iter().filter_map(|m| m.data["spec"]["providerID"].as_str().map(String::from)));
+                // A VM's kubelet names its Node after the VM, which CAPZ names after the Machine.
+                provider_ids.extend(listed.iter().filter_map(|m| m.metadata.name.clone()));
                 let left = listed.len();
                 if left == 0 {
-                    self.delete_nodes(a, &provider_ids).await?;
+                    self.delete_nodes(a, ns, name, &provider_ids).await?;
                     break;
                 }
                 if Instant::now() > deadline {
@@ -558,7 +560,11 @@ impl KubeProvider {
         }
     }
 
-    /// Deletes the Nodes whose provider ID is one of `provider_ids` (machines that are gone).
+    /// Deletes the Nodes of MachineSet `ns/set`, whose machines are all gone: those whose provider
+    /// ID or name is one of `provider_ids` (the machines' provider IDs and names: CAPZ names a VM,
+    /// and its kubelet its Node, after the Machine), and those CAPI annotated as the set's (`cluster.x-k8s.io/owner-kind`,
+    /// `owner-name`, `cluster-namespace`, cluster-api `api/core/v1beta2/common_types.go`), such as
+    /// the Node of a machine replaced earlier.
     /// CAPI deletes a deleted Machine's Node only in a cluster with control-plane Machines
     /// (cluster-api `internal/controllers/machine/machine_controller.go` `isDeleteNodeAllowed`:
     /// "no control plane members"); an OpenShift cluster's control plane is no CAPI Machine, and
@@ -567,11 +573,10 @@ impl KubeProvider {
     async fn delete_nodes(
         &self,
         a: &Address,
+        ns: &str,
+        set: &str,
         provider_ids: &std::collections::BTreeSet<String>,
     ) -> Result<(), ProviderError> {
-        if provider_ids.is_empty() {
-            return Ok(());
-        }
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
         let all = ListParams::default();
         let listed = self.retry(a, || nodes.list(&all)).await?.items;
@@ -579,7 +584,11 @@ impl KubeProvider {
         for n in listed {
             let pid = n.spec.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
             let Some(name) = n.metadata.name.clone() else { continue };
-            if provider_ids.contains(&pid) {
+            let annotation = |k: &str| n.metadata.annotations.as_ref().and_then(|m| m.get(k)).map(String::as_str);
+            let the_sets = annotation("cluster.x-k8s.io/owner-kind") == Some("MachineSet")
+                && annotation("cluster.x-k8s.io/owner-name") == Some(set)
+                && annotation("cluster.x-k8s.io/cluster-namespace") == Some(ns);
+            if the_sets || provider_ids.contains(&pid) || provider_ids.contains(&name) {
                 match self.retry(a, || nodes.delete(&name, &params)).await {
                     Ok(_) | Err(ProviderError::NotFound { .. }) => {}
                     Err(e) => return Err(e),

@@ -704,7 +704,10 @@ fn csr_approved(s: &Store, node_name: &str, csr: &str) -> Result<(), Held> {
 /// `KubeAPIServerClientKubeletSignerName`; openshift/cluster-machine-approver
 /// `pkg/controller/csr_check.go` `nodeBootstrapperUsername`).
 const KUBELET_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
-const NODE_BOOTSTRAPPER: &str = "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper";
+pub const NODE_BOOTSTRAPPER: &str = "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper";
+/// Its groups, as the API server gives a service account's token.
+pub const NODE_BOOTSTRAPPER_GROUPS: &[&str] =
+    &["system:serviceaccounts", "system:serviceaccounts:openshift-machine-config-operator", "system:authenticated"];
 
 /// The kubelet's bootstrap CertificateSigningRequest for `node_name`, made on its first need (and
 /// again if someone deleted it): cluster-scoped, named `csr-` and five characters as
@@ -745,7 +748,7 @@ fn kubelet_csr(s: &mut Store, node_name: &str, stamp: &str, world: &crate::world
             "signerName": KUBELET_SIGNER,
             "usages": ["digital signature", "client auth"],
             "username": NODE_BOOTSTRAPPER,
-            "groups": ["system:serviceaccounts", "system:serviceaccounts:openshift-machine-config-operator", "system:authenticated"],
+            "groups": NODE_BOOTSTRAPPER_GROUPS,
         },
         "status": {},
     });

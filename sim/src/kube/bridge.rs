@@ -36,6 +36,10 @@ const MANAGER: &str = "xcsp-sim";
 /// The stand-ins' state between passes and what the last pass found.
 pub struct Bridge {
     client: kube::Client,
+    /// The machine-config operator's `node-bootstrapper` service account, whose token a booting
+    /// node presents to ask for its certificate.
+    bootstrapper: kube::Client,
+    audit_log: std::path::PathBuf,
     store: Mutex<Store>,
     machines: Mutex<Vec<Value>>,
 }
@@ -76,7 +80,13 @@ impl Bridge {
     /// Installs OpenShift's objects (what [`Store::new`] seeds for the world's `openshift`
     /// config) in the upstream cluster and cluster-capi-operator's admission as a
     /// ValidatingAdmissionPolicy, then answers a bridge ready to [`Bridge::run`].
-    pub async fn install(sim: &Sim, client: kube::Client, ca_pem: &str) -> Result<Arc<Bridge>, String> {
+    pub async fn install(
+        sim: &Sim,
+        client: kube::Client,
+        bootstrapper: kube::Client,
+        ca_pem: &str,
+        audit_log: std::path::PathBuf,
+    ) -> Result<Arc<Bridge>, String> {
         let mut store = Store::new(&sim.world, ca_pem);
         store.signer_runs = true;
         let seeded: Vec<Obj> = store.objects.values().cloned().collect();
@@ -90,7 +100,46 @@ impl Bridge {
                 apply_any(&client, &policy).await?;
             }
         }
-        Ok(Arc::new(Bridge { client, store: Mutex::new(store), machines: Mutex::new(Vec::new()) }))
+        // The bootstrap identity a node asks for its certificate with, bound to the role that lets
+        // it ask and no more (machine-config-operator `manifests/machineconfigserver`: the
+        // `node-bootstrapper` service account, ClusterRole `system:node-bootstrapper`); it holds
+        // no `certificatesigningrequests/nodeclient`, so kube-controller-manager's csrapproving
+        // controller leaves its requests to the machine approver.
+        let bootstrap = [
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "openshift-machine-config-operator"}}),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": "node-bootstrapper", "namespace": "openshift-machine-config-operator"}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "system-bootstrap-node-bootstrapper"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node-bootstrapper"},
+                "subjects": [{"kind": "ServiceAccount", "name": "node-bootstrapper", "namespace": "openshift-machine-config-operator"}]}),
+        ];
+        for o in &bootstrap {
+            apply_any(&client, o).await?;
+        }
+        Ok(Arc::new(Bridge {
+            client,
+            bootstrapper,
+            audit_log,
+            store: Mutex::new(store),
+            machines: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// The API server's deletions so far, from its audit log (`/_sim/kube/audit`): each with
+    /// `time` (when the server received it), `user`, `verb` and `uri`.
+    pub fn deletions(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| {
+                e["stage"] == "ResponseComplete" && e["responseStatus"]["code"].as_i64().is_some_and(|c| c < 300)
+            })
+            .map(|e| {
+                json!({"time": e["requestReceivedTimestamp"], "user": e["user"]["username"],
+                    "verb": e["verb"], "uri": e["requestURI"]})
+            })
+            .collect()
     }
 
     /// Each Machine with where CAPZ holds it, as the last pass found them (`/_sim/machines`).
@@ -266,7 +315,8 @@ impl Bridge {
             if kind.plural == "secrets" && !name.ends_with("-user-data-managed") {
                 return Ok(());
             }
-            return create(&self.client, kind, &obj.value).await;
+            let as_whom = if kind.plural == "certificatesigningrequests" { &self.bootstrapper } else { &self.client };
+            return create(as_whom, kind, &obj.value).await;
         };
         if comparable(&obj.value) != comparable(&before.value) {
             let patch = json!({
@@ -351,10 +401,15 @@ async fn apply_any(client: &kube::Client, doc: &Value) -> Result<(), String> {
     let api_version = doc["apiVersion"].as_str().unwrap_or_default();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let gvk = GroupVersionKind::gvk(group, version, doc["kind"].as_str().unwrap_or_default());
-    let (ar, _) = kube::discovery::pinned_kind(client, &gvk).await.map_err(|e| e.to_string())?;
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await.map_err(|e| e.to_string())?;
     let name = doc["metadata"]["name"].as_str().unwrap_or_default();
-    Api::<DynamicObject>::all_with(client.clone(), &ar)
-        .patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(doc))
+    let api = match (caps.scope, doc["metadata"]["namespace"].as_str()) {
+        (kube::discovery::Scope::Namespaced, Some(ns)) => {
+            Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar)
+        }
+        _ => Api::<DynamicObject>::all_with(client.clone(), &ar),
+    };
+    api.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(doc))
         .await
         .map(|_| ())
         .map_err(|e| format!("applying {} {name}: {e}", gvk.kind))

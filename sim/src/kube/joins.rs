@@ -460,7 +460,7 @@ fn machine_conditions_no_message(
             ("Ready", true, ""),
         ];
     }
-    if matches!(held.step, "dns" | "boot" | "api_path" | "ignition" | "kubelet" | "booting" | "node_ref") {
+    if matches!(held.step, "dns" | "boot" | "api_path" | "ignition" | "kubelet" | "booting" | "csr" | "node_ref") {
         // The VM is there: CAPI waits for a Node with the Machine's provider ID.
         return vec![
             ("BootstrapReady", true, ""),

@@ -528,19 +528,7 @@ impl UpstreamCluster {
         let err = out.try_clone().map_err(io("cannot share a log file"))?;
         let mut command = Command::new(bin.join(name));
         command.args(args).envs(env.iter().copied()).stdin(Stdio::null()).stdout(out).stderr(err);
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: prctl is async-signal-safe and touches only the child being spawned.
-            unsafe {
-                command.pre_exec(|| {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
+        crate::child::die_with_parent(&mut command, libc::SIGKILL);
         let child = command.spawn().map_err(io(format!("cannot start {}", bin.join(name).display())))?;
         self.programs.push(Program { name, child, log });
         Ok(())

@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod arm;
 pub mod aws;
+pub mod child;
 pub mod cluster;
 pub mod kube;
 pub mod proxy;

@@ -79,19 +79,7 @@ impl Moto {
         };
         // moto dies with whoever started it (a test binary that panicked or was killed, a sim
         // sent SIGKILL): an orphaned moto would keep its port and any inherited descriptor.
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: prctl is async-signal-safe and touches only the child being spawned.
-            unsafe {
-                command.pre_exec(|| {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
+        crate::child::die_with_parent(&mut command, libc::SIGTERM);
         let child = command
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdin(Stdio::null())

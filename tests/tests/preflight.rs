@@ -9,7 +9,8 @@ use std::process::{Child, Command, Output, Stdio};
 
 use xcsp_tests::{bin, root};
 
-/// A Kubernetes API playing OpenShift (no AWS or moto: nothing here reaches a cloud).
+/// The upstream cluster (`xcsp-sim --upstream`: kube-apiserver, kube-controller-manager, CAPI's
+/// manager) playing OpenShift (no AWS or moto: nothing here reaches a cloud).
 struct Cluster {
     child: Child,
     dir: tempfile::TempDir,
@@ -24,11 +25,16 @@ impl Drop for Cluster {
 
 impl Cluster {
     fn start(extra: &[&str]) -> Cluster {
+        assert!(
+            std::env::var_os("XCSP_UPSTREAM_BIN").is_some(),
+            "the upstream cluster is not built: set XCSP_UPSTREAM_BIN=$(scripts/upstream-setup) (scripts/test does)"
+        );
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(bin("xcsp-sim"))
             .args(["--latency", "instant", "--openshift", "il5-gpu-x7k2p:us-gov-west-1"])
             .args(["--service-account-issuer", "https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com", "--kubeconfig"])
             .arg(dir.path().join("kubeconfig"))
+            .arg("--upstream")
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

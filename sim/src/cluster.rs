@@ -245,12 +245,7 @@ impl UpstreamCluster {
     /// A kube client that acts as `user` in `groups` (the admin impersonating them, as
     /// `kubectl --as` does), so the API server records and authorizes that user.
     pub async fn client_as(&self, user: &str, groups: &[&str]) -> Result<kube::Client, ClusterError> {
-        let text = self.kubeconfig();
-        let kc: kube::config::Kubeconfig = serde_norway::from_str(&text)
-            .map_err(|e| ClusterError::Api { what: "the kubeconfig".into(), message: e.to_string() })?;
-        let mut config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|e| ClusterError::Api { what: "the kubeconfig".into(), message: e.to_string() })?;
+        let mut config = config_for(&self.url, &self.ca_pem, &self.admin_token).await?;
         config.auth_info.impersonate = Some(user.to_string());
         config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
         kube::Client::try_from(config)
@@ -727,27 +722,27 @@ fn webhook_by_url(mut doc: Value, url: &str, ca_bundle: &str, namespace: Option<
     doc
 }
 
-/// Server-side apply of one object (any kind), as the field manager `xcsp-world`.
-async fn apply(client: &kube::Client, doc: Value, what: &str) -> Result<(), ClusterError> {
-    let (api_version, kind) = (
-        doc["apiVersion"].as_str().unwrap_or_default().to_string(),
-        doc["kind"].as_str().unwrap_or_default().to_string(),
-    );
-    let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
-    let gvk = kube::api::GroupVersionKind::gvk(group, version, &kind);
-    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .map_err(|e| ClusterError::Api { what: format!("{what} ({kind} {name})"), message: e.to_string() })?;
+/// Server-side apply of one object (any kind), forced, as `manager`; the stand-ins of
+/// [`crate::kube::bridge`] apply theirs with it too. The error names the kind and the object.
+pub(crate) async fn apply_as(client: &kube::Client, doc: &Value, manager: &str) -> Result<(), String> {
+    let api_version = doc["apiVersion"].as_str().unwrap_or_default();
+    let kind = doc["kind"].as_str().unwrap_or_default();
+    let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    let what = |e: kube::Error| format!("{kind} {name}: {e}");
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await.map_err(what)?;
     let api: kube::Api<kube::api::DynamicObject> = match (caps.scope, doc["metadata"]["namespace"].as_str()) {
         (kube::discovery::Scope::Namespaced, Some(ns)) => kube::Api::namespaced_with(client.clone(), ns, &ar),
         _ => kube::Api::all_with(client.clone(), &ar),
     };
-    let pp = kube::api::PatchParams::apply("xcsp-world").force();
-    api.patch(&name, &pp, &kube::api::Patch::Apply(&doc))
-        .await
-        .map(|_| ())
-        .map_err(|e| ClusterError::Api { what: format!("{what} ({kind} {name})"), message: e.to_string() })
+    let pp = kube::api::PatchParams::apply(manager).force();
+    api.patch(name, &pp, &kube::api::Patch::Apply(doc)).await.map(|_| ()).map_err(what)
+}
+
+/// [`apply_as`] by the world's installer (field manager `xcsp-world`).
+async fn apply(client: &kube::Client, doc: Value, what: &str) -> Result<(), ClusterError> {
+    apply_as(client, &doc, "xcsp-world").await.map_err(|message| ClusterError::Api { what: what.into(), message })
 }
 
 /// The versions the programs report: the API server's `/version`, the others' `--version`.
@@ -793,11 +788,16 @@ fn kubeconfig(url: &str, ca_pem: &str, auth: Auth<'_>) -> String {
 
 /// A kube client for `url` trusting `ca_pem`, with a bearer token.
 pub async fn client_for(url: &str, ca_pem: &str, token: &str) -> Result<kube::Client, ClusterError> {
+    let config = config_for(url, ca_pem, token).await?;
+    kube::Client::try_from(config).map_err(|e| ClusterError::Api { what: "a client".into(), message: e.to_string() })
+}
+
+/// The client configuration of a kubeconfig for `url` trusting `ca_pem`, with a bearer token.
+async fn config_for(url: &str, ca_pem: &str, token: &str) -> Result<kube::Config, ClusterError> {
     let text = kubeconfig(url, ca_pem, Auth::Token(token));
     let kc: kube::config::Kubeconfig = serde_norway::from_str(&text)
         .map_err(|e| ClusterError::Api { what: "the kubeconfig".into(), message: e.to_string() })?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+    kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
-        .map_err(|e| ClusterError::Api { what: "the kubeconfig".into(), message: e.to_string() })?;
-    kube::Client::try_from(config).map_err(|e| ClusterError::Api { what: "a client".into(), message: e.to_string() })
+        .map_err(|e| ClusterError::Api { what: "the kubeconfig".into(), message: e.to_string() })
 }

@@ -97,7 +97,7 @@ impl Bridge {
         }
         if let Some(o) = sim.world.config().openshift {
             for policy in super::openshift::admission_policies(&o.infrastructure_name) {
-                apply_any(&client, &policy).await?;
+                crate::cluster::apply_as(&client, &policy, MANAGER).await?;
             }
         }
         // The bootstrap identity a node asks for its certificate with, bound to the role that lets
@@ -115,7 +115,7 @@ impl Bridge {
                 "subjects": [{"kind": "ServiceAccount", "name": "node-bootstrapper", "namespace": "openshift-machine-config-operator"}]}),
         ];
         for o in &bootstrap {
-            apply_any(&client, o).await?;
+            crate::cluster::apply_as(&client, o, MANAGER).await?;
         }
         Ok(Arc::new(Bridge {
             client,
@@ -394,23 +394,4 @@ async fn create(client: &kube::Client, kind: &Kind, value: &Value) -> Result<(),
             .map_err(|e| format!("writing the status of {} {ns}/{name}: {e}", kind.kind))?;
     }
     Ok(())
-}
-
-/// Server-side apply of an object of any kind the server serves.
-async fn apply_any(client: &kube::Client, doc: &Value) -> Result<(), String> {
-    let api_version = doc["apiVersion"].as_str().unwrap_or_default();
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let gvk = GroupVersionKind::gvk(group, version, doc["kind"].as_str().unwrap_or_default());
-    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await.map_err(|e| e.to_string())?;
-    let name = doc["metadata"]["name"].as_str().unwrap_or_default();
-    let api = match (caps.scope, doc["metadata"]["namespace"].as_str()) {
-        (kube::discovery::Scope::Namespaced, Some(ns)) => {
-            Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar)
-        }
-        _ => Api::<DynamicObject>::all_with(client.clone(), &ar),
-    };
-    api.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(doc))
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("applying {} {name}: {e}", gvk.kind))
 }

@@ -1,6 +1,6 @@
 //! The admin API under `/_sim/`: reset, configuration (latency, faults, throttling), counters,
 //! token log, resource dump, out-of-band changes for drift tests, the world clock, the journal of
-//! deletions, and the Kubernetes side (kubeconfig, object list, CRDs loaded).
+//! deletions, and the cluster's side (kubeconfig, the API server's deletions, each Machine's join).
 
 use crate::arm::path::{self, Target};
 use crate::arm::store::{ResKind, Resource};
@@ -33,11 +33,9 @@ pub fn router() -> Router<Arc<Sim>> {
         .route("/aws/counters", get(aws_counters))
         .route("/journal", get(journal))
         .route("/kubeconfig", get(kubeconfig))
-        .route("/kube/objects", get(kube_objects))
         .route("/kube/audit", get(kube_audit))
         .route("/machines", get(machines))
         .route("/resolvers", get(resolvers))
-        .route("/kube/crds", get(kube_crds))
 }
 
 fn bad(msg: impl Into<String>) -> Response {
@@ -60,45 +58,30 @@ async fn journal(State(sim): S) -> Json<Value> {
     Json(json!({ "entries": sim.world.journal_entries() }))
 }
 
-/// A kubeconfig for the Kubernetes API's TLS endpoint, with its CA and the bearer token.
+/// A kubeconfig for the world's cluster (its CA and the admin token); 404 when it runs none.
 async fn kubeconfig(State(sim): S) -> Response {
-    ([(axum::http::header::CONTENT_TYPE, "application/yaml")], sim.kube.kubeconfig()).into_response()
-}
-
-/// Every Kubernetes object: apiVersion, kind, namespace, name, resourceVersion, deleting.
-/// Each Machine: where CAPZ would hold it, and what CAPI needs before it matches a Node.
-/// The upstream API server's deletions (its audit log), in the order it received them; empty
-/// when the world's cluster is the sim's own.
-async fn kube_audit(State(sim): S) -> Json<Value> {
-    Json(json!({ "deletions": sim.upstream.get().map(|b| b.deletions()).unwrap_or_default() }))
-}
-
-async fn machines(State(sim): S) -> Json<Value> {
-    if let Some(bridge) = sim.upstream.get() {
-        return Json(json!({ "machines": bridge.machines() }));
+    match sim.kubeconfig.get() {
+        Some(k) => ([(axum::http::header::CONTENT_TYPE, "application/yaml")], k.clone()).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
     }
-    let link = crate::kube::joins::Link::of(&sim);
-    let mut arm = sim.arm.store.lock().expect("store lock");
-    Json(json!({ "machines": sim.kube.machines(&sim.world, &mut arm, &link) }))
+}
+
+/// The API server's deletions (its audit log), in the order it received them; empty when the
+/// world runs no cluster.
+async fn kube_audit(State(sim): S) -> Json<Value> {
+    Json(json!({ "deletions": sim.bridge.get().map(|b| b.deletions()).unwrap_or_default() }))
+}
+
+/// Each Machine: where CAPZ holds it, and what CAPI needs before it matches a Node, as the
+/// stand-ins' last pass found them; empty when the world runs no cluster.
+async fn machines(State(sim): S) -> Json<Value> {
+    Json(json!({ "machines": sim.bridge.get().map(|b| b.machines()).unwrap_or_default() }))
 }
 
 /// Route 53 Resolver's inbound endpoints as a VM's DNS query meets them (`aws::resolver`).
 async fn resolvers(State(sim): S) -> Json<Value> {
     let view = sim.aws.resolvers.lock().expect("resolvers lock").clone();
     Json(json!({ "resolvers": view }))
-}
-
-async fn kube_objects(State(sim): S) -> Json<Value> {
-    Json(json!({ "items": sim.kube.objects(&sim.world) }))
-}
-
-/// Which CRD files were read, what failed, and the patterns that are not checked.
-async fn kube_crds(State(sim): S) -> Json<Value> {
-    let r = sim.kube.registry();
-    let skipped: std::collections::BTreeMap<&String, Vec<&str>> =
-        r.schemas.iter().map(|(k, s)| (k, s.skipped_patterns())).filter(|(_, p)| !p.is_empty()).collect();
-    Json(json!({ "files": r.files, "error": r.error, "resources": r.schemas.keys().collect::<Vec<_>>(),
-        "skipped_patterns": skipped }))
 }
 
 async fn reset(State(sim): S) -> StatusCode {

@@ -12,7 +12,6 @@ pub mod cluster;
 pub mod kube;
 pub mod proxy;
 pub mod server;
-pub mod tls;
 pub mod world;
 
 pub use server::{Sim, SimServer, StartError};

@@ -1,20 +1,17 @@
 //! `xcsp-sim`: serves the sim world on 127.0.0.1 and prints its addresses on one line: the plain
-//! port (ARM, EC2, `/_sim/`) and the Kubernetes API's TLS port.
+//! port (ARM, EC2, `/_sim/`) and, with `--upstream`, the world's cluster's API server.
 
 use clap::Parser;
 use std::io::Write;
 use xcsp_sim::{Profile, SimConfig, SimServer};
 
-/// Local clouds for xcsp (Azure Resource Manager, AWS EC2 over moto, Kubernetes API).
+/// Local clouds for xcsp (Azure Resource Manager, AWS EC2 over moto, an upstream Kubernetes cluster).
 #[derive(Parser, Debug)]
 #[command(name = "xcsp-sim", version)]
 struct Args {
     /// Port on 127.0.0.1 for ARM, EC2 and the admin API, plain HTTP (0 = a free port).
     #[arg(long, default_value_t = 0, env = "XCSP_SIM_PORT")]
     port: u16,
-    /// Port on 127.0.0.1 for the Kubernetes API, over TLS only (0 = a free port).
-    #[arg(long, default_value_t = 0, env = "XCSP_SIM_KUBE_PORT")]
-    kube_port: u16,
     /// Latency profile: instant, fast or realistic.
     #[arg(long, default_value = "fast", env = "XCSP_SIM_LATENCY")]
     latency: Profile,
@@ -37,15 +34,13 @@ struct Args {
     /// Create an OpenShift IPI cluster's network in moto: INFRA_NAME:REGION (repeatable; implies --aws).
     #[arg(long, value_name = "INFRA:REGION")]
     fixture: Vec<String>,
-    /// Write a kubeconfig for the Kubernetes API (https server, its CA, token, context `xcsp-sim`) to PATH at start.
-    #[arg(long, value_name = "PATH")]
+    /// With --upstream: write a kubeconfig for the cluster's API server (its CA, the admin
+    /// token, context `xcsp-world`) to PATH at start.
+    #[arg(long, value_name = "PATH", requires = "upstream")]
     kubeconfig: Option<std::path::PathBuf>,
-    /// The Kubernetes API's bearer token (generated when absent). Env `XCSP_SIM_KUBE_TOKEN`.
-    #[arg(long, env = "XCSP_SIM_KUBE_TOKEN", hide_env_values = true)]
-    kube_token: Option<String>,
-    /// Play an OpenShift cluster on AWS in the Kubernetes API: INFRA_NAME:REGION (its Infrastructure
-    /// object, its own Cluster and cluster-capi-operator's admission; sim/README.md).
-    #[arg(long, value_name = "INFRA:REGION")]
+    /// With --upstream: the cluster is an OpenShift cluster on AWS: INFRA_NAME:REGION (its
+    /// Infrastructure object, its own Cluster and cluster-capi-operator's admission; sim/README.md).
+    #[arg(long, value_name = "INFRA:REGION", requires = "upstream")]
     openshift: Option<String>,
     /// With --openshift: OpenShift's CAPZ runs as a secondary provider (the seed's proposal).
     #[arg(long, requires = "openshift")]
@@ -54,9 +49,9 @@ struct Args {
     /// the public OIDC issuer an STS-mode install sets); without it tokens carry the internal issuer.
     #[arg(long, value_name = "URL", requires = "openshift")]
     service_account_issuer: Option<String>,
-    /// The cluster is upstream kube-apiserver, etcd, kube-controller-manager and Cluster API's
-    /// manager (their directory in XCSP_UPSTREAM_BIN, which scripts/upstream-setup prints), with
-    /// the sim's stand-ins as its clients; --kubeconfig then names that API server.
+    /// Run the world's cluster: upstream kube-apiserver, etcd, kube-controller-manager and Cluster
+    /// API's manager (their directory in XCSP_UPSTREAM_BIN, which scripts/upstream-setup prints),
+    /// with the sim's stand-ins as its clients.
     #[arg(long)]
     upstream: bool,
     /// With --upstream: a host name the API server is known by in the world (the api-int name a
@@ -95,7 +90,6 @@ fn main() {
     }
     config.throttle.enabled = !args.no_throttle;
     config.expected_audience = args.expected_audience;
-    config.kube_token = args.kube_token;
     if let Some(o) = &args.openshift {
         let Some((infra, region)) = o.split_once(':') else {
             eprintln!("xcsp-sim: --openshift takes INFRA_NAME:REGION, got {o}");
@@ -109,76 +103,32 @@ fn main() {
             service_account_issuer: args.service_account_issuer.clone(),
         });
     }
-    let server = match SimServer::start_on(config, args.port, args.kube_port) {
+    let started = if args.upstream {
+        let cluster = xcsp_sim::cluster::ClusterConfig {
+            service_account_issuer: args.service_account_issuer.clone(),
+            api_hosts: args.api_host.clone(),
+            ..Default::default()
+        };
+        SimServer::start_with_cluster(config, args.port, cluster)
+    } else {
+        SimServer::start(config, args.port)
+    };
+    let server = match started {
         Ok(s) => s,
         Err(e) => {
             eprintln!("xcsp-sim: {e}");
             std::process::exit(1);
         }
     };
-    // The upstream cluster and the stand-ins that are its clients, on a runtime of their own
-    // whose programs die with this (the main) thread.
-    let upstream = args.upstream.then(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("xcsp-upstream")
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let config = xcsp_sim::cluster::ClusterConfig {
-            service_account_issuer: args.service_account_issuer.clone(),
-            api_hosts: args.api_host.clone(),
-            ..Default::default()
-        };
-        let cluster = match rt.block_on(xcsp_sim::cluster::UpstreamCluster::start(config)) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("xcsp-sim: {e}");
-                std::process::exit(1);
-            }
-        };
-        let bridge = rt.block_on(async {
-            let client = cluster.client().await.map_err(|e| e.to_string())?;
-            let bootstrapper = cluster
-                .client_as(xcsp_sim::kube::boot::NODE_BOOTSTRAPPER, xcsp_sim::kube::boot::NODE_BOOTSTRAPPER_GROUPS)
-                .await
-                .map_err(|e| e.to_string())?;
-            xcsp_sim::kube::bridge::Bridge::install(
-                &server.sim,
-                client,
-                bootstrapper,
-                &cluster.ca_pem,
-                cluster.audit_log.clone(),
-            )
-            .await
-        });
-        let bridge = match bridge {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("xcsp-sim: installing OpenShift's objects in the upstream cluster: {e}");
-                std::process::exit(1);
-            }
-        };
-        let _ = server.sim.upstream.set(bridge.clone());
-        rt.spawn(bridge.run(server.sim.clone()));
-        (rt, cluster)
-    });
-    let kubeconfig = match &upstream {
-        Some((_, c)) => c.kubeconfig(),
-        None => server.kubeconfig(),
-    };
-    let kube_url = upstream.as_ref().map_or(server.kube_url.clone(), |(_, c)| c.url.clone());
-    if let Some(path) = &args.kubeconfig
+    if let (Some(path), Some(kubeconfig)) = (&args.kubeconfig, server.kubeconfig())
         && let Err(e) = std::fs::write(path, &kubeconfig)
     {
         eprintln!("xcsp-sim: cannot write the kubeconfig to {}: {e}", path.display());
         std::process::exit(1);
     }
-    // Read the CRDs now, so that a missing reference directory is reported at start.
-    server.sim.kube.registry();
+    let kube_url = server.cluster().map_or_else(|| "none".to_string(), |c| c.url.clone());
     let mut out = std::io::stdout().lock();
-    // The plain base URL stays the fourth word; the Kubernetes API's is the sixth.
+    // The plain base URL stays the fourth word; the cluster's API server is the sixth.
     let _ = writeln!(out, "xcsp-sim listening on {} kubernetes {kube_url}", server.base_url);
     let _ = out.flush();
     let raised = args.aws_rules_per_group != xcsp_sim::aws::AWS_RULES_PER_GROUP;
@@ -233,6 +183,5 @@ fn main() {
         }
     });
     drop(moto);
-    drop(upstream);
     server.stop();
 }

@@ -1,7 +1,7 @@
-//! The HTTP fronts: on the plain port one axum router serving the admin API under `/_sim/`, EC2
-//! form posts to `/`, and everything else as ARM (token endpoint included); on a second port the
-//! Kubernetes API (`/api`, `/apis`, `/version`) over TLS only, as a real API server serves it.
-//! Request ids, counters, faults and throttling happen here.
+//! The HTTP front: one axum router serving the admin API under `/_sim/`, EC2 form posts to `/`,
+//! and everything else as ARM (token endpoint included). Request ids, counters, faults and
+//! throttling happen here. The world's Kubernetes cluster, when it runs one, is the upstream
+//! programs' ([`crate::cluster`]), started by [`SimServer::start_with_cluster`].
 
 use crate::admin;
 use crate::arm::{self, Arm, Ctx, Reply, auth, error::ArmError, path};
@@ -23,28 +23,33 @@ pub struct Sim {
     pub world: World,
     pub arm: Arm,
     pub aws: crate::aws::Aws,
-    pub kube: crate::kube::Kube,
     /// The configuration to return to on `/_sim/reset`.
     pub initial: SimConfig,
-    /// The stand-ins as clients of the upstream cluster, when the world runs one (`--upstream`).
-    pub upstream: std::sync::OnceLock<Arc<crate::kube::bridge::Bridge>>,
+    /// The stand-ins as clients of the world's cluster, when it runs one.
+    pub bridge: std::sync::OnceLock<Arc<crate::kube::bridge::Bridge>>,
+    /// A kubeconfig for the world's cluster, when it runs one.
+    pub kubeconfig: std::sync::OnceLock<String>,
 }
 
 impl Sim {
-    /// A world whose Kubernetes API is served at `kube` (the kubeconfig names it).
-    pub fn new(config: SimConfig, kube: crate::kube::Endpoint) -> Sim {
+    pub fn new(config: SimConfig) -> Sim {
         let world = World::new(config.clone());
-        let kube = crate::kube::Kube::new(&world, config.kube_token.clone(), config.kube_crds_dir.clone(), kube);
-        Sim { world, arm: Arm::default(), aws: Default::default(), kube, initial: config, upstream: Default::default() }
+        Sim {
+            world,
+            arm: Arm::default(),
+            aws: Default::default(),
+            initial: config,
+            bridge: Default::default(),
+            kubeconfig: Default::default(),
+        }
     }
 
-    /// Forgets all resources, tokens (but the Kubernetes token), counters and the journal; restores
-    /// the initial configuration and the default Kubernetes namespaces.
+    /// Forgets all cloud resources, tokens, counters and the journal; restores the initial
+    /// configuration. The cluster's objects stay: a reset of the world does not reinstall it.
     pub fn reset(&self) {
         self.world.reset(self.initial.clone());
         self.arm.reset();
         self.aws.reset();
-        self.kube.reset(&self.world);
     }
 }
 
@@ -53,30 +58,13 @@ pub fn router(sim: Arc<Sim>) -> Router {
     Router::new().nest("/_sim", admin::router()).fallback(entry).with_state(sim)
 }
 
-/// Builds the router of a sim's TLS port: the Kubernetes API and nothing else (any other path is
-/// the API server's 404, after authentication, as on a real one).
-pub fn kube_router(sim: Arc<Sim>) -> Router {
-    Router::new().fallback(kube_entry).with_state(sim)
-}
-
-async fn kube_entry(
-    State(sim): State<Arc<Sim>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    crate::kube::serve(&sim, method, &uri, &headers, &body).await
-}
-
 /// A cloud finishes a request it has accepted even when its client goes away (a killed
 /// `xcsp apply`): the request runs on a task of its own, which a dropped connection does not
 /// cancel, where the connection's own future would be dropped with it and leave, say, a Route 53
 /// Resolver endpoint made in moto but missing from the sim's view of it. AWS documents that a
 /// request whose answer was lost may have succeeded (EC2 API reference, "Ensuring idempotency":
 /// retry with the same client token after a timeout or connection error); ARM runs a write it
-/// accepted to its end (an LRO goes on without its poller). The Kubernetes API keeps the
-/// connection's future: when an API server abandons a request whose client left is not sourced.
+/// accepted to its end (an LRO goes on without its poller).
 async fn to_the_end(work: impl std::future::Future<Output = Response> + Send + 'static) -> Response {
     tokio::spawn(work).await.unwrap_or_else(|e| {
         eprintln!("xcsp-sim: a request's task failed: {e}");
@@ -122,9 +110,6 @@ async fn entry(State(sim): State<Arc<Sim>>, method: Method, uri: Uri, headers: H
 }
 
 async fn serve_one(sim: Arc<Sim>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    if crate::kube::is_kube_path(uri.path()) {
-        return crate::kube::only_over_tls(&sim);
-    }
     if crate::aws::is_ec2(&method, uri.path(), &headers) {
         return crate::aws::serve(&sim, &headers, &body).await;
     }
@@ -310,18 +295,35 @@ fn negotiated_status(sim: &Sim, body: &mut serde_json::Value) {
     }
 }
 
-/// A sim serving on two loopback ports, on a thread of its own (usable from sync and async code):
-/// ARM, EC2 and the admin API on plain HTTP, the Kubernetes API over TLS.
+/// A sim serving on a loopback port, on a thread of its own (usable from sync and async code):
+/// ARM, EC2 and the admin API on plain HTTP; and, when started with one, the world's cluster.
 pub struct SimServer {
     /// `http://127.0.0.1:PORT` (no trailing slash).
     pub base_url: String,
     pub addr: SocketAddr,
-    /// The Kubernetes API: `https://127.0.0.1:PORT` (no trailing slash), what the kubeconfig names.
-    pub kube_url: String,
-    pub kube_addr: SocketAddr,
     pub sim: Arc<Sim>,
+    /// The world's cluster and the runtime its stand-ins run on.
+    cluster: Option<Cluster>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The upstream cluster of a [`SimServer`]. Its programs die with the thread that started them
+/// ([`crate::child::die_with_parent`]), so one thread of its own starts them and lives as long
+/// as the cluster, running the stand-ins ([`crate::kube::bridge::Bridge::run`]) on its runtime.
+struct Cluster {
+    cluster: Arc<crate::cluster::UpstreamCluster>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // The thread ends, its programs with it; no wait: a drop inside an async test must not
+        // block.
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
 }
 
 /// Errors starting a sim.
@@ -331,33 +333,19 @@ pub enum StartError {
     Bind { port: u16, source: std::io::Error },
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
-    #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
+    #[error("the world's cluster: {0}")]
+    Cluster(String),
 }
 
 impl SimServer {
-    /// Starts a sim on `127.0.0.1:port` (0 = a free port), with the Kubernetes API on a free
-    /// port of its own, in a background thread.
+    /// Starts a sim on `127.0.0.1:port` (0 = a free port), in a background thread, without a
+    /// cluster.
     pub fn start(config: SimConfig, port: u16) -> Result<SimServer, StartError> {
-        SimServer::start_on(config, port, 0)
-    }
-
-    /// Starts a sim on `127.0.0.1:port` and its Kubernetes API over TLS on `127.0.0.1:kube_port`
-    /// (0 = a free port), with a CA and server certificate made now, in a background thread.
-    pub fn start_on(config: SimConfig, port: u16, kube_port: u16) -> Result<SimServer, StartError> {
-        let bind = |port: u16| -> Result<(std::net::TcpListener, SocketAddr), StartError> {
-            let listener =
-                std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|source| StartError::Bind { port, source })?;
-            listener.set_nonblocking(true).map_err(|source| StartError::Bind { port, source })?;
-            let addr = listener.local_addr().map_err(|source| StartError::Bind { port, source })?;
-            Ok((listener, addr))
-        };
-        let (listener, addr) = bind(port)?;
-        let (kube_listener, kube_addr) = bind(kube_port)?;
-        let certificates = crate::tls::Certificates::generate()?;
-        let kube_url = format!("https://{kube_addr}");
-        let endpoint = crate::kube::Endpoint { url: kube_url.clone(), ca_pem: certificates.ca_pem.clone() };
-        let sim = Arc::new(Sim::new(config, endpoint));
+        let listener =
+            std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|source| StartError::Bind { port, source })?;
+        listener.set_nonblocking(true).map_err(|source| StartError::Bind { port, source })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind { port, source })?;
+        let sim = Arc::new(Sim::new(config));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -366,45 +354,128 @@ impl SimServer {
             .build()
             .map_err(StartError::Runtime)?;
         let app = router(sim.clone());
-        let kube_app = kube_router(sim.clone());
         let thread = std::thread::Builder::new()
             .name("xcsp-sim".into())
             .spawn(move || {
                 rt.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                    let kube_listener = tokio::net::TcpListener::from_std(kube_listener).expect("listener");
-                    let kube_listener =
-                        crate::tls::TlsListener::new(kube_listener, &certificates).expect("the TLS listener");
-                    // One shutdown signal for both servers.
-                    let (stop, _) = tokio::sync::watch::channel(false);
-                    let stopped = |mut w: tokio::sync::watch::Receiver<bool>| async move {
-                        let _ = w.wait_for(|s| *s).await;
-                    };
-                    let plain = axum::serve(listener, app).with_graceful_shutdown(stopped(stop.subscribe()));
-                    let kube = axum::serve(kube_listener, kube_app).with_graceful_shutdown(stopped(stop.subscribe()));
-                    let signal = async {
-                        let _ = rx.await;
-                        let _ = stop.send(true);
-                    };
-                    let _ = tokio::join!(plain.into_future(), kube.into_future(), signal);
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(async {
+                            let _ = rx.await;
+                        })
+                        .into_future()
+                        .await;
                 });
             })
             .map_err(StartError::Runtime)?;
         Ok(SimServer {
             base_url: format!("http://{addr}"),
             addr,
-            kube_url,
-            kube_addr,
             sim,
+            cluster: None,
             shutdown: Some(tx),
             thread: Some(thread),
         })
     }
 
-    /// A kubeconfig for this sim's Kubernetes API (its TLS endpoint and CA, the bearer token,
-    /// context `xcsp-sim`).
-    pub fn kubeconfig(&self) -> String {
-        self.sim.kube.kubeconfig()
+    /// Starts a sim as [`SimServer::start`] does, then the world's cluster: the upstream programs
+    /// ([`crate::cluster::UpstreamCluster`]), OpenShift's objects installed in it for the world's
+    /// `openshift` config, and the stand-ins ([`crate::kube::bridge::Bridge`]) running as its
+    /// clients on a runtime of their own. Usable from sync and async code.
+    /// The API server's service-account issuer is the cluster config's, else the OpenShift
+    /// config's (`Authentication.spec.serviceAccountIssuer`).
+    pub fn start_with_cluster(
+        config: SimConfig,
+        port: u16,
+        mut cluster: crate::cluster::ClusterConfig,
+    ) -> Result<SimServer, StartError> {
+        if cluster.service_account_issuer.is_none() {
+            cluster.service_account_issuer = config.openshift.as_ref().and_then(|o| o.service_account_issuer.clone());
+        }
+        let mut server = SimServer::start(config, port)?;
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        type Started = (Arc<crate::cluster::UpstreamCluster>, Arc<crate::kube::bridge::Bridge>);
+        let (ready, started) = std::sync::mpsc::channel::<Result<Started, String>>();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let sim = server.sim.clone();
+        std::thread::Builder::new()
+            .name("xcsp-cluster".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("xcsp-cluster")
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready.send(Err(format!("cannot start its runtime: {e}")));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let started = async {
+                        let cluster =
+                            crate::cluster::UpstreamCluster::start(cluster).await.map_err(|e| e.to_string())?;
+                        let client = cluster.client().await.map_err(|e| e.to_string())?;
+                        let bootstrapper = cluster
+                            .client_as(
+                                crate::kube::boot::NODE_BOOTSTRAPPER,
+                                crate::kube::boot::NODE_BOOTSTRAPPER_GROUPS,
+                            )
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        let bridge = crate::kube::bridge::Bridge::install(
+                            &sim,
+                            client,
+                            bootstrapper,
+                            &cluster.ca_pem,
+                            cluster.audit_log.clone(),
+                        )
+                        .await
+                        .map_err(|e| format!("installing OpenShift's objects: {e}"))?;
+                        Ok::<_, String>((Arc::new(cluster), bridge))
+                    }
+                    .await;
+                    match started {
+                        Ok((cluster, bridge)) => {
+                            tokio::spawn(bridge.clone().run(sim));
+                            let _ = ready.send(Ok((cluster.clone(), bridge)));
+                            let _ = stopped.await;
+                            drop(cluster);
+                        }
+                        Err(e) => {
+                            let _ = ready.send(Err(e));
+                        }
+                    }
+                });
+                runtime.shutdown_background();
+            })
+            .map_err(StartError::Runtime)?;
+        let (cluster, bridge) = started
+            .recv()
+            .unwrap_or_else(|_| Err("the thread starting the cluster ended".into()))
+            .map_err(StartError::Cluster)?;
+        let _ = server.sim.bridge.set(bridge);
+        let _ = server.sim.kubeconfig.set(cluster.kubeconfig());
+        server.cluster = Some(Cluster { cluster, stop: Some(stop) });
+        Ok(server)
+    }
+
+    /// The world's cluster, when the sim runs one.
+    pub fn cluster(&self) -> Option<&crate::cluster::UpstreamCluster> {
+        self.cluster.as_ref().map(|c| c.cluster.as_ref())
+    }
+
+    /// A kubeconfig for the world's cluster (its TLS endpoint and CA, the admin token), when the
+    /// sim runs one.
+    pub fn kubeconfig(&self) -> Option<String> {
+        self.sim.kubeconfig.get().cloned()
+    }
+
+    /// A client of the world's cluster as its admin, when the sim runs one.
+    pub async fn client(&self) -> Option<kube::Client> {
+        self.cluster()?.client().await.ok()
     }
 
     /// Stops serving and waits for the server thread.

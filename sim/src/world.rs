@@ -183,14 +183,9 @@ pub struct SimConfig {
     pub seed: Option<u64>,
     /// Custom role definitions (GUID -> role name) accepted besides the built-in roles.
     pub custom_roles: BTreeMap<String, String>,
-    /// The bearer token of the Kubernetes API; generated when unset. Read when the sim starts
-    /// (a reset keeps the token; changing it at run time has no effect).
-    pub kube_token: Option<String>,
-    /// The CRD directory (default `$XCSP_REFERENCE_DIR/crds`, else `shared/reference/crds` beside
-    /// the checkout). Read when the sim starts.
-    pub kube_crds_dir: Option<std::path::PathBuf>,
-    /// The cluster the Kubernetes API plays: `None`, a plain API server with the CAPI/CAPZ CRDs;
-    /// else an OpenShift cluster on AWS ([`crate::kube::openshift`]). Read at start and on reset.
+    /// The cluster the world's API server plays, when it runs one: `None`, a plain cluster with
+    /// the CAPI/CAPZ CRDs; else an OpenShift cluster on AWS ([`crate::kube::openshift`]),
+    /// installed when the cluster starts.
     pub openshift: Option<OpenShift>,
 }
 
@@ -226,8 +221,6 @@ impl Default for SimConfig {
             client_secrets: BTreeMap::new(),
             seed: None,
             custom_roles: BTreeMap::new(),
-            kube_token: None,
-            kube_crds_dir: None,
             openshift: None,
         }
     }

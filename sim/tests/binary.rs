@@ -1,12 +1,13 @@
 //! The `xcsp-sim` binary: prints its addresses on one machine-readable line (the plain port, the
-//! Kubernetes API's TLS port) and serves there; `--kubeconfig` writes a kubeconfig for the TLS
-//! port, with the CA that signed its certificate and a token the Kubernetes API accepts.
+//! world's cluster's API server or `none`) and serves there; with `--upstream`, `--kubeconfig`
+//! writes a kubeconfig for the cluster's API server, with the CA that signed its certificate and
+//! a token it accepts. The cluster's programs are in `XCSP_UPSTREAM_BIN` (`scripts/test` sets it).
 
 use base64::Engine as _;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-/// `xcsp-sim listening on http://127.0.0.1:PORT kubernetes https://127.0.0.1:PORT`: (plain, kube).
+/// `xcsp-sim listening on http://127.0.0.1:PORT kubernetes https://127.0.0.1:PORT|none`: (plain, kube).
 fn addresses(line: &str) -> (String, String) {
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
@@ -17,10 +18,8 @@ fn addresses(line: &str) -> (String, String) {
 
 #[test]
 fn the_binary_prints_its_addresses_and_serves_with_the_requested_profile() {
-    // A port free a moment ago, for --kube-port.
-    let kube_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_xcsp-sim"))
-        .args(["--port", "0", "--latency", "instant", "--no-throttle", "--kube-port", &kube_port.to_string()])
+        .args(["--port", "0", "--latency", "instant", "--no-throttle"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("xcsp-sim starts");
@@ -29,7 +28,7 @@ fn the_binary_prints_its_addresses_and_serves_with_the_requested_profile() {
     let result = std::panic::catch_unwind(|| {
         let (base, kube) = addresses(&line);
         assert!(base.starts_with("http://127.0.0.1:"), "{base}");
-        assert_eq!(kube, format!("https://127.0.0.1:{kube_port}"));
+        assert_eq!(kube, "none", "no cluster without --upstream");
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let health = reqwest::get(format!("{base}/_sim/health")).await.unwrap().text().await.unwrap();
@@ -53,10 +52,10 @@ fn a_bad_profile_is_refused() {
 }
 
 #[test]
-fn the_binary_writes_a_kubeconfig_whose_token_the_kubernetes_api_accepts() {
+fn with_upstream_the_binary_writes_a_kubeconfig_whose_token_the_api_server_accepts() {
     let path = std::env::temp_dir().join(format!("xcsp-sim-kubeconfig-{}", std::process::id()));
     let mut child = Command::new(env!("CARGO_BIN_EXE_xcsp-sim"))
-        .args(["--port", "0", "--latency", "instant", "--kube-token", "t0ken"])
+        .args(["--port", "0", "--latency", "instant", "--upstream"])
         .arg("--kubeconfig")
         .arg(&path)
         .stdout(Stdio::piped())
@@ -68,7 +67,12 @@ fn the_binary_writes_a_kubeconfig_whose_token_the_kubernetes_api_accepts() {
         let (_, kube) = addresses(&line);
         let kubeconfig = std::fs::read_to_string(&path).expect("the kubeconfig is written before the address line");
         assert!(kubeconfig.contains(&format!("server: {kube}\n")), "{kubeconfig}");
-        assert!(kubeconfig.contains("token: t0ken\n") && kubeconfig.contains("current-context: xcsp-sim"));
+        assert!(kubeconfig.contains("current-context: xcsp-world"), "{kubeconfig}");
+        let token = kubeconfig
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("token: "))
+            .expect("the token is in the kubeconfig")
+            .to_string();
         let ca = kubeconfig
             .lines()
             .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
@@ -81,8 +85,9 @@ fn the_binary_writes_a_kubeconfig_whose_token_the_kubernetes_api_accepts() {
                 .build()
                 .unwrap();
             let url = format!("{kube}/api/v1/namespaces");
-            assert_eq!(http.get(&url).send().await.unwrap().status(), 401);
-            let ok = http.get(&url).bearer_auth("t0ken").send().await.unwrap();
+            let anonymous = http.get(&url).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            assert_eq!(anonymous.status(), 403, "an anonymous request may list nothing");
+            let ok = http.get(&url).bearer_auth(&token).send().await.unwrap();
             assert_eq!(ok.status(), 200);
             let list: serde_json::Value = ok.json().await.unwrap();
             assert_eq!(list["kind"], "NamespaceList");

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use common::kube_client::{self, create};
 use common::{AUTH_API, Harness, MSI_API, RG_API, SUB, rg_path};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 use xcsp_sim::{OpenShift, SimConfig};
 
@@ -54,7 +53,6 @@ async fn assign(h: &Harness, scope: &str, name: &str, role: &str, principal: &st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut config = SimConfig::default();
     config.latency.profile = xcsp_sim::Profile::Instant;
     config.throttle.enabled = false;
@@ -65,11 +63,7 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
         capz: true,
         service_account_issuer: Some(ISSUER.into()),
     });
-    let h = Harness::new(config).await;
-    let kc = Kubeconfig::from_yaml(&h.server.kubeconfig()).unwrap();
-    let client =
-        kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.unwrap())
-            .unwrap();
+    let (h, client) = Harness::with_cluster(config).await;
 
     // Azure: the resource group, the identity, and a federated credential with the Government
     // audience (what OpenShift's CAPZ does not present).
@@ -225,8 +219,16 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
         "{m}"
     );
     let machines = api(&client, "cluster.x-k8s.io", "Machine", "machines");
-    let on_it = machines.get(m["name"].as_str().unwrap()).await.unwrap();
     let vm_name = m["name"].as_str().unwrap();
+    // CAPI copies the AzureMachine's provider ID to its Machine at its next reconcile.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let on_it = loop {
+        let on_it = machines.get(vm_name).await.unwrap();
+        if on_it.data["status"]["phase"] == "Provisioned" || Instant::now() > deadline {
+            break on_it;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     assert_eq!(
         on_it.data["spec"]["providerID"],
         json!(format!(
@@ -333,14 +335,22 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
             ),
         "{gen1}"
     );
-    let on_it = machines.get(gen1["name"].as_str().unwrap()).await.unwrap();
-    let infra = on_it.data["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "InfrastructureReady")
-        .cloned()
-        .unwrap();
+    // CAPI mirrors the AzureMachine's Ready into InfrastructureReady at its next reconcile.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (on_it, infra) = loop {
+        let on_it = machines.get(gen1["name"].as_str().unwrap()).await.unwrap();
+        let infra = on_it.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "InfrastructureReady")
+            .cloned()
+            .unwrap_or_default();
+        if infra["reason"] == "Failed" || Instant::now() > deadline {
+            break (on_it, infra);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     assert_eq!(
         (&infra["status"], &infra["reason"], &infra["severity"]),
         (&json!("False"), &json!("Failed"), &json!("Error"))

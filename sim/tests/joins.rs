@@ -2,7 +2,10 @@
 //! (the Cluster by the Machine's label, the AzureCluster by name, the identity, the
 //! infrastructure's readiness, the bootstrap data), and what CAPI needs before it matches a Node
 //! (the Cluster's ControlPlaneInitialized, its labelled kubeconfig Secret). Objects are made with
-//! the real kube client, one prerequisite at a time, and each answer is read after each.
+//! the real kube client, one prerequisite at a time, and each answer is read after each. The
+//! cluster is the world's upstream one: CAPI's own controllers make the Machines and their
+//! AzureMachines, write their conditions and run the health check; the stand-ins (CAPZ's part)
+//! only write the AzureMachine's status.
 
 mod common;
 
@@ -11,7 +14,6 @@ use common::kube_client::{self, create};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 use xcsp_sim::{SimConfig, SimServer};
 
@@ -23,28 +25,55 @@ fn api(client: &kube::Client, group: &str, kind: &str, plural: &str) -> Api<Dyna
 
 /// The one Machine's entry, once the MachineSet has made it.
 async fn machine(base: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    machine_past(base, "").await
+}
+
+/// The one Machine's entry once its step is past `step` (the stand-ins see a change at their
+/// next pass).
+async fn machine_past(base: &str, step: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let all: Value = reqwest::get(format!("{base}/_sim/machines")).await.unwrap().json().await.unwrap();
-        if let Some(m) = all["machines"].as_array().and_then(|m| m.first()) {
+        if let Some(m) = all["machines"].as_array().and_then(|m| m.first())
+            && m["held_at"] != step
+        {
             return m.clone();
         }
-        assert!(Instant::now() < deadline, "no Machine: {all}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(Instant::now() < deadline, "no Machine past {step:?}: {all}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The one Machine's entry once `field` is `wanted`; fails with the last entry after 30 s.
+async fn machine_with(base: &str, field: &str, wanted: Value) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = machine(base).await;
+        if m[field] == wanted {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "{field} is not {wanted}: {m}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Until `f` answers something, within 30 s.
+async fn until<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 /// A sim in the `fast` profile, its kube client and base URL, and the pool's namespace made.
 async fn start() -> (SimServer, kube::Client, String) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut config = SimConfig::default();
     config.latency.profile = xcsp_sim::Profile::Fast;
-    let server = SimServer::start(config, 0).expect("sim starts");
-    assert!(server.sim.kube.registry().error.is_none(), "the CRDs must load (set XCSP_REFERENCE_DIR)");
-    let kc = Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
-    let client =
-        kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.unwrap())
-            .unwrap();
+    let (server, client) = common::with_cluster(config).await;
     let base = server.base_url.clone();
     create(
         &api(&client, "", "Namespace", "namespaces"),
@@ -99,15 +128,20 @@ fn machine_set(template: &str, annotations: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what_it_needs_for_a_node() {
     let (_server, client, base) = start().await;
-    create(&api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets"), machine_set("t", json!({}))).await;
-    // The MachineSet controller labels its Machines with the cluster's name; no Cluster yet.
-    let m = machine(&base).await;
-    assert_eq!(m["held_at"], "cluster", "{m}");
-    assert_eq!(m["machine_set"], "gpu");
-    assert_eq!(m["node_ref_needs"], json!(["Cluster pool/c"]), "{m}");
-
+    // CAPI's MachineSet controller makes Machines only for a Cluster that exists
+    // (`machineset_controller.go`: `GetClusterByName`) from a template that exists
+    // (`reconcileExternalTemplateReference`).
     create(&api(&client, "cluster.x-k8s.io", "Cluster", "clusters"), cluster()).await;
+    create(
+        &api(&client, "infrastructure.cluster.x-k8s.io", "AzureMachineTemplate", "azuremachinetemplates"),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate",
+            "metadata": {"name": "t", "namespace": NS},
+            "spec": {"template": {"spec": {"vmSize": "Standard_ND96asr_v4", "osDisk": {"osType": "Linux", "diskSizeGB": 128}}}}}),
+    )
+    .await;
+    create(&api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets"), machine_set("t", json!({}))).await;
     let m = machine(&base).await;
+    assert_eq!(m["machine_set"], "gpu");
     assert_eq!(
         (m["held_at"].as_str(), m["message"].as_str()),
         (Some("azure_cluster"), Some("AzureCluster is not available yet"))
@@ -120,38 +154,50 @@ async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what
 
     let azure_clusters = api(&client, "infrastructure.cluster.x-k8s.io", "AzureCluster", "azureclusters");
     create(&azure_clusters, azure_cluster()).await;
-    let m = machine(&base).await;
+    let m = machine_past(&base, "azure_cluster").await;
     assert_eq!(m["held_at"], "identity", "{m}");
     assert!(m["message"].as_str().unwrap().contains("\"pool\"/\"id\""), "{m}");
 
     create_identity(&client).await;
-    let m = machine(&base).await;
+    let m = machine_past(&base, "identity").await;
     assert_eq!(m["held_at"], "infrastructure", "{m}");
 
     let by = PatchParams { field_manager: Some("test".into()), ..Default::default() };
     azure_clusters.patch_status("c-azure", &by, &Patch::Merge(json!({"status": {"ready": true}}))).await.unwrap();
-    let m = machine(&base).await;
+    let m = machine_past(&base, "infrastructure").await;
     assert_eq!(m["held_at"], "bootstrap_data", "{m}");
     assert!(m["message"].as_str().unwrap().ends_with("secrets \"boot\" not found"), "{m}");
-    // What CAPI shows on the Machine: the bootstrap data named, the infrastructure waiting for it.
+    // What CAPI shows on the Machine: the bootstrap data named, the infrastructure waiting for it
+    // (mirrored from the AzureMachine's Ready, which the stand-in wrote).
     let machines = api(&client, "cluster.x-k8s.io", "Machine", "machines");
-    let on_it = machines.get(m["name"].as_str().unwrap()).await.unwrap();
+    let name = m["name"].as_str().unwrap().to_string();
+    let on_it = until("CAPI mirrors WaitingForBootstrapData", async || {
+        let o = machines.get(&name).await.unwrap();
+        let waiting = o.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "InfrastructureReady" && c["reason"] == "WaitingForBootstrapData");
+        waiting.then_some(o)
+    })
+    .await;
     let conditions = on_it.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
     let of = |t: &str| conditions.iter().find(|c| c["type"] == t).cloned().unwrap_or_default();
-    assert_eq!(of("BootstrapReady")["status"], "True", "{conditions:?}");
+    // Bootstrap data named directly (`dataSecretName`, no config): CAPI 1.13 tracks no
+    // BootstrapReady for it, and nothing waits for it.
+    assert_ne!(of("BootstrapReady")["status"], "False", "{conditions:?}");
     assert_eq!(
         (&of("InfrastructureReady")["status"], &of("InfrastructureReady")["reason"]),
         (&json!("False"), &json!("WaitingForBootstrapData"))
     );
-    assert_eq!(on_it.data["status"]["phase"], "Provisioning");
 
     let secrets = api(&client, "", "Secret", "secrets");
     create(&secrets, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "boot", "namespace": NS}, "data": {"format": "aWduaXRpb24="}}))
         .await;
-    let m = machine(&base).await;
+    let m = machine_with(&base, "message", json!("error retrieving bootstrap data: secret value key is missing")).await;
     assert_eq!(m["message"], "error retrieving bootstrap data: secret value key is missing", "{m}");
     secrets.patch("boot", &by, &Patch::Merge(json!({"data": {"value": "e30="}}))).await.unwrap();
-    let m = machine(&base).await;
+    let m = machine_past(&base, "bootstrap_data").await;
     assert_eq!(m["held_at"], "token_exchange", "every step before CAPZ's first Azure call passes: {m}");
     assert!(
         m["message"].as_str().unwrap().starts_with("no CAPZ controller runs in the cluster"),
@@ -163,6 +209,7 @@ async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what
     // The v1beta1 condition alone is not what CAPI's v1beta2 controllers read.
     let v1 = json!({"status": {"conditions": [{"type": "ControlPlaneInitialized", "status": "True", "lastTransitionTime": "2026-11-24T00:00:00Z"}]}});
     clusters.patch_status("c", &by, &Patch::Merge(v1)).await.unwrap();
+    tokio::time::sleep(xcsp_sim::kube::bridge::PASS * 3).await;
     let m = machine(&base).await;
     assert_eq!(
         m["node_ref_needs"],
@@ -173,16 +220,15 @@ async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what
     clusters.patch_status("c", &by, &Patch::Merge(initialized)).await.unwrap();
     create(&secrets, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c-kubeconfig", "namespace": NS}, "data": {"value": "e30="}}))
         .await;
-    let m = machine(&base).await;
-    assert_eq!(
-        m["node_ref_needs"],
+    machine_with(
+        &base,
+        "node_ref_needs",
         json!(["the label cluster.x-k8s.io/cluster-name on Secret pool/c-kubeconfig"]),
-        "{m}"
-    );
+    )
+    .await;
     let label = json!({"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "c"}}});
     secrets.patch("c-kubeconfig", &by, &Patch::Merge(label)).await.unwrap();
-    let m = machine(&base).await;
-    assert_eq!(m["node_ref_needs"], json!([]), "{m}");
+    machine_with(&base, "node_ref_needs", json!([])).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,6 +242,7 @@ async fn the_machine_set_clones_its_template_into_the_machines_azure_machine_whi
             "metadata": {"name": "gpu-1a2b3c", "namespace": NS}, "spec": {"template": {"spec": spec}}}),
     )
     .await;
+    create(&api(&client, "cluster.x-k8s.io", "Cluster", "clusters"), cluster()).await;
     let sets = api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets");
     create(&sets, machine_set("gpu-1a2b3c", json!({"team": "ml"}))).await;
     let m = machine(&base).await;
@@ -227,27 +274,41 @@ async fn the_machine_set_clones_its_template_into_the_machines_azure_machine_whi
         Some("AzureMachineTemplate.infrastructure.cluster.x-k8s.io")
     );
     assert_eq!(annotations.get("team").map(String::as_str), Some("ml"));
-    let owners = am.metadata.owner_references.clone().unwrap_or_default();
+    // The Machine's controller takes the AzureMachine at its reconcile (`reconcileExternal`).
+    let owners = until("the Machine owns its AzureMachine", async || {
+        let owners = azure_machines.get(&name).await.unwrap().metadata.owner_references.unwrap_or_default();
+        owners.iter().any(|o| o.controller == Some(true)).then_some(owners)
+    })
+    .await;
     let controller = owners.iter().find(|o| o.controller == Some(true)).expect("a controller owner");
     assert_eq!(
         (controller.kind.as_str(), controller.name.as_str(), Some(controller.uid.as_str())),
         ("Machine", name.as_str(), the_machine.metadata.uid.as_deref())
     );
-    assert!(owners.iter().any(|o| o.kind == "MachineSet" && o.name == "gpu"), "{owners:?}");
-    // No Cluster: CAPZ returns before any condition of its own.
-    assert_eq!(m["held_at"], "cluster", "{m}");
-    let am = azure_machines.get(&name).await.unwrap();
+    // CAPI 1.13 leaves the Machine its only owner (the MachineSet's reference, set at the clone,
+    // is replaced).
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    // No AzureCluster: CAPZ returns before any condition of its own.
+    assert_eq!(m["held_at"], "azure_cluster", "{m}");
+    let am = until("the stand-in writes the AzureMachine's status", async || {
+        let am = azure_machines.get(&name).await.unwrap();
+        am.data["status"]["ready"].is_boolean().then_some(am)
+    })
+    .await;
     assert_eq!(am.data["status"]["conditions"], json!([]), "{:#}", am.data);
     assert_eq!(am.data["status"]["ready"], false);
 
     // Up to the bootstrap data: CAPZ's VMRunning says what it waits for, and CAPI mirrors it.
-    create(&api(&client, "cluster.x-k8s.io", "Cluster", "clusters"), cluster()).await;
     let azure_clusters = api(&client, "infrastructure.cluster.x-k8s.io", "AzureCluster", "azureclusters");
     create(&azure_clusters, azure_cluster()).await;
     create_identity(&client).await;
-    let m = machine(&base).await;
+    let m = machine_with(&base, "held_at", json!("infrastructure")).await;
     assert_eq!(m["held_at"], "infrastructure", "{m}");
-    let am = azure_machines.get(&name).await.unwrap();
+    let am = until("CAPZ's conditions written", async || {
+        let am = azure_machines.get(&name).await.unwrap();
+        am.data["status"]["conditions"].as_array().is_some_and(|c| !c.is_empty()).then_some(am)
+    })
+    .await;
     let of = |o: &DynamicObject, t: &str| {
         o.data["status"]["conditions"]
             .as_array()
@@ -267,39 +328,60 @@ async fn the_machine_set_clones_its_template_into_the_machines_azure_machine_whi
     }
     let by = PatchParams { field_manager: Some("test".into()), ..Default::default() };
     azure_clusters.patch_status("c-azure", &by, &Patch::Merge(json!({"status": {"ready": true}}))).await.unwrap();
-    let m = machine(&base).await;
-    assert_eq!(m["held_at"], "bootstrap_data", "{m}");
-    let am = azure_machines.get(&name).await.unwrap();
-    assert_eq!(of(&am, "VMRunning")["reason"], "WaitingForBootstrapData", "{:#}", am.data);
-    let on_machine = machines.get(&name).await.unwrap();
-    assert_eq!(of(&on_machine, "InfrastructureReady")["reason"], "WaitingForBootstrapData");
-    // With its conditions, the AzureMachine still obeys CAPZ's CRD schema.
-    let crds = xcsp_sim::kube::schema::load_crds(&xcsp_sim::kube::schema::crds_dir(), "v1beta1").unwrap();
-    let crd = crds.iter().find(|c| c.kind == "AzureMachine").expect("CAPZ's AzureMachine CRD");
-    let as_served = serde_json::to_value(&am).unwrap();
-    assert_eq!(crd.schema.validate(&as_served), vec![], "{as_served:#}");
+    machine_with(&base, "held_at", json!("bootstrap_data")).await;
+    // The API server took the stand-in's status write: it obeys CAPZ's CRD schema (the server
+    // validates a status write against it).
+    let am = until("VMRunning WaitingForBootstrapData", async || {
+        let am = azure_machines.get(&name).await.unwrap();
+        (of(&am, "VMRunning")["reason"] == "WaitingForBootstrapData").then_some(am)
+    })
+    .await;
+    assert_eq!(of(&am, "Ready")["reason"], "WaitingForBootstrapData", "{:#}", am.data);
+    until("CAPI mirrors it on the Machine", async || {
+        let on_machine = machines.get(&name).await.unwrap();
+        (of(&on_machine, "InfrastructureReady")["reason"] == "WaitingForBootstrapData").then_some(())
+    })
+    .await;
 
-    // Scaled to zero, the Machine goes and its AzureMachine with it.
+    // Scaled to zero, the Machine goes and its AzureMachine with it (CAPI deletes the
+    // infrastructure machine before it lets its Machine go).
     sets.patch("gpu", &by, &Patch::Merge(json!({"spec": {"replicas": 0}}))).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while azure_machines.get_opt(&name).await.unwrap().is_some() {
-        assert!(Instant::now() < deadline, "the AzureMachine outlived its Machine");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(machines.get_opt(&name).await.unwrap().is_none(), "the Machine went first");
+    until("both gone", async || {
+        let gone =
+            azure_machines.get_opt(&name).await.unwrap().is_none() && machines.get_opt(&name).await.unwrap().is_none();
+        gone.then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_health_check_remediates_nothing_while_more_machines_are_unhealthy_than_it_allows() {
-    let (_server, client, _base) = start().await;
+    let (server, client, _base) = start().await;
     let by = PatchParams { field_manager: Some("test".into()), ..Default::default() };
     let clusters = api(&client, "cluster.x-k8s.io", "Cluster", "clusters");
     create(&clusters, cluster()).await;
+    // CAPI reads the Nodes of an initialized Cluster through the kubeconfig Secret of the Cluster
+    // (`controllers/clustercache`): here the world's own API server, as for the pool's Cluster.
+    use base64::Engine as _;
+    let kubeconfig = base64::engine::general_purpose::STANDARD.encode(server.kubeconfig().unwrap());
+    create(
+        &api(&client, "", "Secret", "secrets"),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c-kubeconfig", "namespace": NS,
+            "labels": {"cluster.x-k8s.io/cluster-name": "c"}}, "data": {"value": kubeconfig}}),
+    )
+    .await;
     let initialized = json!({"status": {"v1beta2": {"conditions": [{"type": "ControlPlaneInitialized", "status": "True", "reason": "Initialized", "message": "", "lastTransitionTime": "2026-11-24T00:00:00Z"}]}}});
     clusters.patch_status("c", &by, &Patch::Merge(initialized)).await.unwrap();
     let azure_clusters = api(&client, "infrastructure.cluster.x-k8s.io", "AzureCluster", "azureclusters");
     create(&azure_clusters, azure_cluster()).await;
     azure_clusters.patch_status("c-azure", &by, &Patch::Merge(json!({"status": {"ready": true}}))).await.unwrap();
+    create(
+        &api(&client, "infrastructure.cluster.x-k8s.io", "AzureMachineTemplate", "azuremachinetemplates"),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate",
+            "metadata": {"name": "t", "namespace": NS},
+            "spec": {"template": {"spec": {"vmSize": "Standard_ND96asr_v4", "osDisk": {"osType": "Linux", "diskSizeGB": 128}}}}}),
+    )
+    .await;
     let mut two = machine_set("t", json!({}));
     two["spec"]["replicas"] = json!(2);
     create(&api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets"), two).await;
@@ -331,7 +413,13 @@ async fn a_health_check_remediates_nothing_while_more_machines_are_unhealthy_tha
         assert!(Instant::now() < deadline, "the check never saw two unhealthy machines: {:#}", c.data);
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let allowed = &check.data["status"]["conditions"][0];
+    let allowed = check.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "RemediationAllowed")
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(
         (allowed["type"].as_str(), allowed["status"].as_str(), allowed["reason"].as_str()),
         (Some("RemediationAllowed"), Some("False"), Some("TooManyUnhealthy")),
@@ -343,10 +431,6 @@ async fn a_health_check_remediates_nothing_while_more_machines_are_unhealthy_tha
         "Remediation is not allowed, the number of not started or unhealthy machines exceeds maxUnhealthy (total: 2, unhealthy: 2, maxUnhealthy: 1)"
     );
     assert_eq!(check.data["status"]["remediationsAllowed"], 0);
-    let crds = xcsp_sim::kube::schema::load_crds(&xcsp_sim::kube::schema::crds_dir(), "v1beta1").unwrap();
-    let crd = crds.iter().find(|c| c.kind == "MachineHealthCheck").expect("CAPI's MachineHealthCheck CRD");
-    let as_served = serde_json::to_value(&check).unwrap();
-    assert_eq!(crd.schema.validate(&as_served), vec![], "{as_served:#}");
     let listed = machines.list(&Default::default()).await.unwrap();
     assert_eq!(listed.items.len(), 2);
     assert!(listed.items.iter().all(|m| m.metadata.deletion_timestamp.is_none()), "nothing was sent away");

@@ -1,7 +1,9 @@
 //! The controllers an OpenShift cluster runs that a new machine pool meets, driven by the real
 //! `kube` client: the machine-config operator (install's pools, template configs and
 //! `worker-user-data`; a new pool rendered from the configs it selects, and its managed pointer
-//! secret in `openshift-machine-api`) and Kubernetes' service-account tokens controller.
+//! secret in `openshift-machine-api`), stand-ins as clients of the world's upstream cluster; and
+//! kube-controller-manager's service-account tokens controller, which the product's kubeconfig
+//! Secrets rely on.
 
 mod common;
 
@@ -11,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 use xcsp_sim::{OpenShift, SimConfig, SimServer};
 
@@ -28,7 +29,6 @@ fn secrets() -> ApiResource {
 }
 
 async fn start(openshift: bool) -> (SimServer, kube::Client) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let openshift = openshift.then(|| OpenShift {
         infrastructure_name: "il5-gpu-x7k2p".into(),
         api_internal_url: "https://api-int.il5.example.mil:6443".into(),
@@ -36,10 +36,7 @@ async fn start(openshift: bool) -> (SimServer, kube::Client) {
         capz: true,
         service_account_issuer: None,
     });
-    let server = SimServer::start(SimConfig { openshift, ..SimConfig::default() }, 0).expect("sim starts");
-    let kc = Kubeconfig::from_yaml(&server.kubeconfig()).expect("kubeconfig parses");
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("config");
-    (server, kube::Client::try_from(config).expect("client"))
+    common::with_cluster(SimConfig { openshift, ..SimConfig::default() }).await
 }
 
 fn object(v: Value) -> DynamicObject {

@@ -1,15 +1,14 @@
-//! OpenShift's side of the Kubernetes API emulator, driven by the real `kube` client: the
+//! OpenShift's side of the world's upstream cluster, driven by the real `kube` client: the
 //! `Infrastructure` and the cluster's own `Cluster` an OpenShift cluster on AWS holds from install,
 //! cluster-capi-operator's Cluster admission (the one Cluster of `openshift-cluster-api`, the
 //! infrastructure kinds it knows, no deletion there), OpenShift's CAPZ Deployment when CAPZ is
-//! installed as the seed proposes, and none of it on a plain API server.
+//! installed as the seed proposes, and none of it on a plain cluster.
 
 mod common;
 
 use common::kube_client::resource;
 
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 use xcsp_sim::{OpenShift, SimConfig, SimServer};
 
@@ -21,14 +20,7 @@ fn clusters() -> ApiResource {
 }
 
 async fn start(openshift: Option<OpenShift>) -> (SimServer, kube::Client) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = SimConfig { openshift, ..SimConfig::default() };
-    let server = SimServer::start(config, 0).expect("sim starts");
-    let crds = server.sim.kube.registry();
-    assert!(crds.error.is_none(), "the CRDs must load (set XCSP_REFERENCE_DIR): {:?}", crds.error);
-    let kc = Kubeconfig::from_yaml(&server.kubeconfig()).expect("kubeconfig parses");
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("config");
-    (server, kube::Client::try_from(config).expect("client"))
+    common::with_cluster(SimConfig { openshift, ..SimConfig::default() }).await
 }
 
 fn openshift(capz: bool) -> Option<OpenShift> {
@@ -65,7 +57,7 @@ async fn namespace(client: &kube::Client, name: &str) {
     api.create(&PostParams::default(), &ns.unwrap()).await.expect("namespace");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_openshift_cluster_holds_its_infrastructure_and_admits_one_cluster_in_openshift_cluster_api() {
     let (_server, client) = start(openshift(false)).await;
     // The Infrastructure object, as installers leave it.
@@ -86,7 +78,7 @@ async fn an_openshift_cluster_holds_its_infrastructure_and_admits_one_cluster_in
         refusal(own.create(&PostParams::default(), &cluster("il5-gpu-x7k2p-link", NS, "AzureCluster")).await);
     assert_eq!(code, 403, "{message}");
     assert!(
-        message.contains("denied the request: cluster name must be il5-gpu-x7k2p in openshift-cluster-api namespace"),
+        message.contains("denied request: cluster name must be il5-gpu-x7k2p in openshift-cluster-api namespace"),
         "{message}"
     );
     // It cannot be deleted either.
@@ -112,7 +104,7 @@ async fn an_openshift_cluster_holds_its_infrastructure_and_admits_one_cluster_in
     assert_eq!(code, 404);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_capz_installed_its_deployment_names_the_service_account_and_token_audience() {
     let (_server, client) = start(openshift(true)).await;
     let deployments: Api<DynamicObject> =
@@ -128,8 +120,8 @@ async fn with_capz_installed_its_deployment_names_the_service_account_and_token_
     assert!(sa.get("capz-manager").await.is_ok());
 }
 
-#[tokio::test]
-async fn a_plain_api_server_has_no_infrastructure_and_no_openshift_admission() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_cluster_has_no_infrastructure_and_no_openshift_admission() {
     let (_server, client) = start(None).await;
     let infra: Api<DynamicObject> =
         Api::all_with(client.clone(), &resource("config.openshift.io", "v1", "Infrastructure", "infrastructures"));

@@ -610,18 +610,17 @@ pub fn advance(
                 node: None,
             };
         }
-        let (csr, approved) = kubelet_csr(s, &reg.node_name, &stamp, world);
+        let (csr, approved) = kubelet_csr(s, &reg.node_name, &stamp);
         if !approved {
             match csr_approved(s, &reg.node_name, &csr) {
                 Ok(()) => approve(s, &csr, &stamp),
                 Err(h) => return Progress { held: h, node: None },
             }
         }
-        // On the upstream cluster the kubelet registers only with the certificate
-        // kube-controller-manager's signer issues for its approved request.
-        if s.signer_runs
-            && s.value(super::kinds::CERTIFICATES, "certificatesigningrequests", "", &csr)
-                .is_none_or(|c| c["status"]["certificate"].as_str().is_none_or(str::is_empty))
+        // The kubelet registers only with the certificate kube-controller-manager's signer issues
+        // for its approved request.
+        if s.value(super::kinds::CERTIFICATES, "certificatesigningrequests", "", &csr)
+            .is_none_or(|c| c["status"]["certificate"].as_str().is_none_or(str::is_empty))
         {
             return Progress {
                 held: held(
@@ -634,7 +633,7 @@ pub fn advance(
         }
         if s.value("", "nodes", "", &reg.node_name).is_none() {
             let kind = super::kinds::Kind::served("", "nodes").expect("nodes served");
-            s.insert_new(kind, node(&reg, &stamp), Vec::new(), world);
+            s.insert(kind, node(&reg, &stamp));
         }
         s.registered.insert(vm_id.clone(), reg.node_name.clone());
         s.heartbeats.insert(reg.node_name.clone(), now);
@@ -653,7 +652,7 @@ pub fn advance(
     if let Some(mut obj) = s.objects.get(&key).cloned() {
         if node_ready(&obj.value) != posting {
             obj.value["status"]["conditions"] = json!(kubelet_conditions(posting, &stamp));
-            s.store(obj);
+            s.put(obj);
         }
     }
     match api {
@@ -716,7 +715,7 @@ pub const NODE_BOOTSTRAPPER_GROUPS: &[&str] =
 /// the kubelet's certificate manager sends, `pkg/kubelet/certificate`). Its name, and whether it
 /// is approved (a `True` `Approved` condition: the machine approver's, or `oc adm certificate
 /// approve`'s through the `approval` subresource).
-fn kubelet_csr(s: &mut Store, node_name: &str, stamp: &str, world: &crate::world::World) -> (String, bool) {
+fn kubelet_csr(s: &mut Store, node_name: &str, stamp: &str) -> (String, bool) {
     let kind =
         super::kinds::Kind::served(super::kinds::CERTIFICATES, "certificatesigningrequests").expect("csr served");
     if let Some(name) = s.csrs.get(node_name).cloned()
@@ -752,7 +751,7 @@ fn kubelet_csr(s: &mut Store, node_name: &str, stamp: &str, world: &crate::world
         },
         "status": {},
     });
-    s.insert_new(kind, csr, Vec::new(), world);
+    s.insert(kind, csr);
     s.csrs.insert(node_name.to_string(), name.clone());
     (name, false)
 }
@@ -772,7 +771,7 @@ fn approve(s: &mut Store, csr: &str, stamp: &str) {
             "message": "This CSR was approved by the Node CSR Approver (cluster-machine-approver)",
             "lastUpdateTime": stamp, "lastTransitionTime": stamp,
         }]);
-        s.store(obj);
+        s.put(obj);
     }
 }
 

@@ -87,8 +87,7 @@ impl Bridge {
         ca_pem: &str,
         audit_log: std::path::PathBuf,
     ) -> Result<Arc<Bridge>, String> {
-        let mut store = Store::new(&sim.world, ca_pem);
-        store.signer_runs = true;
+        let store = Store::new(&sim.world, ca_pem);
         let seeded: Vec<Obj> = store.objects.values().cloned().collect();
         // Namespaces first, then the rest in the seed's order.
         let (namespaces, rest): (Vec<Obj>, Vec<Obj>) = seeded.into_iter().partition(|o| o.kind.plural == "namespaces");
@@ -99,6 +98,7 @@ impl Bridge {
             for policy in super::openshift::admission_policies(&o.infrastructure_name) {
                 crate::cluster::apply_as(&client, &policy, MANAGER).await?;
             }
+            enforced(&client, &o.infrastructure_name).await?;
         }
         // The bootstrap identity a node asks for its certificate with, bound to the role that lets
         // it ask and no more (machine-config-operator `manifests/machineconfigserver`: the
@@ -173,10 +173,7 @@ impl Bridge {
                 }
                 let ns = value["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
                 let name = value["metadata"]["name"].as_str().unwrap_or_default().to_string();
-                out.insert(
-                    key(kind, if kind.namespaced { &ns } else { "" }, &name),
-                    Obj { kind, value, managers: Vec::new() },
-                );
+                out.insert(key(kind, if kind.namespaced { &ns } else { "" }, &name), Obj { kind, value });
             }
         }
         Ok(out)
@@ -394,4 +391,29 @@ async fn create(client: &kube::Client, kind: &Kind, value: &Value) -> Result<(),
             .map_err(|e| format!("writing the status of {} {ns}/{name}: {e}", kind.kind))?;
     }
     Ok(())
+}
+
+/// Waits until the API server enforces cluster-capi-operator's admission policy (its policy
+/// and binding reach the admission plugin through an informer, so a request right after they
+/// were written may pass): a dry-run create of a second Cluster in `openshift-cluster-api` is
+/// refused. Within 30 s, else an error.
+async fn enforced(client: &kube::Client, infra: &str) -> Result<(), String> {
+    let kind = super::kinds::Kind::served(super::kinds::CAPI, "clusters").expect("clusters read");
+    let api = api(client, kind, super::openshift::CAPI_NAMESPACE);
+    let probe: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": kind.api_version(), "kind": "Cluster",
+        "metadata": {"name": format!("{infra}-admission-probe"), "namespace": super::openshift::CAPI_NAMESPACE},
+        "spec": {"infrastructureRef": {"apiVersion": format!("{}/v1beta1", super::kinds::CAPZ), "kind": "AzureCluster", "name": "probe"}},
+    }))
+    .map_err(|e| e.to_string())?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match api.create(&PostParams { dry_run: true, ..Default::default() }, &probe).await {
+            Err(kube::Error::Api(e)) if e.code == 403 => return Ok(()),
+            other if std::time::Instant::now() > deadline => {
+                return Err(format!("cluster-capi-operator's admission policy is not enforced after 30 s: {other:?}"));
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
 }

@@ -9,8 +9,7 @@
 //! `azure/services/networkinterfaces/spec.go` (`<vm>-nic`), `azure/services/virtualmachines/spec.go`
 //! and `virtualmachines.go` (`ProviderIDPrefix` + id, `ConvertResourceGroupNameToLower`),
 //! `azure/defaults.go` (`ClusterTagKey`, `sigs.k8s.io_cluster-api-provider-azure_role`). The VM
-//! appears at once: the Machine's own creation already waits a VM's creation time
-//! ([`super::machines::CREATE_SECS`]).
+//! appears at once, without ARM's creation time; its boot ([`super::boot`]) takes a boot's.
 
 use serde_json::{Value, json};
 
@@ -220,7 +219,7 @@ pub fn reflect(s: &mut Store, machine: &Value, infra: &(&'static str, bool, &'st
         r["name"].as_str().unwrap_or_default(),
     );
     let Some(mut am) = s.objects.get(&key).cloned() else { return };
-    if s.deleting.contains_key(&key) {
+    if am.value["metadata"].get("deletionTimestamp").is_some() {
         return;
     }
     let (_, ok, reason, message) = infra;
@@ -249,7 +248,7 @@ pub fn reflect(s: &mut Store, machine: &Value, infra: &(&'static str, bool, &'st
         }
     }
     if am.value != before {
-        s.store(am);
+        s.put(am);
     }
 }
 

@@ -11,14 +11,14 @@
 //!   pointer ignition config that fetches `/config/<pool>` from the machine-config server at the
 //!   internal API host, port 22623, trusting the server's CA.
 //!
-//! It runs lazily with the other controllers ([`Store::settle`]).
+//! It runs each pass of the stand-ins ([`super::bridge`]); what a deleted pool owned goes by the
+//! cluster's garbage collector (kube-controller-manager's).
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::kinds::{Kind, MACHINECONFIGURATION};
-use super::selector::Selector;
 use super::store::Store;
 use crate::world::{OpenShift, World};
 
@@ -85,8 +85,8 @@ fn worker_templates() -> Vec<(&'static str, Value)> {
 }
 
 /// What install leaves for the machine-config operator's part (see the module doc).
-pub fn seed(store: &mut Store, o: &OpenShift, world: &World) {
-    store.add_namespace(MACHINE_API_NAMESPACE, world);
+pub fn seed(store: &mut Store, o: &OpenShift) {
+    store.add_namespace(MACHINE_API_NAMESPACE);
     for role in ["master", "worker"] {
         // The install manifests' pools: each selects its role's MachineConfigs and the nodes
         // labelled with the role.
@@ -96,7 +96,7 @@ pub fn seed(store: &mut Store, o: &OpenShift, world: &World) {
             "nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{role}"): ""}},
             "paused": false,
         }});
-        store.insert_new(kind(MACHINECONFIGURATION, "machineconfigpools"), pool, Vec::new(), world);
+        store.insert(kind(MACHINECONFIGURATION, "machineconfigpools"), pool);
     }
     for (name, config) in worker_templates() {
         let mut config = config;
@@ -105,12 +105,12 @@ pub fn seed(store: &mut Store, o: &OpenShift, world: &World) {
             "metadata": {"name": name, "labels": {ROLE_LABEL: "worker"},
                 "annotations": {"machineconfiguration.openshift.io/generated-by-controller-version": "sim"}},
             "spec": {"config": config}});
-        store.insert_new(kind(MACHINECONFIGURATION, "machineconfigs"), mc, Vec::new(), world);
+        store.insert(kind(MACHINECONFIGURATION, "machineconfigs"), mc);
     }
     // The installer's own pointer secret (openshift/installer `pkg/asset/machines`: `worker-user-data`,
     // key `userData`), the one OpenShift's secret-sync copies for its own Cluster.
     let user_data = pointer_config(o, "worker", &store.ca_pem);
-    store.insert_new(kind("", "secrets"), user_data_secret("worker-user-data", &user_data, None), Vec::new(), world);
+    store.insert(kind("", "secrets"), user_data_secret("worker-user-data", &user_data, None));
 }
 
 /// A Secret in `openshift-machine-api` with `userData` (and the operator's `disableTemplating`).
@@ -161,7 +161,7 @@ impl Store {
         let pools: Vec<Value> = self.objects.values().filter(|x| *x.kind == *mcp).map(|x| x.value.clone()).collect();
         for pool in pools {
             let name = pool["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            self.render_pool(world, mc, &pool);
+            self.render_pool(mc, &pool);
             // `pkg/operator/sync.go` `syncMachineConfigPools`: one managed pointer secret per pool,
             // labelled as carrying a CA bundle the operator keeps current.
             let secret = format!("{name}-user-data-managed");
@@ -174,26 +174,9 @@ impl Store {
                 );
                 v["metadata"]["ownerReferences"] = json!([{"apiVersion": MC_API, "kind": "MachineConfigPool",
                     "name": name, "uid": pool["metadata"]["uid"]}]);
-                self.insert_new(kind("", "secrets"), v, Vec::new(), world);
+                self.insert(kind("", "secrets"), v);
                 world.journal("kubernetes", "machine-config-operator", &format!("{MACHINE_API_NAMESPACE}/{secret}"));
             }
-        }
-        // Kubernetes' garbage collector: what a deleted pool owned (its managed secret, its
-        // rendered configs) goes with it; the operator deletes neither itself.
-        let live: Vec<Value> =
-            self.objects.values().filter(|x| *x.kind == *mcp).map(|x| x.value["metadata"]["uid"].clone()).collect();
-        let orphans: Vec<super::store::Key> = self
-            .objects
-            .iter()
-            .filter(|(_, x)| {
-                x.value["metadata"]["ownerReferences"].as_array().is_some_and(|refs| {
-                    refs.iter().any(|r| r["kind"] == "MachineConfigPool" && !live.contains(&r["uid"]))
-                })
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in orphans {
-            self.remove(&k, world);
         }
     }
 
@@ -201,16 +184,19 @@ impl Store {
     /// selects (by name; a custom role's after the worker's), merged into `rendered-<pool>-<hash>`,
     /// which the pool's spec and status name. A pool that selects nothing is not rendered and says
     /// why in `RenderDegraded`.
-    fn render_pool(&mut self, world: &World, mc: &'static Kind, pool: &Value) {
+    fn render_pool(&mut self, mc: &'static Kind, pool: &Value) {
         let name = pool["metadata"]["name"].as_str().unwrap_or_default();
-        let selector = Selector::from_label_selector(&pool["spec"]["machineConfigSelector"]);
-        let mut chosen: Vec<(bool, String, Value)> = match &selector {
-            Ok(Some(sel)) => self
+        let selector = &pool["spec"]["machineConfigSelector"];
+        let valid = selector_error(selector);
+        let empty =
+            selector.as_object().is_none_or(|o| o.values().all(|v| v.is_null() || v == &json!({}) || v == &json!([])));
+        let mut chosen: Vec<(bool, String, Value)> = match &valid {
+            None if !empty => self
                 .objects
                 .values()
                 .filter(|x| *x.kind == *mc)
                 .filter(|x| !x.value["metadata"]["ownerReferences"].is_array())
-                .filter(|x| sel.matches(&x.value["metadata"]["labels"]))
+                .filter(|x| selects(selector, &x.value["metadata"]["labels"]))
                 .map(|x| {
                     let worker = x.value["metadata"]["labels"][ROLE_LABEL] == "worker";
                     (!worker, x.value["metadata"]["name"].as_str().unwrap_or_default().to_string(), x.value.clone())
@@ -221,10 +207,10 @@ impl Store {
         chosen.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         let mut status = pool["status"].clone();
         if chosen.is_empty() {
-            let why = match selector {
-                Err(e) => format!("invalid label selector: {e}"),
-                Ok(None) => "Pool has a nil or empty machineConfigSelector and selects no MachineConfigs".into(),
-                Ok(Some(_)) => format!("no MachineConfigs found matching selector for pool {name}"),
+            let why = match valid {
+                Some(e) => format!("invalid label selector: {e}"),
+                None if empty => "Pool has a nil or empty machineConfigSelector and selects no MachineConfigs".into(),
+                None => format!("no MachineConfigs found matching selector for pool {name}"),
             };
             status["conditions"] = conditions(&[("RenderDegraded", "True", &why), ("Updated", "False", "")]);
             status["configuration"] = json!({});
@@ -240,7 +226,7 @@ impl Store {
                 let v = json!({"apiVersion": MC_API, "kind": "MachineConfig",
                     "metadata": {"name": rendered, "ownerReferences": owner},
                     "spec": {"config": merged}});
-                self.insert_new(mc, v, Vec::new(), world);
+                self.insert(mc, v);
             }
             let source: Vec<Value> =
                 chosen.iter().map(|c| json!({"apiVersion": MC_API, "kind": "MachineConfig", "name": c.1})).collect();
@@ -258,7 +244,7 @@ impl Store {
         if let Some(mut obj) = self.objects.get(&key).cloned() {
             obj.value["status"] = status;
             obj.value["spec"]["configuration"] = obj.value["status"]["configuration"].clone();
-            self.store(obj);
+            self.put(obj);
         }
     }
 }
@@ -266,4 +252,44 @@ impl Store {
 /// Pool conditions as the operator writes them (type, status, message).
 fn conditions(list: &[(&str, &str, &str)]) -> Value {
     Value::Array(list.iter().map(|(t, s, m)| json!({"type": t, "status": s, "message": m})).collect())
+}
+
+/// What is wrong with a `metav1.LabelSelector`, as apimachinery's `LabelSelectorAsSelector` says
+/// it (`pkg/apis/meta/v1/helpers.go`, `labels.NewRequirement`): an operator it does not know, or
+/// `In`/`NotIn` without values, `Exists`/`DoesNotExist` with some.
+fn selector_error(selector: &Value) -> Option<String> {
+    for e in selector["matchExpressions"].as_array().into_iter().flatten() {
+        let values = e["values"].as_array().map_or(0, Vec::len);
+        match e["operator"].as_str().unwrap_or_default() {
+            "In" | "NotIn" if values == 0 => {
+                return Some("for 'in', 'notin' operators, values set can't be empty".into());
+            }
+            "Exists" | "DoesNotExist" if values > 0 => {
+                return Some("values set must be empty for exists and does not exist".into());
+            }
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            op => return Some(format!("{op:?} is not a valid label selector operator")),
+        }
+    }
+    None
+}
+
+/// Whether a valid `metav1.LabelSelector` selects an object with `labels`: every `matchLabels`
+/// pair and every `matchExpressions` requirement holds.
+fn selects(selector: &Value, labels: &Value) -> bool {
+    let label = |k: &str| labels[k].as_str();
+    let pairs = selector["matchLabels"].as_object().into_iter().flatten().all(|(k, v)| label(k) == v.as_str());
+    pairs
+        && selector["matchExpressions"].as_array().into_iter().flatten().all(|e| {
+            let key = e["key"].as_str().unwrap_or_default();
+            let among = |v: Option<&str>| {
+                v.is_some_and(|v| e["values"].as_array().into_iter().flatten().any(|x| x.as_str() == Some(v)))
+            };
+            match e["operator"].as_str().unwrap_or_default() {
+                "In" => among(label(key)),
+                "NotIn" => !among(label(key)),
+                "Exists" => label(key).is_some(),
+                _ => label(key).is_none(),
+            }
+        })
 }

@@ -53,9 +53,33 @@ pub struct Harness {
     pub checked: Mutex<(usize, usize)>,
 }
 
+/// A sim with the world's cluster (the upstream programs in `XCSP_UPSTREAM_BIN`, which
+/// `scripts/test` sets) and a client of its API server as its admin. Fails, never skips, when the
+/// cluster cannot start.
+pub async fn with_cluster(config: SimConfig) -> (SimServer, kube::Client) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = tokio::task::spawn_blocking(move || {
+        SimServer::start_with_cluster(config, 0, Default::default())
+            .unwrap_or_else(|e| panic!("the sim and its cluster start: {e}"))
+    })
+    .await
+    .unwrap();
+    let client = server.client().await.expect("a client of the cluster");
+    (server, client)
+}
+
 impl Harness {
     pub async fn new(config: SimConfig) -> Harness {
-        let server = SimServer::start(config, 0).expect("sim starts");
+        Harness::on(SimServer::start(config, 0).expect("sim starts")).await
+    }
+
+    /// The harness on a sim with the world's cluster ([`with_cluster`]) and its admin client.
+    pub async fn with_cluster(config: SimConfig) -> (Harness, kube::Client) {
+        let (server, client) = with_cluster(config).await;
+        (Harness::on(server).await, client)
+    }
+
+    async fn on(server: SimServer) -> Harness {
         let h = Harness {
             base: server.base_url.clone(),
             server,

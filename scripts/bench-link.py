@@ -23,7 +23,8 @@ p.add_argument("--fixture", default="il5-gpu-x7k2p:us-gov-west-1")
 p.add_argument("--events", help="write the apply's --json events here (for `xcsp timeline`)")
 a = p.parse_args()
 
-sim, url, kubeconfig = local_clouds.start(a.scale, a.fixture, issuer=local_clouds.issuer_of(a.example))
+sim, url, kubeconfig = local_clouds.start(a.scale, a.fixture, issuer=local_clouds.issuer_of(a.example),
+                                         api_host=local_clouds.api_int_of(a.example))
 bin_dir = local_clouds.BIN
 try:
     state = tempfile.mkdtemp()

@@ -26,15 +26,22 @@ def api_int_of(example):
     return None
 
 
-def start(scale, fixture, *extra, issuer=None):
-    """Starts xcsp-sim, its Kubernetes API playing the OpenShift cluster of `fixture` (INFRA:REGION)
-    with CAPZ installed and, if given, `issuer` as its service-account issuer; returns (process,
-    its URL, the kubeconfig it wrote) once its fixture is made."""
+def start(scale, fixture, *extra, issuer=None, api_host=None):
+    """Starts xcsp-sim, its upstream cluster playing the OpenShift cluster of `fixture`
+    (INFRA:REGION) with CAPZ installed and, if given, `issuer` as its service-account issuer and
+    `api_host` as a name of its API server (`XCSP_UPSTREAM_BIN` must name the upstream binaries:
+    scripts/upstream-setup prints it); returns (process, its URL, the kubeconfig it wrote) once its
+    fixture is made."""
+    extra = (*extra, "--upstream")
     if issuer:
         extra = (*extra, "--service-account-issuer", issuer)
+    if api_host:
+        extra = (*extra, "--api-host", api_host)
     kubeconfig = os.path.join(tempfile.mkdtemp(), "kubeconfig")
     sim = subprocess.Popen([f"{BIN}/xcsp-sim", "--latency", "fast", "--time-scale", str(scale), "--no-throttle",
-                            "--fixture", fixture, "--openshift", fixture, "--capz", *extra, "--kubeconfig", kubeconfig],
+                            "--fixture", fixture, "--openshift", fixture, "--capz",
+                            # The examples' overlay_mtu: a cluster whose MTU was migrated to it.
+                            "--cluster-network-mtu", "1300", *extra, "--kubeconfig", kubeconfig],
                            stdout=subprocess.PIPE, text=True)
     url = sim.stdout.readline().split()[3]
     while not sim.stdout.readline().startswith("xcsp-sim fixture"):

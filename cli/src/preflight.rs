@@ -96,6 +96,9 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
             .label(&cluster.span, "the cluster"),
         );
     }
+    if let Some(mtu) = s.cluster_network_mtu {
+        problems.extend(mtu_problem(model, mtu, s.ovn_ipsec).map(|p| with_severity(stop, p)));
+    }
     match &s.capz {
         None => problems.push(with_severity(
             stop,
@@ -155,6 +158,62 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
         }
     }
     problems
+}
+
+/// What an Azure VM's network interface carries: Azure's default MTU for a VM's NIC, 1500 bytes
+/// (Microsoft Learn, "Configure the maximum transmission unit (MTU) for virtual machines in
+/// Azure": 1,500 by default; larger only between VMs of one virtual network, never through a VPN
+/// gateway).
+const AZURE_NIC_MTU: i64 = 1500;
+/// What OpenShift's network operator reserves per packet for OVN-Kubernetes' encapsulation:
+/// Geneve's 100 bytes, 46 more with IPsec (cluster-network-operator `pkg/network/ovn_kubernetes.go`,
+/// `getOVNEncapOverhead`); on AWS the cluster's MTU is the uplink's 9001 less that (8901).
+const GENEVE_OVERHEAD: i64 = 100;
+const IPSEC_OVERHEAD: i64 = 46;
+
+/// The cluster's overlay MTU against the pool's path: the spec's `overlay_mtu` must be the
+/// cluster's (every node runs OVN-Kubernetes at it), and it must fit the Azure NIC and every
+/// IPsec tunnel with the encapsulation's overhead: ovnkube-node refuses to start on a node whose
+/// interface cannot carry the overlay MTU plus the Geneve header (ovn-kubernetes
+/// `go-controller/pkg/node/default_node_network_controller.go` `validateVTEPInterfaceMTU`), so
+/// the Node never turns Ready, and a tunnel drops what exceeds its MTU.
+fn mtu_problem(model: &Model, mtu: i64, ipsec: bool) -> Option<Problem> {
+    let cluster = &model.cluster;
+    let overhead = GENEVE_OVERHEAD + if ipsec { IPSEC_OVERHEAD } else { 0 };
+    let tunnels = model.networks.iter().filter(|n| n.driver.value == xcsp_plans::spec::Driver::Ipsec);
+    let path = tunnels.map(|n| n.tunnel_mtu.value).chain([AZURE_NIC_MTU]).min().unwrap_or(AZURE_NIC_MTU);
+    let fits = path - overhead;
+    let spec = cluster.overlay_mtu.value;
+    if mtu + overhead <= path {
+        if mtu == spec {
+            return None;
+        }
+        return Some(
+            Problem::error(
+                "xcsp::cluster::mtu",
+                format!(
+                    "the cluster's network runs at MTU {mtu} (Network `cluster`, status.clusterNetworkMTU); the spec's overlay_mtu is {spec}"
+                ),
+            )
+            .label(&cluster.overlay_mtu.span, "the spec's value")
+            .with_help(format!("set overlay_mtu = {mtu}: every node of the cluster runs its overlay at it")),
+        );
+    }
+    let encapsulation = if ipsec { "Geneve and IPsec's" } else { "Geneve's" };
+    Some(
+        Problem::error(
+            "xcsp::cluster::mtu",
+            format!(
+                "the cluster's network runs at MTU {mtu} (Network `cluster`, status.clusterNetworkMTU): with {encapsulation} {overhead} bytes that is {} per packet, and the pool's path carries {path} (an Azure VM's NIC 1500, and each IPsec tunnel's tunnel_mtu): OVN-Kubernetes on an Azure node would refuse to start and the Node would never be Ready",
+                mtu + overhead
+            ),
+        )
+        .label(&cluster.overlay_mtu.span, "the pool's overlay MTU")
+        .with_help(format!(
+            "migrate the cluster's MTU to {fits} before adding the pool (OpenShift, \"Changing the MTU for the cluster network\"): `oc patch Network.operator.openshift.io cluster --type=merge --patch '{{\"spec\":{{\"migration\":{{\"mtu\":{{\"network\":{{\"from\":{mtu},\"to\":{fits}}},\"machine\":{{\"to\":{}}}}}}}}}}}'`, wait for the machine config pools to roll out, finish with `oc patch Network.operator.openshift.io cluster --type=merge --patch '{{\"spec\":{{\"migration\":null,\"defaultNetwork\":{{\"ovnKubernetesConfig\":{{\"mtu\":{fits}}}}}}}}}'`, then set overlay_mtu = {fits}",
+            mtu + overhead
+        )),
+    )
 }
 
 /// Plan and apply: reads the cluster when a kubeconfig is in reach (and not `--offline`); says
@@ -243,6 +302,10 @@ fn describe(s: &Survey) -> String {
     if let Some(issuer) = &s.service_account_issuer {
         out += &format!("Token issuer: {issuer} (Authentication cluster)\n");
     }
+    if let Some(mtu) = s.cluster_network_mtu {
+        let ipsec = if s.ovn_ipsec { ", IPsec between nodes" } else { "" };
+        out += &format!("Network MTU:  {mtu} (Network cluster{ipsec})\n");
+    }
     out
 }
 
@@ -274,7 +337,38 @@ mod tests {
             clusters: vec![],
             service_account_issuer: Some("https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com".into()),
             machine_approver: true,
+            cluster_network_mtu: Some(1300),
+            ovn_ipsec: false,
         }
+    }
+
+    #[test]
+    fn an_aws_clusters_mtu_is_refused_with_the_migration_and_a_migrated_one_must_be_the_specs() {
+        let model = il5();
+        let mut s = survey(&["v1beta1"], &["v1beta1"]);
+        s.cluster_network_mtu = Some(8901);
+        let problems = check(&model, &s);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let p = &problems[0];
+        assert_eq!(p.code, "xcsp::cluster::mtu");
+        assert!(p.is_error());
+        assert!(p.message.contains("MTU 8901") && p.message.contains("9001 per packet"), "{}", p.message);
+        // The path: the IL5 example's tunnels (tunnel_mtu 1400) are narrower than the NIC.
+        let help = p.help.clone().unwrap_or_default();
+        assert!(help.contains("\"from\":8901,\"to\":1300") && help.contains("\"machine\":{\"to\":9001}"), "{help}");
+        // With IPsec between nodes the overhead is 146.
+        s.ovn_ipsec = true;
+        s.cluster_network_mtu = Some(1300);
+        let problems = check(&model, &s);
+        assert!(problems[0].message.contains("146 bytes") && problems[0].message.contains("1446"), "{problems:?}");
+        // Migrated, but not to the spec's value: the spec is told the cluster's.
+        s.ovn_ipsec = false;
+        s.cluster_network_mtu = Some(1200);
+        let problems = check(&model, &s);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].message.contains("runs at MTU 1200") && problems[0].message.contains("overlay_mtu is 1300")
+        );
     }
 
     #[test]

@@ -15,4 +15,4 @@ pub mod server;
 pub mod world;
 
 pub use server::{Sim, SimServer, StartError};
-pub use world::{OpenShift, Profile, SimConfig};
+pub use world::{AWS_CLUSTER_NETWORK_MTU, OpenShift, Profile, SimConfig};

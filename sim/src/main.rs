@@ -49,6 +49,10 @@ struct Args {
     /// the public OIDC issuer an STS-mode install sets); without it tokens carry the internal issuer.
     #[arg(long, value_name = "URL", requires = "openshift")]
     service_account_issuer: Option<String>,
+    /// With --openshift: the cluster's overlay MTU (`Network.status.clusterNetworkMTU`); 8901, an
+    /// AWS cluster's as installed, unless given (a cluster whose MTU was migrated).
+    #[arg(long, value_name = "MTU", requires = "openshift", default_value_t = xcsp_sim::AWS_CLUSTER_NETWORK_MTU)]
+    cluster_network_mtu: u32,
     /// Run the world's cluster: upstream kube-apiserver, etcd, kube-controller-manager and Cluster
     /// API's manager (their directory in XCSP_UPSTREAM_BIN, which scripts/upstream-setup prints),
     /// with the sim's stand-ins as its clients.
@@ -101,6 +105,7 @@ fn main() {
             region: region.into(),
             capz: args.capz,
             service_account_issuer: args.service_account_issuer.clone(),
+            cluster_network_mtu: args.cluster_network_mtu,
         });
     }
     let started = if args.upstream {

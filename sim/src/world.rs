@@ -205,6 +205,20 @@ pub struct OpenShift {
     /// carry the internal issuer `https://kubernetes.default.svc`, which Entra cannot reach.
     #[serde(default)]
     pub service_account_issuer: Option<String>,
+    /// `Network.status.clusterNetworkMTU`: the overlay MTU every node runs OVN-Kubernetes at.
+    /// OpenShift's network operator gives an AWS cluster the EC2 uplink's 9001 less Geneve's 100
+    /// ([`AWS_CLUSTER_NETWORK_MTU`]); a cluster whose MTU was migrated has another.
+    #[serde(default = "aws_cluster_network_mtu")]
+    pub cluster_network_mtu: u32,
+}
+
+/// The overlay MTU of an OpenShift cluster on AWS as installed: the uplink's 9001 less Geneve's
+/// 100 bytes (cluster-network-operator `pkg/network/ovn_kubernetes.go` `getOVNEncapOverhead`, the
+/// uplink's MTU read by `pkg/controller/operconfig/mtu_probe.go`).
+pub const AWS_CLUSTER_NETWORK_MTU: u32 = 9001 - 100;
+
+fn aws_cluster_network_mtu() -> u32 {
+    AWS_CLUSTER_NETWORK_MTU
 }
 
 impl Default for SimConfig {

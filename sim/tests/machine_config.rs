@@ -35,6 +35,7 @@ async fn start(openshift: bool) -> (SimServer, kube::Client) {
         region: "us-gov-west-1".into(),
         capz: true,
         service_account_issuer: None,
+        cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
     });
     common::with_cluster(SimConfig { openshift, ..SimConfig::default() }).await
 }

@@ -30,6 +30,7 @@ fn openshift(capz: bool) -> Option<OpenShift> {
         region: "us-gov-west-1".into(),
         capz,
         service_account_issuer: None,
+        cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
     })
 }
 
@@ -67,6 +68,12 @@ async fn an_openshift_cluster_holds_its_infrastructure_and_admits_one_cluster_in
     assert_eq!(status["infrastructureName"], INFRA);
     assert_eq!(status["platformStatus"]["type"], "AWS");
     assert_eq!(status["apiServerInternalURI"], "https://api-int.il5.example.mil:6443");
+    // The network operator's report: an AWS cluster's overlay MTU as installed.
+    let network: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("config.openshift.io", "v1", "Network", "networks"));
+    let network = network.get("cluster").await.expect("Network cluster").data["status"].clone();
+    assert_eq!(network["clusterNetworkMTU"], 8901, "{network}");
+    assert_eq!(network["networkType"], "OVNKubernetes");
 
     // The cluster's own Cluster, pointing at its AWSCluster.
     let own: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &clusters());

@@ -57,6 +57,9 @@ impl Clouds {
             // the seed proposes: OpenShift's admission sees every object xcsp applies.
             .args(["--latency", "fast", "--fixture", "il5-gpu-x7k2p:us-gov-west-1"])
             .args(["--openshift", "il5-gpu-x7k2p:us-gov-west-1", "--capz"])
+            // Its MTU migrated to what the link carries (the example's overlay_mtu): as installed,
+            // 8901, the pool is refused (tests/tests/preflight.rs).
+            .args(["--cluster-network-mtu", "1300"])
             // The STS-mode cluster's public OIDC issuer, the one the IL5 example federates.
             .args(["--service-account-issuer", "https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com", "--kubeconfig"])
             .arg(&kubeconfig)

@@ -35,6 +35,12 @@ impl Cluster {
             .args(["--service-account-issuer", "https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com", "--kubeconfig"])
             .arg(dir.path().join("kubeconfig"))
             .arg("--upstream")
+            // A cluster whose MTU was migrated to the examples' overlay_mtu, unless a test says.
+            .args(if extra.contains(&"--cluster-network-mtu") {
+                &[][..]
+            } else {
+                &["--cluster-network-mtu", "1300"][..]
+            })
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -160,4 +166,31 @@ fn with_capz_installed_a_wrong_audience_or_infrastructure_name_is_refused_naming
         "{stderr}"
     );
     assert!(stdout.contains("Token issuer: https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com"), "{stdout}");
+}
+
+#[test]
+fn an_aws_clusters_mtu_is_refused_at_plan_with_the_numbers_and_the_migration() {
+    // As installed on AWS: the uplink's 9001 less Geneve's 100.
+    let cluster = Cluster::start(&["--capz", "--cluster-network-mtu", "8901"]);
+    let spec = root().join("examples/il5-govcloud");
+    let out = cluster.xcsp(&["preflight"], &spec);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("Network MTU:  8901 (Network cluster)"), "{stdout}");
+    let out = cluster.xcsp(&["plan"], &spec);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(!stdout.contains("will be created"), "nothing is planned: {stdout}");
+    let words = one_line(&stderr);
+    assert!(words.contains("xcsp::cluster::mtu"), "{stderr}");
+    assert!(
+        words.contains("runs at MTU 8901") && words.contains("9001 per packet") && words.contains("carries 1400"),
+        "{stderr}"
+    );
+    // The way out: the cluster's MTU migration to what the tunnel carries less Geneve's 100.
+    assert!(
+        words.contains(r#""network":{"from":8901,"to":1300}"#) && words.contains(r#""machine":{"to":9001}"#),
+        "{stderr}"
+    );
+    assert!(words.contains("set overlay_mtu = 1300"), "{stderr}");
 }

@@ -13,6 +13,10 @@
 //! - `Authentication` `cluster` (openshift/api `config/v1/types_authentication.go`:
 //!   `spec.serviceAccountIssuer`, the issuer of the cluster's service-account tokens; empty means
 //!   the default internal issuer `https://kubernetes.default.svc`).
+//! - `Network` `cluster` (openshift/api `config/v1/types_network.go`: `status.clusterNetworkMTU`,
+//!   the overlay MTU every node's OVN-Kubernetes runs at) and the network operator's `Network`
+//!   `cluster` (`operator/v1/types_network.go`: `spec.defaultNetwork.ovnKubernetesConfig.ipsecConfig.mode`,
+//!   `Full` when pod traffic between nodes is IPsec-encrypted).
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde::Serialize;
@@ -62,6 +66,12 @@ pub struct Survey {
     /// ([`MACHINE_APPROVER_NAMESPACE`]/[`MACHINE_APPROVER_CAPI`]): without it a new node's
     /// certificate signing requests stay Pending.
     pub machine_approver: bool,
+    /// The cluster's overlay MTU (`Network` `cluster` `status.clusterNetworkMTU`), when OpenShift
+    /// says.
+    pub cluster_network_mtu: Option<i64>,
+    /// OVN-Kubernetes encrypts pod traffic between nodes with IPsec (`ipsecConfig.mode: Full`), which
+    /// adds 46 bytes to Geneve's 100 per packet.
+    pub ovn_ipsec: bool,
 }
 
 /// One reason Entra would refuse the token CAPZ presents for a federated credential: the
@@ -224,5 +234,27 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
             if issuer.is_empty() { INTERNAL_ISSUER.to_string() } else { issuer }
         });
     let machine_approver = deployment(MACHINE_APPROVER_NAMESPACE, MACHINE_APPROVER_CAPI).await?.is_some();
-    Ok(Survey { openshift, capi_versions, capz_versions, capz, clusters, service_account_issuer, machine_approver })
+    let network_api: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("config.openshift.io", "v1", "Network", "networks"));
+    let cluster_network_mtu = absent(network_api.get("cluster").await)
+        .map_err(|e| format!("cannot read the Network object: {e}"))?
+        .and_then(|n| n.data["status"]["clusterNetworkMTU"].as_i64());
+    let operator_api: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("operator.openshift.io", "v1", "Network", "networks"));
+    let ovn_ipsec = absent(operator_api.get("cluster").await)
+        .map_err(|e| format!("cannot read the network operator's Network object: {e}"))?
+        .is_some_and(|n| {
+            str_at(&n.data, &["spec", "defaultNetwork", "ovnKubernetesConfig", "ipsecConfig", "mode"]) == "Full"
+        });
+    Ok(Survey {
+        openshift,
+        capi_versions,
+        capz_versions,
+        capz,
+        clusters,
+        service_account_issuer,
+        machine_approver,
+        cluster_network_mtu,
+        ovn_ipsec,
+    })
 }

@@ -525,6 +525,57 @@ pub fn ready_condition(posting: bool, since: &str) -> Value {
     }
 }
 
+/// An Azure VM's network interface MTU: Azure's default, 1,500 bytes (Microsoft Learn, "Configure
+/// the maximum transmission unit (MTU) for virtual machines in Azure").
+pub const AZURE_NIC_MTU: u32 = 1500;
+/// What OVN-Kubernetes adds to the overlay MTU on an IPv4 node's interface (ovn-kubernetes
+/// `go-controller/pkg/types/const.go` `GeneveHeaderLengthIPv4`).
+const GENEVE_HEADER_IPV4: u32 = 58;
+/// The kubelet's Ready condition while no network plugin has written its configuration (kubernetes
+/// `pkg/kubelet/kubelet.go` `updateRuntimeUp`, the runtime's `NetworkReady` false; CRI-O's message).
+const NETWORK_NOT_READY: &str = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: no CNI configuration file in /etc/kubernetes/cni/net.d/. Has your network provider started?";
+
+/// Whether OVN-Kubernetes starts on the node: ovnkube-node refuses to when its interface's MTU
+/// cannot carry the cluster's overlay MTU plus the Geneve header (ovn-kubernetes
+/// `go-controller/pkg/node/default_node_network_controller.go` `validateVTEPInterfaceMTU`,
+/// called from `gateway_init.go`); then no CNI configuration is written and the kubelet reports
+/// the node not ready.
+fn overlay_starts(world: &crate::world::World) -> Result<(), Held> {
+    let Some(o) = world.config().openshift else { return Ok(()) };
+    let required = o.cluster_network_mtu + GENEVE_HEADER_IPV4;
+    if required <= AZURE_NIC_MTU {
+        return Ok(());
+    }
+    Err(held(
+        "network",
+        format!(
+            "ovnkube-node exits: MTU ({AZURE_NIC_MTU}) of network interface eth0 is too small for specified overlay MTU ({required}): the cluster's network runs at {} (Network cluster, status.clusterNetworkMTU), so the kubelet reports its container runtime network not ready",
+            o.cluster_network_mtu
+        ),
+        "ovn-kubernetes go-controller/pkg/node/default_node_network_controller.go validateVTEPInterfaceMTU",
+    ))
+}
+
+/// The kubelet's conditions: `posting` and the network up, Ready; posting without a network,
+/// Ready False with the runtime's reason; not posting, the node lifecycle controller's Unknown.
+fn node_conditions(posting: bool, network: bool, since: &str) -> Vec<Value> {
+    let mut out = kubelet_conditions(posting, since);
+    if posting && !network {
+        out[0] = json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+            "message": NETWORK_NOT_READY, "lastTransitionTime": since, "lastHeartbeatTime": since});
+    }
+    out
+}
+
+/// The status of a Node's `Ready` condition (`True`, `False`, `Unknown`; empty without one).
+pub fn ready_status(node: &Value) -> &str {
+    node["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or_default()
+}
+
 /// What became of a booting machine: where it is held, and its Node once one registered.
 pub struct Progress {
     pub held: Held,
@@ -631,13 +682,16 @@ pub fn advance(
                 node: None,
             };
         }
+        let network = overlay_starts(world);
         if s.value("", "nodes", "", &reg.node_name).is_none() {
             let kind = super::kinds::Kind::served("", "nodes").expect("nodes served");
-            s.insert(kind, node(&reg, &stamp));
+            let mut v = node(&reg, &stamp);
+            v["status"]["conditions"] = json!(node_conditions(true, network.is_ok(), &stamp));
+            s.insert(kind, v);
         }
         s.registered.insert(vm_id.clone(), reg.node_name.clone());
         s.heartbeats.insert(reg.node_name.clone(), now);
-        return joined(s, machine, &reg.node_name);
+        return network_or_joined(s, machine, &reg.node_name, network);
     };
     // A registered Node: its kubelet posts status while the path holds.
     let grace = world.lro_duration(NODE_MONITOR_GRACE_SECS, NODE_MONITOR_GRACE_SECS);
@@ -648,16 +702,28 @@ pub fn advance(
         }
         Err(_) => s.heartbeats.get(&node_name).is_some_and(|last| now.duration_since(*last) < grace),
     };
+    let network = overlay_starts(world);
     let key = super::store::key(super::kinds::Kind::served("", "nodes").expect("nodes served"), "", &node_name);
     if let Some(mut obj) = s.objects.get(&key).cloned() {
-        if node_ready(&obj.value) != posting {
-            obj.value["status"]["conditions"] = json!(kubelet_conditions(posting, &stamp));
+        let wanted = node_conditions(posting, network.is_ok(), &stamp);
+        if ready_status(&obj.value) != wanted[0]["status"].as_str().unwrap_or_default() {
+            obj.value["status"]["conditions"] = json!(wanted);
             s.put(obj);
         }
     }
     match api {
         Err(h) if !posting => Progress { held: h, node: Some(node_name) },
-        _ => joined(s, machine, &node_name),
+        _ => network_or_joined(s, machine, &node_name, network),
+    }
+}
+
+/// A registered Node whose network plugin does not start is held at `network`, once CAPI could
+/// match it; else where [`joined`] says.
+fn network_or_joined(s: &Store, machine: &Value, node_name: &str, network: Result<(), Held>) -> Progress {
+    let progress = joined(s, machine, node_name);
+    match network {
+        Err(h) if progress.held.step == "joined" => Progress { held: h, node: progress.node },
+        _ => progress,
     }
 }
 
@@ -807,6 +873,40 @@ fn joined(s: &Store, machine: &Value, node_name: &str) -> Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_aws_clusters_overlay_mtu_keeps_an_azure_nodes_network_down_and_a_migrated_one_does_not() {
+        let world = |mtu: u32| {
+            crate::world::World::new(crate::world::SimConfig {
+                openshift: Some(crate::world::OpenShift {
+                    infrastructure_name: "infra".into(),
+                    api_internal_url: "https://api-int.example.mil:6443".into(),
+                    region: "us-gov-west-1".into(),
+                    capz: true,
+                    service_account_issuer: None,
+                    cluster_network_mtu: mtu,
+                }),
+                ..Default::default()
+            })
+        };
+        let down = overlay_starts(&world(crate::world::AWS_CLUSTER_NETWORK_MTU)).unwrap_err();
+        assert_eq!(down.step, "network");
+        assert!(
+            down.message.starts_with(
+                "ovnkube-node exits: MTU (1500) of network interface eth0 is too small for specified overlay MTU (8959)"
+            ),
+            "{}",
+            down.message
+        );
+        // 1442 + 58 is the NIC's 1500 exactly; one more byte does not fit.
+        assert!(overlay_starts(&world(1442)).is_ok());
+        assert!(overlay_starts(&world(1443)).is_err());
+        let conditions = node_conditions(true, false, "2026-11-28T00:00:00Z");
+        assert_eq!((&conditions[0]["status"], &conditions[0]["reason"]), (&json!("False"), &json!("KubeletNotReady")));
+        assert_eq!(ready_status(&json!({"status": {"conditions": conditions}})), "False");
+        assert_eq!(node_conditions(true, true, "t")[0]["status"], "True");
+        assert_eq!(node_conditions(false, false, "t")[0]["status"], "Unknown", "not posting: the controller's Unknown");
+    }
 
     fn data(s: &str) -> String {
         use base64::Engine as _;

@@ -336,8 +336,9 @@ impl Bridge {
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             }
-            // A kubelet posts Ready, never Unknown: that is the node lifecycle controller's.
-            "nodes" if !boot::node_ready(&obj.value) => Ok(()),
+            // A kubelet posts Ready True or False, never Unknown: that is the node lifecycle
+            // controller's.
+            "nodes" if boot::ready_status(&obj.value) == "Unknown" => Ok(()),
             _ => api
                 .patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status})))
                 .await

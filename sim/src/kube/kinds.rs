@@ -53,6 +53,8 @@ pub const KINDS: &[Kind] = &[
     kind(APPS, "v1", "Deployment", "deployments"),
     cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "Infrastructure", "infrastructures")),
     cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "Authentication", "authentications")),
+    // No status subresource in its CRD: the status is written with the object.
+    cluster_wide(no_status(kind(OPENSHIFT_CONFIG, "v1", "Network", "networks"))),
     cluster_wide(kind(MACHINECONFIGURATION, "v1", "MachineConfigPool", "machineconfigpools")),
     cluster_wide(no_status(kind(MACHINECONFIGURATION, "v1", "MachineConfig", "machineconfigs"))),
     cluster_wide(kind(CERTIFICATES, "v1", "CertificateSigningRequest", "certificatesigningrequests")),

@@ -73,6 +73,14 @@ pub fn seed(store: &mut Store, o: &OpenShift) {
     for (k, v) in objects {
         store.insert(k, v);
     }
+    // openshift/api `config/v1/types_network.go`: what the network operator reports, the overlay
+    // MTU among it (an installer's default networks, OVN-Kubernetes).
+    let cluster_network = json!([{"cidr": "10.128.0.0/14", "hostPrefix": 23}]);
+    let network = json!({"apiVersion": "config.openshift.io/v1", "kind": "Network", "metadata": {"name": "cluster"},
+        "spec": {"clusterNetwork": cluster_network, "serviceNetwork": ["172.30.0.0/16"], "networkType": "OVNKubernetes"},
+        "status": {"clusterNetwork": cluster_network, "serviceNetwork": ["172.30.0.0/16"], "networkType": "OVNKubernetes",
+            "clusterNetworkMTU": o.cluster_network_mtu}});
+    store.insert(kind("config.openshift.io", "networks"), network);
     // openshift/api `config/v1/types_authentication.go`: `spec.serviceAccountIssuer`, empty for
     // the default internal issuer.
     let auth = json!({"apiVersion": "config.openshift.io/v1", "kind": "Authentication", "metadata": {"name": "cluster"},

@@ -215,6 +215,7 @@ impl Bridge {
             .filter_map(|m| m["metadata"]["name"].as_str().map(String::from))
             .collect();
         capz::reap(&mut arm, &live);
+        s.creating.retain(|m, _| live.contains(m));
         // A kubelet whose VM is gone posts nothing more; its Node stays until someone deletes it
         // (CAPI deletes no Node of a cluster without control-plane Machines:
         // `machine_controller.go` `isDeleteNodeAllowed`).
@@ -244,7 +245,28 @@ impl Bridge {
                 machine["status"]["addresses"] = json!([{"type": "InternalDNS", "address": name}]);
             }
             let mut held = joins::held(&s, &machine, &joins::Azure { store: &arm, config: &config, link: &link });
-            if held.step == "vm" {
+            // ARM refuses a VM it cannot make at once (its PUT answers 400); one it accepts takes a
+            // VM's creation time from when CAPZ could first make it.
+            let mut creatable = held.step == "vm";
+            if creatable && let Err(refused) = capz::plan_vm(&s, &arm, &machine) {
+                held = refused;
+                creatable = false;
+            }
+            let due = creatable.then(|| {
+                *s.creating
+                    .entry(name.to_string())
+                    .or_insert_with(|| world.clock.now() + world.lro_duration(capz::CREATE_SECS.0, capz::CREATE_SECS.1))
+            });
+            if let Some(due) = due.filter(|due| world.clock.now() < *due) {
+                held = joins::Held {
+                    step: "vm",
+                    message: format!(
+                        "CAPZ creates the VM and its NIC ({} s to go)",
+                        due.duration_since(world.clock.now()).as_secs()
+                    ),
+                    source: "sim latency profile (capz::CREATE_SECS)",
+                };
+            } else if creatable {
                 match capz::make_vm(&s, &mut arm, &machine, world.clock.now()) {
                     Ok(pid) => {
                         machine["spec"]["providerID"] = json!(pid);

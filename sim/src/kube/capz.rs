@@ -9,9 +9,13 @@
 //! `azure/services/networkinterfaces/spec.go` (`<vm>-nic`), `azure/services/virtualmachines/spec.go`
 //! and `virtualmachines.go` (`ProviderIDPrefix` + id, `ConvertResourceGroupNameToLower`),
 //! `azure/defaults.go` (`ClusterTagKey`, `sigs.k8s.io_cluster-api-provider-azure_role`). The VM
-//! appears at once, without ARM's creation time; its boot ([`super::boot`]) takes a boot's.
+//! appears once a VM's creation time ([`CREATE_SECS`]) has passed since CAPZ first could make
+//! it; its boot ([`super::boot`]) takes a boot's.
 
 use serde_json::{Value, json};
+
+/// Seconds an Azure VM takes to be created, before the profile's scale.
+pub const CREATE_SECS: (f64, f64) = (240.0, 360.0);
 
 use super::joins::Held;
 use super::store::Store;

@@ -76,7 +76,7 @@ const CAPZ: &str = "infrastructure.cluster.x-k8s.io";
 pub struct Held {
     /// `cluster`, `azure_cluster`, `identity`, `infrastructure`, `bootstrap_data`,
     /// `token_exchange`, `authorization`, `vm`, `dns`, `boot`; past it ([`super::boot`]):
-    /// `api_path`, `ignition`, `kubelet`, `csr`, `booting`, `node_ref`, or `joined`.
+    /// `api_path`, `ignition`, `kubelet`, `csr`, `booting`, `node_ref`, `network`, or `joined`.
     pub step: &'static str,
     /// What the controller logs or reports there.
     pub message: String,
@@ -460,7 +460,10 @@ fn machine_conditions_no_message(
             ("Ready", true, ""),
         ];
     }
-    if matches!(held.step, "dns" | "boot" | "api_path" | "ignition" | "kubelet" | "booting" | "csr" | "node_ref") {
+    if matches!(
+        held.step,
+        "dns" | "boot" | "api_path" | "ignition" | "kubelet" | "booting" | "csr" | "node_ref" | "network"
+    ) {
         // The VM is there: CAPI waits for a Node with the Machine's provider ID.
         return vec![
             ("BootstrapReady", true, ""),

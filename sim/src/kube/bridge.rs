@@ -183,7 +183,11 @@ impl Bridge {
     async fn pass(&self, sim: &Sim) -> Result<(), String> {
         let snapshot = self.snapshot().await?;
         let (after, posting) = self.stand_ins(sim, snapshot.clone());
-        for (k, obj) in &after {
+        // What a stand-in made first, then what it changed: an object that names another (a
+        // pool's status its rendered config) is written after the one it names, as the operators
+        // themselves order their writes.
+        let (made, changed): (Vec<_>, Vec<_>) = after.iter().partition(|(k, _)| !snapshot.contains_key(*k));
+        for (k, obj) in made.into_iter().chain(changed) {
             let before = snapshot.get(k);
             if let Err(e) = self.write(obj, before).await {
                 eprintln!("xcsp-sim: writing {} {}/{}: {e}", obj.kind.kind, k.2, k.3);

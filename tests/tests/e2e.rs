@@ -1712,7 +1712,9 @@ fn machines_whose_nodes_stay_unknown_are_replaced_by_the_health_check() {
     let held = loop {
         let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
         let fresh = held.iter().filter(|m| !before.iter().any(|b| m["name"] == b.as_str())).count();
-        if (fresh == 2 && held.len() == 2) || Instant::now() > deadline {
+        // Each replacement's VM takes a VM's creation time before it boots into DNS.
+        let made = held.iter().all(|m| m["held_at"] != "vm");
+        if (fresh == 2 && held.len() == 2 && made) || Instant::now() > deadline {
             break held;
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -24,7 +24,8 @@ p.add_argument("--events", help="write the apply's --json events here (for `xcsp
 a = p.parse_args()
 
 sim, url, kubeconfig = local_clouds.start(a.scale, a.fixture, issuer=local_clouds.issuer_of(a.example),
-                                         api_host=local_clouds.api_int_of(a.example))
+                                         api_host=local_clouds.api_int_of(a.example),
+                                         authority=local_clouds.authority_of(a.example))
 bin_dir = local_clouds.BIN
 try:
     state = tempfile.mkdtemp()

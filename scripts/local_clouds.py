@@ -26,7 +26,17 @@ def api_int_of(example):
     return None
 
 
-def start(scale, fixture, *extra, issuer=None, api_host=None):
+def authority_of(example):
+    """The Entra authority CAPZ must ask for an example's tenant: Azure Government's for a spec
+    with `cloud = "usgovernment"` (set on CAPZ by the cluster's owner; preflight refuses the pool
+    otherwise), else "" (CAPZ's default, the public cloud's, is right)."""
+    for path in sorted(glob.glob(os.path.join(example, "*.hcl"))):
+        if re.search(r'cloud\s*=\s*"usgovernment"', open(path).read()):
+            return "https://login.microsoftonline.us/"
+    return ""
+
+
+def start(scale, fixture, *extra, issuer=None, api_host=None, authority=None):
     """Starts xcsp-sim, its upstream cluster playing the OpenShift cluster of `fixture`
     (INFRA:REGION) with CAPZ installed and, if given, `issuer` as its service-account issuer and
     `api_host` as a name of its API server (`XCSP_UPSTREAM_BIN` must name the upstream binaries:
@@ -37,6 +47,8 @@ def start(scale, fixture, *extra, issuer=None, api_host=None):
         extra = (*extra, "--service-account-issuer", issuer)
     if api_host:
         extra = (*extra, "--api-host", api_host)
+    if authority:
+        extra = (*extra, "--capz-authority-host", authority)
     kubeconfig = os.path.join(tempfile.mkdtemp(), "kubeconfig")
     sim = subprocess.Popen([f"{BIN}/xcsp-sim", "--latency", "fast", "--time-scale", str(scale), "--no-throttle",
                             "--fixture", fixture, "--openshift", fixture, "--capz",

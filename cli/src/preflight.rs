@@ -127,6 +127,9 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
                     .with_help("approve each new node's requests with `oc adm certificate approve`, or run a cluster with the machine approver for Cluster API"),
                 );
             }
+            if let Some(p) = authority_problem(model, capz) {
+                problems.push(with_severity(stop, p));
+            }
             for id in &model.identities {
                 let audiences = [id.audience.value.clone()];
                 for r in s.exchange_refusals(&id.issuer.value, &id.subject(), &audiences) {
@@ -158,6 +161,59 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
         }
     }
     problems
+}
+
+/// The public cloud's Entra authority, where the Azure SDK for Go asks when nothing says otherwise.
+const PUBLIC_AUTHORITY: &str = "https://login.microsoftonline.com";
+
+/// The Entra authority the spec's Azure cloud answers at (Microsoft Learn, "Azure Government
+/// developer guide": `login.microsoftonline.us`; a custom cloud's `endpoints.authority`).
+fn spec_authority(model: &Model) -> String {
+    use xcsp_plans::spec::AzureCloud;
+    let host = match model.azure.cloud.value {
+        AzureCloud::Public => PUBLIC_AUTHORITY.to_string(),
+        AzureCloud::UsGovernment => "https://login.microsoftonline.us".to_string(),
+        AzureCloud::Custom => model.azure.endpoints.as_ref().map(|e| e.authority.value.clone()).unwrap_or_default(),
+    };
+    host.trim_end_matches('/').to_string()
+}
+
+/// Where OpenShift's CAPZ asks Entra for the pool's tokens against where the spec's tenant lives.
+/// CAPZ builds its workload-identity credential without the cloud's authority
+/// (cluster-api-provider-azure v1.26.0 `azure/scope/identity.go`, the `WorkloadIdentity` case; the
+/// service-principal case sets it), so the Azure SDK for Go takes `AZURE_AUTHORITY_HOST` from its
+/// environment, else the public cloud's (azidentity `setAuthorityHost`), and OpenShift's CAPZ
+/// Deployment sets none (openshift/cluster-api-provider-azure
+/// `openshift/capi-operator-manifests/default/manifests.yaml`). A tenant of another cloud is not
+/// found there (Entra `AADSTS90002`), so no token, no VM.
+fn authority_problem(model: &Model, capz: &xcsp_kube::survey::Capz) -> Option<Problem> {
+    if model.identities.is_empty() {
+        return None;
+    }
+    let wanted = spec_authority(model);
+    let asks = capz.authority_host.as_deref().unwrap_or(PUBLIC_AUTHORITY).trim_end_matches('/').to_string();
+    if asks == wanted {
+        return None;
+    }
+    let why = match &capz.authority_host {
+        Some(v) => format!("its manager's AZURE_AUTHORITY_HOST is `{v}`"),
+        None => "its Deployment sets no AZURE_AUTHORITY_HOST, so the Azure SDK takes the public cloud's".to_string(),
+    };
+    let cloud = model.azure.cloud.value.as_str();
+    Some(
+        Problem::error(
+            "xcsp::identity::authority",
+            format!(
+                "OpenShift's CAPZ asks Entra at `{asks}` for the pool's tokens ({why}; CAPZ builds its workload-identity credential without the cloud's authority), and the spec's tenant is in the `{cloud}` cloud, whose authority is `{wanted}`: Entra would not find the tenant there, so CAPZ would get no token and make no VM"
+            ),
+        )
+        .label(&model.azure.cloud.span, "the spec's Azure cloud")
+        .with_help(format!(
+            "the cluster's owner sets it on CAPZ's manager container: `oc -n {ns} set env deployment/{dep} -c manager AZURE_AUTHORITY_HOST={wanted}/` (OpenShift's cluster-capi-operator owns that Deployment and may put it back on an upgrade: check it after each)",
+            ns = capz.namespace,
+            dep = capz.deployment
+        )),
+    )
 }
 
 /// What an Azure VM's network interface carries: Azure's default MTU for a VM's NIC, 1500 bytes
@@ -281,14 +337,21 @@ fn describe(s: &Survey) -> String {
     out += &format!("Cluster API:  cluster.x-k8s.io {}\n", versions(&s.capi_versions));
     out += &format!("CAPZ API:     infrastructure.cluster.x-k8s.io {}\n", versions(&s.capz_versions));
     out += &match &s.capz {
-        Some(c) => format!(
-            "CAPZ:         Deployment {}/{} as system:serviceaccount:{}:{}, token audience {}\n",
-            c.namespace,
-            c.deployment,
-            c.namespace,
-            c.service_account,
-            c.audiences.join(", ")
-        ),
+        Some(c) => {
+            format!(
+                "CAPZ:         Deployment {}/{} as system:serviceaccount:{}:{}, token audience {}\n",
+                c.namespace,
+                c.deployment,
+                c.namespace,
+                c.service_account,
+                c.audiences.join(", ")
+            ) + &format!(
+                "Entra:        CAPZ asks {}\n",
+                c.authority_host
+                    .as_deref()
+                    .unwrap_or("https://login.microsoftonline.com (the SDK's default: no AZURE_AUTHORITY_HOST)")
+            )
+        }
         None => format!("CAPZ:         not running (no Deployment {OPENSHIFT_CAPI_NAMESPACE}/{CAPZ_DEPLOYMENT})\n"),
     };
     out += if s.machine_approver {
@@ -333,6 +396,7 @@ mod tests {
                 deployment: CAPZ_DEPLOYMENT.into(),
                 service_account: "capz-manager".into(),
                 audiences: vec!["api://AzureADTokenExchange".into()],
+                authority_host: Some("https://login.microsoftonline.us/".into()),
             }),
             clusters: vec![],
             service_account_issuer: Some("https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com".into()),
@@ -340,6 +404,27 @@ mod tests {
             cluster_network_mtu: Some(1300),
             ovn_ipsec: false,
         }
+    }
+
+    #[test]
+    fn a_government_tenant_behind_capzs_public_authority_is_refused_with_the_change_to_make() {
+        let model = il5();
+        let mut s = survey(&["v1beta1"], &["v1beta1"]);
+        assert!(check(&model, &s).is_empty(), "{:?}", check(&model, &s));
+        s.capz.as_mut().unwrap().authority_host = None;
+        let problems = check(&model, &s);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let p = &problems[0];
+        assert_eq!(p.code, "xcsp::identity::authority");
+        assert!(p.is_error());
+        assert!(
+            p.message.contains("`https://login.microsoftonline.com`")
+                && p.message.contains("`https://login.microsoftonline.us`"),
+            "{}",
+            p.message
+        );
+        let help = p.help.clone().unwrap_or_default();
+        assert!(help.contains("set env deployment/capz-controller-manager -c manager AZURE_AUTHORITY_HOST=https://login.microsoftonline.us/"), "{help}");
     }
 
     #[test]

@@ -53,6 +53,10 @@ struct Args {
     /// AWS cluster's as installed, unless given (a cluster whose MTU was migrated).
     #[arg(long, value_name = "MTU", requires = "openshift", default_value_t = xcsp_sim::AWS_CLUSTER_NETWORK_MTU)]
     cluster_network_mtu: u32,
+    /// With --capz: AZURE_AUTHORITY_HOST on CAPZ's manager container, as a cluster's owner would
+    /// set it for an Azure Government tenant (OpenShift's manifests set none).
+    #[arg(long, value_name = "URL", requires = "capz")]
+    capz_authority_host: Option<String>,
     /// Run the world's cluster: upstream kube-apiserver, etcd, kube-controller-manager and Cluster
     /// API's manager (their directory in XCSP_UPSTREAM_BIN, which scripts/upstream-setup prints),
     /// with the sim's stand-ins as its clients.
@@ -106,6 +110,7 @@ fn main() {
             capz: args.capz,
             service_account_issuer: args.service_account_issuer.clone(),
             cluster_network_mtu: args.cluster_network_mtu,
+            capz_authority_host: args.capz_authority_host.clone(),
         });
     }
     let started = if args.upstream {

@@ -210,6 +210,10 @@ pub struct OpenShift {
     /// ([`AWS_CLUSTER_NETWORK_MTU`]); a cluster whose MTU was migrated has another.
     #[serde(default = "aws_cluster_network_mtu")]
     pub cluster_network_mtu: u32,
+    /// `AZURE_AUTHORITY_HOST` on CAPZ's manager container, as a cluster's owner would set it
+    /// (OpenShift's manifests set none).
+    #[serde(default)]
+    pub capz_authority_host: Option<String>,
 }
 
 /// The overlay MTU of an OpenShift cluster on AWS as installed: the uplink's 9001 less Geneve's

@@ -36,6 +36,7 @@ async fn start(openshift: bool) -> (SimServer, kube::Client) {
         capz: true,
         service_account_issuer: None,
         cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
+        capz_authority_host: None,
     });
     common::with_cluster(SimConfig { openshift, ..SimConfig::default() }).await
 }

@@ -31,6 +31,7 @@ fn openshift(capz: bool) -> Option<OpenShift> {
         capz,
         service_account_issuer: None,
         cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
+        capz_authority_host: None,
     })
 }
 

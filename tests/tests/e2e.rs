@@ -60,6 +60,9 @@ impl Clouds {
             // Its MTU migrated to what the link carries (the example's overlay_mtu): as installed,
             // 8901, the pool is refused (tests/tests/preflight.rs).
             .args(["--cluster-network-mtu", "1300"])
+            // The IL5 tenant is Azure Government's: its owner pointed CAPZ at that authority (as
+            // installed, CAPZ asks the public one and the pool is refused, tests/tests/preflight.rs).
+            .args(["--capz-authority-host", "https://login.microsoftonline.us/"])
             // The STS-mode cluster's public OIDC issuer, the one the IL5 example federates.
             .args(["--service-account-issuer", "https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com", "--kubeconfig"])
             .arg(&kubeconfig)

@@ -41,6 +41,12 @@ impl Cluster {
             } else {
                 &["--cluster-network-mtu", "1300"][..]
             })
+            // CAPZ pointed at Azure Government's authority by the cluster's owner, unless a test says.
+            .args(if !extra.contains(&"--capz") || extra.contains(&"--capz-authority-host") {
+                &[][..]
+            } else {
+                &["--capz-authority-host", "https://login.microsoftonline.us/"][..]
+            })
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -193,4 +199,31 @@ fn an_aws_clusters_mtu_is_refused_at_plan_with_the_numbers_and_the_migration() {
         "{stderr}"
     );
     assert!(words.contains("set overlay_mtu = 1300"), "{stderr}");
+}
+
+#[test]
+fn capz_asking_the_public_authority_for_a_government_tenant_is_refused_with_the_change_to_make() {
+    // As OpenShift installs CAPZ: no AZURE_AUTHORITY_HOST (an empty value is none), so the Azure
+    // SDK asks the public cloud.
+    let cluster = Cluster::start(&["--capz", "--capz-authority-host", ""]);
+    let spec = root().join("examples/il5-govcloud");
+    let out = cluster.xcsp(&["preflight"], &spec);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("Entra:        CAPZ asks https://login.microsoftonline.com (the SDK's default"),
+        "{stdout}"
+    );
+    let out = cluster.xcsp(&["plan"], &spec);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let words = one_line(&stderr);
+    assert!(words.contains("xcsp::identity::authority"), "{stderr}");
+    // (miette wraps the long help line; the words without spaces hold the command whole)
+    let joined: String = words.split_whitespace().collect();
+    assert!(joined.contains("-cmanagerAZURE_AUTHORITY_HOST=https://login.microsoftonline.us/"), "{stderr}");
+    // The public example's tenant is the public cloud's: CAPZ's default is right for it.
+    let out = cluster.xcsp(&["preflight"], &root().join("examples/public"));
+    let (stdout, stderr) = text(&out);
+    assert!(!stderr.contains("xcsp::identity::authority"), "{stdout}{stderr}");
 }

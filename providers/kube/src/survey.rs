@@ -45,6 +45,9 @@ pub struct Capz {
     pub service_account: String,
     /// The audiences of the projected service-account tokens mounted in its pod.
     pub audiences: Vec<String>,
+    /// `AZURE_AUTHORITY_HOST` in its manager container's environment: where its workload-identity
+    /// credential asks Entra for tokens (`None`: the public cloud's authority).
+    pub authority_host: Option<String>,
 }
 
 /// What one read of the cluster found.
@@ -171,11 +174,24 @@ fn capz_of(d: &DynamicObject) -> Capz {
         .flat_map(|v| v["projected"]["sources"].as_array().cloned().unwrap_or_default())
         .filter_map(|s| s["serviceAccountToken"]["audience"].as_str().map(String::from))
         .collect();
+    // CAPZ v1.26.0 builds its workload-identity credential without the cloud's authority
+    // (`azure/scope/identity.go`, the `WorkloadIdentity` case); the Azure SDK for Go then takes
+    // `AZURE_AUTHORITY_HOST`, else the public cloud's (azidentity `setAuthorityHost`).
+    let authority_host = pod["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["name"] == "manager")
+        .flat_map(|c| c["env"].as_array().cloned().unwrap_or_default())
+        .find(|e| e["name"] == "AZURE_AUTHORITY_HOST")
+        .and_then(|e| e["value"].as_str().map(String::from))
+        .filter(|v| !v.is_empty());
     Capz {
         namespace: d.metadata.namespace.clone().unwrap_or_default(),
         deployment: d.metadata.name.clone().unwrap_or_default(),
         service_account: pod["serviceAccountName"].as_str().unwrap_or("default").to_string(),
         audiences,
+        authority_host,
     }
 }
 

@@ -78,6 +78,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         capz: true,
         service_account_issuer: None,
         cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
+        capz_authority_host: None,
     });
     let _ = rustls::crypto::ring::default_provider().install_default();
     let sim = tokio::task::spawn_blocking(move || {

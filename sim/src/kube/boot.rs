@@ -885,6 +885,7 @@ mod tests {
                     capz: true,
                     service_account_issuer: None,
                     cluster_network_mtu: mtu,
+                    capz_authority_host: None,
                 }),
                 ..Default::default()
             })

@@ -92,6 +92,14 @@ pub fn seed(store: &mut Store, o: &OpenShift) {
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": "capz-manager", "namespace": CAPI_NAMESPACE}});
     store.insert(kind("", "serviceaccounts"), sa);
+    // What the cluster's owner set in CAPZ's environment, if anything (OpenShift's manifests set
+    // no AZURE_AUTHORITY_HOST).
+    let env: Vec<Value> = o
+        .capz_authority_host
+        .iter()
+        .filter(|v| !v.is_empty())
+        .map(|v| json!({"name": "AZURE_AUTHORITY_HOST", "value": v}))
+        .collect();
     let token = json!({"serviceAccountToken": {
         "audience": "api://AzureADTokenExchange", "expirationSeconds": 3600, "path": "azure-identity-token"}});
     let deployment = json!({
@@ -104,7 +112,7 @@ pub fn seed(store: &mut Store, o: &OpenShift) {
                 "metadata": {"labels": {"cluster.x-k8s.io/provider": "infrastructure-azure", "azure.workload.identity/use": "true"}},
                 "spec": {
                     "serviceAccountName": "capz-manager",
-                    "containers": [{"name": "manager",
+                    "containers": [{"name": "manager", "env": env,
                         // The API server requires an image; the release payload names it.
                         "image": "quay.io/openshift/origin-azure-cluster-api-controllers:4.22",
                         "volumeMounts": [

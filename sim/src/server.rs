@@ -462,6 +462,14 @@ impl SimServer {
         Ok(server)
     }
 
+    /// [`SimServer::start_with_cluster`] with the default cluster config, from async code: the
+    /// blocking start runs on the runtime's blocking pool instead of holding its worker.
+    pub async fn start_with_cluster_async(config: SimConfig) -> Result<SimServer, StartError> {
+        tokio::task::spawn_blocking(move || SimServer::start_with_cluster(config, 0, Default::default()))
+            .await
+            .unwrap_or_else(|e| Err(StartError::Cluster(format!("the start's task failed: {e}"))))
+    }
+
     /// The world's cluster, when the sim runs one.
     pub fn cluster(&self) -> Option<&crate::cluster::UpstreamCluster> {
         self.cluster.as_ref().map(|c| c.cluster.as_ref())

@@ -106,6 +106,17 @@ async fn create_identity(client: &kube::Client) {
     .await;
 }
 
+/// Makes AzureMachineTemplate `t`, a GPU size.
+async fn create_template(client: &kube::Client) {
+    create(
+        &api(client, "infrastructure.cluster.x-k8s.io", "AzureMachineTemplate", "azuremachinetemplates"),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate",
+            "metadata": {"name": "t", "namespace": NS},
+            "spec": {"template": {"spec": {"vmSize": "Standard_ND96asr_v4", "osDisk": {"osType": "Linux", "diskSizeGB": 128}}}}}),
+    )
+    .await;
+}
+
 /// MachineSet `gpu` of cluster `c`, one replica, its template `template`, bootstrap data `boot`.
 fn machine_set(template: &str, annotations: Value) -> Value {
     json!({
@@ -132,13 +143,7 @@ async fn a_machine_is_held_at_the_first_step_capz_cannot_pass_and_capi_says_what
     // (`machineset_controller.go`: `GetClusterByName`) from a template that exists
     // (`reconcileExternalTemplateReference`).
     create(&api(&client, "cluster.x-k8s.io", "Cluster", "clusters"), cluster()).await;
-    create(
-        &api(&client, "infrastructure.cluster.x-k8s.io", "AzureMachineTemplate", "azuremachinetemplates"),
-        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate",
-            "metadata": {"name": "t", "namespace": NS},
-            "spec": {"template": {"spec": {"vmSize": "Standard_ND96asr_v4", "osDisk": {"osType": "Linux", "diskSizeGB": 128}}}}}),
-    )
-    .await;
+    create_template(&client).await;
     create(&api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets"), machine_set("t", json!({}))).await;
     let m = machine(&base).await;
     assert_eq!(m["machine_set"], "gpu");
@@ -375,13 +380,7 @@ async fn a_health_check_remediates_nothing_while_more_machines_are_unhealthy_tha
     let azure_clusters = api(&client, "infrastructure.cluster.x-k8s.io", "AzureCluster", "azureclusters");
     create(&azure_clusters, azure_cluster()).await;
     azure_clusters.patch_status("c-azure", &by, &Patch::Merge(json!({"status": {"ready": true}}))).await.unwrap();
-    create(
-        &api(&client, "infrastructure.cluster.x-k8s.io", "AzureMachineTemplate", "azuremachinetemplates"),
-        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate",
-            "metadata": {"name": "t", "namespace": NS},
-            "spec": {"template": {"spec": {"vmSize": "Standard_ND96asr_v4", "osDisk": {"osType": "Linux", "diskSizeGB": 128}}}}}),
-    )
-    .await;
+    create_template(&client).await;
     let mut two = machine_set("t", json!({}));
     two["spec"]["replicas"] = json!(2);
     create(&api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets"), two).await;

@@ -80,13 +80,9 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
         capz_authority_host: None,
     });
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let sim = tokio::task::spawn_blocking(move || {
-        SimServer::start_with_cluster(config, 0, Default::default())
-            .unwrap_or_else(|e| panic!("the sim and its cluster start: {e}"))
-    })
-    .await
-    .unwrap();
+    let sim = SimServer::start_with_cluster_async(config)
+        .await
+        .unwrap_or_else(|e| panic!("the sim and its cluster start: {e}"));
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, sim.kubeconfig().unwrap()).unwrap();

@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
+use kube::Resource as _;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value as Json, json};
 use xcsp_core::{Address, ProviderKind, Value};
@@ -39,13 +40,9 @@ fn problems(object: &Json) -> Vec<String> {
     w.runtime.block_on(async {
         let api_version = object["apiVersion"].as_str().unwrap();
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let kind = object["kind"].as_str().unwrap();
-        // The plurals of the kinds checked here (`AzureClusterIdentity` -> `azureclusteridentities`).
-        let lower = kind.to_lowercase();
-        let plural = match lower.strip_suffix('y') {
-            Some(stem) => format!("{stem}ies"),
-            None => format!("{lower}s"),
-        };
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap());
+        let (resource, _) =
+            kube::discovery::pinned_kind(&w.client, &gvk).await.expect("the API server serves the kind");
         let ns = object["metadata"]["namespace"].as_str().unwrap_or_default();
         if !ns.is_empty() {
             let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(w.client.clone());
@@ -53,8 +50,7 @@ fn problems(object: &Json) -> Vec<String> {
                 serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
             let _ = namespaces.create(&PostParams::default(), &made).await;
         }
-        let base = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
-        let path = if ns.is_empty() { format!("{base}/{plural}") } else { format!("{base}/namespaces/{ns}/{plural}") };
+        let path = DynamicObject::url_path(&resource, (!ns.is_empty()).then_some(ns));
         let request = http::Request::post(format!("{path}?dryRun=All&fieldValidation=Strict"))
             .header("content-type", "application/json")
             .body(serde_json::to_vec(object).unwrap())

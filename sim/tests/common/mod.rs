@@ -57,13 +57,9 @@ pub struct Harness {
 /// `scripts/test` sets) and a client of its API server as its admin. Fails, never skips, when the
 /// cluster cannot start.
 pub async fn with_cluster(config: SimConfig) -> (SimServer, kube::Client) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = tokio::task::spawn_blocking(move || {
-        SimServer::start_with_cluster(config, 0, Default::default())
-            .unwrap_or_else(|e| panic!("the sim and its cluster start: {e}"))
-    })
-    .await
-    .unwrap();
+    let server = SimServer::start_with_cluster_async(config)
+        .await
+        .unwrap_or_else(|e| panic!("the sim and its cluster start: {e}"));
     let client = server.client().await.expect("a client of the cluster");
     (server, client)
 }

@@ -1,9 +1,10 @@
 //! The cluster side of the world run by upstream programs, not by code of ours: etcd,
-//! kube-apiserver, kube-controller-manager (Kubernetes 1.35) and Cluster API's manager (1.13),
+//! kube-apiserver, kube-controller-manager, kube-scheduler (Kubernetes 1.35) and Cluster API's
+//! manager (1.13),
 //! built from the Go module proxy by `scripts/upstream-setup` (pins in `upstream/*/go.mod`).
 //!
 //! [`UpstreamCluster::start`] makes a PKI (a CA, the API server's serving certificate, client
-//! certificates for the controller manager and CAPI, a service-account signing key), starts each
+//! certificates for the controller manager, the scheduler and CAPI, a service-account signing key), starts each
 //! program on loopback with the flags a cluster runs them with (see ARCHITECTURE.md, "The local
 //! cluster"), then installs from the module cache, never from copies kept here: Cluster API's and
 //! CAPZ's CRDs (CAPI's with `conversion: Webhook` pointing at its manager, CAPZ's with the
@@ -267,7 +268,7 @@ impl UpstreamCluster {
         Ok(())
     }
 
-    /// Starts etcd, kube-apiserver, kube-controller-manager and CAPI's manager, and installs the
+    /// Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and CAPI's manager, and installs the
     /// CRDs, webhooks and RBAC described in the module documentation. Must be called from a
     /// thread that outlives the cluster (the programs die with it), not a blocking-pool thread.
     pub async fn start(config: ClusterConfig) -> Result<UpstreamCluster, ClusterError> {
@@ -275,7 +276,7 @@ impl UpstreamCluster {
             Some(b) => b,
             None => UpstreamCluster::bin_dir()?,
         };
-        for name in ["etcd", "kube-apiserver", "kube-controller-manager", "capi-manager"] {
+        for name in ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "capi-manager"] {
             if !bin.join(name).exists() {
                 return Err(ClusterError::Missing(bin.join(name)));
             }
@@ -403,11 +404,33 @@ impl UpstreamCluster {
                 format!("--root-ca-file={}", ca.display()),
                 format!("--cluster-signing-cert-file={}", ca.display()),
                 format!("--cluster-signing-key-file={}", ca_key.display()),
-                // No pods run in this world (no scheduler, no kubelet): the Deployments that stand
+                // No pods run in this world (no kubelet runs them): the Deployments that stand
                 // for OpenShift's operators keep the status their seed gives them.
                 "--controllers=*,-deployment-controller,-replicaset-controller".into(),
                 format!("--node-monitor-grace-period={}s", t.node_monitor_grace.as_secs().max(1)),
                 format!("--node-monitor-period={}s", t.node_monitor_period.as_secs().max(1)),
+                "--profiling=false".into(),
+            ],
+        )?;
+
+        // kube-scheduler as a cluster runs it, as the user its bootstrap ClusterRoles are bound to
+        // (`system:kube-scheduler`, `system:volume-scheduler`): it binds the Pods a test makes,
+        // and says why one does not fit (the Pod's `PodScheduled` condition); no kubelet runs them.
+        let sched_cert = pki.client("system:kube-scheduler", None)?;
+        let sched_kubeconfig = write(
+            "scheduler.kubeconfig",
+            &kubeconfig(&cluster.url, &cluster.ca_pem, Auth::Cert(&sched_cert.cert, &sched_cert.key)),
+        )?;
+        cluster.spawn(
+            "kube-scheduler",
+            &bin,
+            &[
+                format!("--kubeconfig={}", sched_kubeconfig.display()),
+                format!("--authentication-kubeconfig={}", sched_kubeconfig.display()),
+                format!("--authorization-kubeconfig={}", sched_kubeconfig.display()),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", free_port()?),
+                "--leader-elect=false".into(),
                 "--profiling=false".into(),
             ],
         )?;
@@ -755,7 +778,7 @@ async fn versions(
     if let Ok(v) = admin.apiserver_version().await {
         out.insert("kube-apiserver", v.git_version);
     }
-    for name in ["etcd", "kube-controller-manager"] {
+    for name in ["etcd", "kube-controller-manager", "kube-scheduler"] {
         if let Ok(o) = Command::new(bin.join(name)).arg("--version").output() {
             let text = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
             out.insert(name, text.lines().next().unwrap_or_default().trim().to_string());

@@ -1,11 +1,12 @@
-//! The local cluster run by upstream programs (`xcsp_sim::cluster`): etcd, kube-apiserver and
-//! kube-controller-manager of Kubernetes 1.35 and Cluster API 1.13's manager, built by
+//! The local cluster run by upstream programs (`xcsp_sim::cluster`): etcd, kube-apiserver,
+//! kube-controller-manager and kube-scheduler of Kubernetes 1.35 and Cluster API 1.13's manager, built by
 //! `scripts/upstream-setup` (its directory in `XCSP_UPSTREAM_BIN`; `scripts/test` sets it). Each
 //! check goes through the real Kubernetes client and is decided by the upstream program, not by
 //! code of this project: the version the server reports, CAPI's MachineSet controller making
 //! Machines (their managed fields name CAPI's manager), CRD conversion through CAPI's webhook,
 //! CAPI's admission scoped to `openshift-cluster-api` as on OpenShift, garbage collection, CSR
-//! signing, and the node lifecycle controller turning a Node whose Lease stops `Unknown`.
+//! signing, the node lifecycle controller turning a Node whose Lease stops `Unknown`, and the
+//! scheduler refusing a Node that carries the cloud provider's uninitialized taint.
 //!
 //! Fails, never skips, when the binaries are not built.
 
@@ -274,5 +275,74 @@ async fn upstream_programs_are_the_cluster() {
     })
     .await;
 
+    scheduling(&client).await;
     cluster.check_running().expect("every upstream program still runs");
+}
+
+/// kube-scheduler: a Pod that tolerates only the pool's `nvidia.com/gpu` taint stays Pending on a
+/// Node as the world's kubelet registers it with `--cloud-provider=external` (the uninitialized
+/// taint, which no cloud controller lifts from an `azure://` Node), with the scheduler's reason;
+/// once the taint is lifted it is bound there, the Node's capacity (from the VM's size) fitting it.
+async fn scheduling(client: &kube::Client) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let reg = xcsp_sim::kube::boot::Registration {
+        node_name: "gpu-1".into(),
+        provider_id: "azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/gpu-1"
+            .into(),
+        labels: serde_json::from_value(json!({"pool": "gpu"})).unwrap(),
+    };
+    let stamp = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let mut node = xcsp_sim::kube::boot::node(&reg, "Standard_ND96asr_v4", &stamp);
+    node["spec"]["taints"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}));
+    assert_eq!(node["status"]["allocatable"]["cpu"], "95500m", "{node:#}");
+    nodes.create(&PostParams::default(), &serde_json::from_value(node).unwrap()).await.unwrap();
+    // Its kubelet renews its Lease all along, so the node lifecycle controller keeps it Ready.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let kubelet = tokio::spawn(async move {
+        loop {
+            let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "gpu-1"},
+                "spec": {"holderIdentity": "gpu-1", "leaseDurationSeconds": 40,
+                         "renewTime": k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}});
+            let _ = leases.patch("gpu-1", &PatchParams::apply("kubelet").force(), &Patch::Apply(&lease)).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "cuda"},
+        "spec": {"nodeSelector": {"pool": "gpu"},
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                 "containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubi9",
+                                 "resources": {"requests": {"cpu": "8", "memory": "64Gi"}}}]}}))
+    .unwrap();
+    // The service-account admission plugin wants the namespace's `default` account, which
+    // kube-controller-manager makes shortly after the namespace.
+    wait_for("the Pod admitted", 60, async || pods.create(&PostParams::default(), &pod).await.ok()).await;
+    let why = wait_for("the scheduler's reason", 60, async || {
+        let p = pods.get("cuda").await.ok()?;
+        let c = p.status?.conditions?.into_iter().find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+        c.message
+    })
+    .await;
+    // Kubernetes 1.35's TaintToleration plugin counts the Nodes, without naming the taint
+    // ("node(s) had untolerated taint(s)"); the lifting below shows which one it was.
+    assert!(why.contains("untolerated taint"), "{why}");
+    nodes
+        .patch(
+            "gpu-1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let bound =
+        wait_for("the Pod bound once the taint is lifted", 60, async || pods.get("cuda").await.ok()?.spec?.node_name)
+            .await;
+    assert_eq!(bound, "gpu-1");
+    kubelet.abort();
 }

@@ -10,6 +10,7 @@ pub mod lro;
 pub mod path;
 pub mod resources;
 pub mod rules;
+pub mod skus;
 pub mod spec;
 pub mod store;
 pub mod tags;

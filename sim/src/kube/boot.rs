@@ -458,18 +458,48 @@ fn run(root: &Path, script: &str) -> Result<(), String> {
     }
 }
 
+/// What OpenShift's worker kubelet keeps back from the machine for the system
+/// (machine-config-operator `templates/worker/01-worker-kubelet/_base/files/kubelet.yaml`,
+/// `systemReserved`: cpu 500m, memory 1Gi, ephemeral-storage 1Gi) and the pods it runs at most
+/// (`maxPods: 250`).
+const SYSTEM_RESERVED: (u64, u64) = (500, 1 << 30);
+const MAX_PODS: u32 = 250;
+
+/// The kubelet's `capacity` and `allocatable` on a VM of `size` (kubernetes
+/// `pkg/kubelet/nodestatus/setters.go` `MachineInfo`: cpu and memory from the machine, pods from
+/// `maxPods`, allocatable = capacity - reserved). GPUs are not among them: the NVIDIA device plugin
+/// advertises `nvidia.com/gpu` once the GPU Operator runs on the Node, which is not the world's.
+/// A size the world does not know ([`crate::arm::skus`]) reports none, and nothing schedules on it.
+fn machine_info(size: &str) -> Option<(Value, Value)> {
+    let s = crate::arm::skus::find(size)?;
+    let memory = u64::from(s.memory_gib) << 30;
+    let capacity = json!({
+        "cpu": s.vcpus.to_string(),
+        "memory": format!("{}Ki", memory >> 10),
+        "pods": MAX_PODS.to_string(),
+    });
+    let allocatable = json!({
+        "cpu": format!("{}m", u64::from(s.vcpus) * 1000 - SYSTEM_RESERVED.0),
+        "memory": format!("{}Ki", (memory - SYSTEM_RESERVED.1) >> 10),
+        "pods": MAX_PODS.to_string(),
+    });
+    Some((capacity, allocatable))
+}
+
 /// The Node a kubelet registers (kubernetes/kubernetes `pkg/kubelet/kubelet_node_status.go`
-/// `initialNode`): its labels, its provider ID, and the taint `--cloud-provider=external` puts on
-/// it until a cloud controller manager initializes it (`node.cloudprovider.kubernetes.io/uninitialized`;
-/// on an AWS cluster, AWS's, which does not know an `azure://` provider ID).
-pub fn node(reg: &Registration, now: &str) -> Value {
+/// `initialNode`): its labels, its provider ID, its machine's capacity, and the taint
+/// `--cloud-provider=external` puts on it until a cloud controller manager initializes it
+/// (`node.cloudprovider.kubernetes.io/uninitialized`; on an AWS cluster, AWS's, which does not
+/// know an `azure://` provider ID). MCO's worker kubelet unit passes `--cloud-provider=external`
+/// on AWS (`templates/worker/01-worker-kubelet/_base/units/kubelet.service.yaml`).
+pub fn node(reg: &Registration, vm_size: &str, now: &str) -> Value {
     let mut spec = json!({
         "taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}],
     });
     if !reg.provider_id.is_empty() {
         spec["providerID"] = json!(reg.provider_id);
     }
-    json!({
+    let mut node = json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": reg.node_name, "labels": reg.labels},
         "spec": spec,
@@ -478,7 +508,12 @@ pub fn node(reg: &Registration, now: &str) -> Value {
             "nodeInfo": {"operatingSystem": "linux", "architecture": "amd64", "osImage": "Red Hat Enterprise Linux CoreOS"},
             "addresses": [{"type": "Hostname", "address": reg.node_name}],
         },
-    })
+    });
+    if let Some((capacity, allocatable)) = machine_info(vm_size) {
+        node["status"]["capacity"] = capacity;
+        node["status"]["allocatable"] = allocatable;
+    }
+    node
 }
 
 /// The conditions a kubelet posts (kubernetes `pkg/kubelet/nodestatus/setters.go`: `ReadyCondition`,
@@ -605,6 +640,7 @@ pub fn advance(
         return Progress { held: held("vm", "the VM is gone".into(), "sim"), node: None };
     };
     let (vm_id, created) = (vm.id.clone(), vm.created_at);
+    let vm_size = vm.body["properties"]["hardwareProfile"]["vmSize"].as_str().unwrap_or_default().to_string();
     let infra = config.openshift.as_ref().map(|o| o.infrastructure_name.clone()).unwrap_or_default();
     let subnet = super::joins::vm_subnet(arm, name);
     // The path to the API, the machine-config server's answer, and the kubelet's preparation.
@@ -685,7 +721,7 @@ pub fn advance(
         let network = overlay_starts(world);
         if s.value("", "nodes", "", &reg.node_name).is_none() {
             let kind = super::kinds::Kind::served("", "nodes").expect("nodes served");
-            let mut v = node(&reg, &stamp);
+            let mut v = node(&reg, &vm_size, &stamp);
             v["status"]["conditions"] = json!(node_conditions(true, network.is_ok(), &stamp));
             s.insert(kind, v);
         }

@@ -128,11 +128,6 @@ pub fn plan_vm(
     Ok(vec![(nic_id, &kinds::NIC, nic), (vm_id, &kinds::VM, vm)])
 }
 
-/// VM sizes whose series runs Generation 2 images only (Microsoft Learn, each series' page, "VM
-/// Generation Support: Generation 2": `virtual-machines/nda100-v4-series.md` for ND A100 v4).
-/// Other sizes take either generation here (a gap: sim/README.md).
-const GEN2_ONLY: &[&str] = &["standard_nd96asr_v4"];
-
 /// The Hyper-V generation of a marketplace image, as the RHCOS stream names OpenShift's
 /// (openshift/enhancements `enhancements/rhcos/marketplace-images.md`: `azureopenshift:aro4`
 /// SKUs `aro_<XY>` are `hyperVGen1`, `<XY>-v2` and `<XY>-arm` `hyperVGen2`; `redhat:rh-ocp-worker`
@@ -154,8 +149,9 @@ fn image_generation(image: &Value) -> Option<u8> {
 /// for `Standard_NC24ads_A100_v4`, gardener/gardener-extension-provider-azure#972).
 fn generation_refusal(template_spec: &Value) -> Option<String> {
     let size = template_spec["vmSize"].as_str()?;
-    if !GEN2_ONLY.contains(&size.to_ascii_lowercase().as_str()) || image_generation(&template_spec["image"]) != Some(1)
-    {
+    // The size's `HyperVGenerations` (crate::arm::skus); a size the world does not know boots either.
+    let gen2_only = crate::arm::skus::find(size).is_some_and(|s| s.gen2_only());
+    if !gen2_only || image_generation(&template_spec["image"]) != Some(1) {
         return None;
     }
     Some(format!(

@@ -84,7 +84,7 @@ impl Health {
 
     /// Every machine read is a Node that is Ready (none read: nothing to say against it).
     pub fn pool_ready(&self) -> bool {
-        self.machines.iter().all(|m| m.node.as_ref().is_some_and(|n| n.ready == "True"))
+        self.machines.iter().all(|m| m.node.as_ref().is_some_and(|n| n.ready == "True" && !n.uninitialized))
     }
 }
 
@@ -420,6 +420,13 @@ fn rules(state: &State, link: &str) -> Condition {
 pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
     let dns = h.failing("DnsOverLink");
     if let Some(n) = &m.node {
+        if n.ready == "True" && n.uninitialized {
+            return Some(format!(
+                "its Node {} is Ready but not schedulable: it carries {}, which no cloud controller removes from an azure:// Node; `xcsp apply` (waiting for the Nodes) and `xcsp watch` remove it",
+                n.name,
+                xcsp_kube::nodes::UNINITIALIZED
+            ));
+        }
         if n.ready == "True" {
             return None;
         }
@@ -590,6 +597,36 @@ mod tests {
             record(&mut state, &format!("aws_vpn_connection.link[{c}]"), &format!("vpn-{c}"), &attrs);
         }
         state
+    }
+
+    #[test]
+    fn a_ready_node_with_the_cloud_providers_taint_is_not_a_ready_pool_and_says_why() {
+        let mut h = health(&model(), &link(None));
+        let node = |uninitialized| xcsp_kube::pool::Node {
+            name: "gpu-0".into(),
+            ready: "True".into(),
+            since: None,
+            uninitialized,
+        };
+        h.machines.push(xcsp_kube::pool::Machine {
+            namespace: "ns".into(),
+            name: "gpu-0".into(),
+            machine_set: "gpu".into(),
+            phase: "Running".into(),
+            provider_id: Some(
+                "azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/gpu-0".into(),
+            ),
+            created: None,
+            not_true: vec![],
+            node: Some(node(true)),
+            csr: None,
+        });
+        assert!(!h.pool_ready());
+        let why = cause(&h, &h.machines[0]).expect("a cause");
+        assert!(why.contains("Ready but not schedulable") && why.contains(xcsp_kube::nodes::UNINITIALIZED), "{why}");
+        h.machines[0].node = Some(node(false));
+        assert!(h.pool_ready());
+        assert_eq!(cause(&h, &h.machines[0]), None);
     }
 
     #[test]

@@ -407,6 +407,16 @@ pub async fn destroy(l: &Loaded, args: &StateArgs, run_args: &RunArgs, sweep: bo
     }
 }
 
+/// The MachineSets state records, as (namespace, name).
+pub fn machine_sets(state: &State) -> Vec<(String, String)> {
+    state
+        .resources
+        .iter()
+        .filter(|(a, _)| a.rtype == xcsp_core::ResourceType::K8sMachineSet)
+        .filter_map(|(_, r)| r.id.as_deref()?.split_once('/').map(|(ns, n)| (ns.to_string(), n.to_string())))
+        .collect()
+}
+
 pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -> miette::Result<ExitCode> {
     let (_, guard, mut state) = open(l, args, "status").await?;
     if !state.resources.is_empty() {
@@ -417,12 +427,7 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
     let mut health = crate::health::health(&l.model, &state);
     health.pools = crate::health::pools(&l.graph, &state);
     // The pool's machines, when state records MachineSets and the cluster can be read.
-    let sets: Vec<(String, String)> = state
-        .resources
-        .iter()
-        .filter(|(a, _)| a.rtype == xcsp_core::ResourceType::K8sMachineSet)
-        .filter_map(|(_, r)| r.id.as_deref()?.split_once('/').map(|(ns, n)| (ns.to_string(), n.to_string())))
-        .collect();
+    let sets = machine_sets(&state);
     let federated = state.resources.keys().any(|a| a.rtype == xcsp_core::ResourceType::AzureFederatedCredential);
     if (federated || !sets.is_empty())
         && let Ok(found) = cluster::find(&l.model)

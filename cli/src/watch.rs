@@ -72,6 +72,23 @@ pub async fn watch(l: &Loaded, args: &StateArgs, run_args: &RunArgs, every: Dura
                 .map(|c| format!("{} {}", c.action.words(), c.address))
                 .collect();
             let tunnels = format!("{} of {} tunnels up", h.up, h.expected);
+            // Machines CAPI made since the last cycle (a scale-up, a remediation) register
+            // tainted until someone initializes their Nodes (xcsp_kube::nodes); with --auto-approve
+            // watch does, as apply does.
+            let sets = crate::run::machine_sets(&state);
+            if repair
+                && !sets.is_empty()
+                && let Ok(found) = crate::cluster::find(&l.model)
+            {
+                match xcsp_kube::nodes::initialize_in(&found.client_config(), &sets).await {
+                    Ok(done) => {
+                        for n in done.lifted {
+                            println!("{} Node {n}: removed {}", now(), xcsp_kube::nodes::UNINITIALIZED);
+                        }
+                    }
+                    Err(e) => println!("{} cannot make the pool's Nodes schedulable: {e}", now()),
+                }
+            }
             // A tunnel down with nothing to change is an outage on the path or a cloud's side,
             // not drift: it is named with both clouds' view, for someone to look at.
             for t in h.tunnels.iter().filter(|t| !t.up) {

@@ -905,7 +905,9 @@ fn apply_killed_while_work_is_in_flight_leaves_each_resource_once_in_state() {
 }
 
 /// On the upstream cluster: apply of the IL5 example ends with both Nodes Ready, matched to
-/// their Machines by Cluster API's own manager (`nodeRef`, its managed fields); a cut link turns
+/// their Machines by Cluster API's own manager (`nodeRef`, its managed fields), schedulable (the
+/// cloud provider's uninitialized taint removed, kube-scheduler binding a Pod that tolerates only
+/// the pool's `nvidia.com/gpu` taint to one of them); a cut link turns
 /// the Nodes `Unknown` by kube-controller-manager's node lifecycle controller and `xcsp status`
 /// names the link; restored, they are Ready again; destroy leaves no object of the pool, the
 /// Nodes included, as the API server lists them.
@@ -949,6 +951,40 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
             .collect::<Vec<_>>()
     };
     assert_eq!(ready("True").len(), 2);
+
+    // Schedulable: apply removed the taint every kubelet with an external cloud provider
+    // registers with, which no cloud controller removes from an azure:// Node, and kept the
+    // pool's own. kube-scheduler binds a Pod that tolerates only the pool's taint to one of them.
+    let pool_nodes: Vec<String> = ready("True")
+        .iter()
+        .map(|n| {
+            let taints: Vec<&str> =
+                n["spec"]["taints"].as_array().into_iter().flatten().filter_map(|t| t["key"].as_str()).collect();
+            assert_eq!(taints, ["nvidia.com/gpu"], "{n}");
+            n["metadata"]["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let pod = dir.path().join("cuda.json");
+    std::fs::write(
+        &pod,
+        serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cuda", "namespace": "default"},
+            "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                     "containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubi9",
+                                     "resources": {"requests": {"cpu": "8", "memory": "64Gi"}}}]}})
+        .to_string(),
+    )
+    .unwrap();
+    clouds.kubectl(&["create", "-f", pod.to_str().unwrap()]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let bound = loop {
+        let p = clouds.kubectl(&["get", "pod", "cuda", "-n", "default"]);
+        if let Some(n) = p["spec"]["nodeName"].as_str() {
+            break n.to_string();
+        }
+        assert!(Instant::now() < deadline, "the GPU Pod is not scheduled: {}", p["status"]);
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(pool_nodes.contains(&bound), "bound to {bound}, not a pool Node {pool_nodes:?}");
 
     // The link cut: the kubelets' Leases stop, and the node lifecycle controller (the status
     // writer is kube-controller-manager) turns both Nodes Unknown.

@@ -10,6 +10,7 @@
 
 mod kubeconfig;
 pub mod machine_config;
+pub mod nodes;
 pub mod pool;
 mod provider;
 pub mod survey;

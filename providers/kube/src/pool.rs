@@ -70,6 +70,9 @@ pub struct Node {
     /// The `Ready` condition's status ("True", "False", "Unknown") and when it last changed.
     pub ready: String,
     pub since: Option<String>,
+    /// It still carries the cloud provider's uninitialized taint ([`crate::nodes`]): nothing
+    /// without a toleration for it schedules there.
+    pub uninitialized: bool,
 }
 
 fn text(v: &Json) -> Option<String> {
@@ -110,6 +113,7 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
                     name: n.metadata.name.clone().unwrap_or_default(),
                     ready: ready.as_ref().and_then(|c| text(&c["status"])).unwrap_or_else(|| "Unknown".into()),
                     since: ready.as_ref().and_then(|c| text(&c["lastTransitionTime"])),
+                    uninitialized: crate::nodes::uninitialized(&n.data),
                 })
             });
             // Through v1beta2 the Machine's own conditions are v1beta2's; a cluster that sets

@@ -381,9 +381,10 @@ impl KubeProvider {
         Ok(Observed { address: a.clone(), id: object_id(ns, name), attributes: out })
     }
 
-    /// Waits for a MachineSet's machines to have Nodes that are Ready: its `status.readyReplicas`
-    /// (CAPI counts a Machine whose Node is Ready, `machineset_controller.go`) reaching `want`,
-    /// at most `machine_timeout`, saying how many are on the way.
+    /// Waits for a MachineSet's machines to have Nodes that are Ready and schedulable: its
+    /// `status.readyReplicas` (CAPI counts a Machine whose Node is Ready, `machineset_controller.go`)
+    /// reaching `want`, and no Node of it left with the cloud provider's uninitialized taint, which
+    /// this wait removes ([`crate::nodes`]); at most `machine_timeout`, saying how many are on the way.
     async fn nodes_ready(
         &self,
         a: &Address,
@@ -398,7 +399,20 @@ impl KubeProvider {
         loop {
             let set = self.retry(a, || api.get(name)).await?;
             let ready = set.data["status"]["readyReplicas"].as_i64().unwrap_or(0);
-            if ready >= want {
+            // The Nodes registered so far are made schedulable (crate::nodes): no cloud
+            // controller initializes an `azure://` Node.
+            let sets = [(set.metadata.namespace.clone().unwrap_or_default(), name.to_string())];
+            let init = crate::nodes::initialize(&self.client, &sets).await.map_err(|e| failed(a, "Unknown", e))?;
+            for n in &init.lifted {
+                progress.waiting(
+                    a,
+                    &format!(
+                        "Node {n}: removed {} (no cloud controller initializes an azure:// Node)",
+                        crate::nodes::UNINITIALIZED
+                    ),
+                );
+            }
+            if ready >= want && init.left.is_empty() {
                 return Ok(());
             }
             if Instant::now() > deadline {

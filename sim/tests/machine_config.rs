@@ -136,13 +136,15 @@ async fn a_new_pool_is_rendered_from_the_configs_it_selects_and_gets_a_managed_p
             .contains_key("machineconfiguration.openshift.io/managed-ca-bundle-derived-from-configmap")
     );
 
-    // What the pool owns goes with it (Kubernetes' garbage collector).
+    // What the pool owns goes with it (Kubernetes' garbage collector, which watches a kind of a
+    // CRD only once its discovery, every 30 s, has found it: up to a minute here).
     pools_api.delete("gpu", &DeleteParams::default()).await.expect("pool deleted");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while machine_api.get_opt("gpu-user-data-managed").await.unwrap().is_some()
         || configs_api.get_opt(&rendered).await.unwrap().is_some()
     {
         assert!(Instant::now() < deadline, "the pool's secret or rendered config outlives it");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(configs_api.get_opt("99-gpu-azure").await.unwrap().is_some(), "a config the pool selected is not its own");
 

@@ -386,8 +386,8 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         assert!(text.contains(healthy), "{healthy}: {text}");
     }
     // The Nodes as the cluster has them: labelled by the pool's kubelet labels, with the Azure VM's
-    // provider ID, and still tainted uninitialized (no cloud controller manager on an AWS cluster
-    // initializes an Azure node).
+    // provider ID, initialized by apply (no cloud controller manager on an AWS cluster initializes
+    // an Azure node): the uninitialized taint gone, the pool's own taint there.
     let nodes = clouds.kube_get("/api/v1/nodes");
     let nodes = nodes["items"].as_array().cloned().unwrap_or_default();
     assert_eq!(nodes.len(), 2, "{nodes:#?}");
@@ -395,7 +395,11 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         assert_eq!(n["metadata"]["labels"]["node.openshift.io/cloud-provider"], "azure", "{n:#}");
         assert_eq!(n["metadata"]["labels"]["node-role.kubernetes.io/worker"], "", "{n:#}");
         assert!(machines.iter().any(|m| m["provider_id"] == n["spec"]["providerID"]), "{n:#}");
-        assert_eq!(n["spec"]["taints"][0]["key"], "node.cloudprovider.kubernetes.io/uninitialized", "{n:#}");
+        assert_eq!(
+            n["spec"]["taints"],
+            serde_json::json!([{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]),
+            "{n:#}"
+        );
     }
     let sets = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machinesets");
     for ms in sets["items"].as_array().unwrap() {

@@ -36,7 +36,8 @@ if a.links:
 issuer = "https://issuer.bench" if a.links else local_clouds.issuer_of(a.example)
 sim, url, kubeconfig = local_clouds.start(a.scale, a.fixture, "--aws-rules-per-group", str(a.rules_per_group),
                                           issuer=issuer, api_host=None if a.links else local_clouds.api_int_of(a.example),
-                                          authority=None if a.links else local_clouds.authority_of(a.example))
+                                          authority=None if a.links else local_clouds.authority_of(a.example),
+                                          fips=not a.links and local_clouds.fips_of(a.example))
 bin_dir = local_clouds.BIN
 try:
     state = tempfile.mkdtemp()

@@ -25,7 +25,8 @@ a = p.parse_args()
 
 sim, url, kubeconfig = local_clouds.start(a.scale, a.fixture, issuer=local_clouds.issuer_of(a.example),
                                          api_host=local_clouds.api_int_of(a.example),
-                                         authority=local_clouds.authority_of(a.example))
+                                         authority=local_clouds.authority_of(a.example),
+                                         fips=local_clouds.fips_of(a.example))
 bin_dir = local_clouds.BIN
 try:
     state = tempfile.mkdtemp()

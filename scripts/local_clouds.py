@@ -36,10 +36,19 @@ def authority_of(example):
     return ""
 
 
-def start(scale, fixture, *extra, issuer=None, api_host=None, authority=None):
+def fips_of(example):
+    """Whether an example's cluster runs in FIPS mode (`fips = true` in its cluster block):
+    its world is then installed so (preflight refuses a spec of the other mode)."""
+    for path in sorted(glob.glob(os.path.join(example, "*.hcl"))):
+        if re.search(r'(?m)^cluster\s*\{[^}]*^\s*fips\s*=\s*true', open(path).read()):
+            return True
+    return False
+
+
+def start(scale, fixture, *extra, issuer=None, api_host=None, authority=None, fips=False):
     """Starts xcsp-sim, its upstream cluster playing the OpenShift cluster of `fixture`
-    (INFRA:REGION) with CAPZ installed and, if given, `issuer` as its service-account issuer and
-    `api_host` as a name of its API server (`XCSP_UPSTREAM_BIN` must name the upstream binaries:
+    (INFRA:REGION) with CAPZ installed and, if given, `issuer` as its service-account issuer,
+    `api_host` as a name of its API server, `authority` on CAPZ and `fips` its install's mode (`XCSP_UPSTREAM_BIN` must name the upstream binaries:
     scripts/upstream-setup prints it); returns (process, its URL, the kubeconfig it wrote) once its
     fixture is made."""
     extra = (*extra, "--upstream")
@@ -49,6 +58,8 @@ def start(scale, fixture, *extra, issuer=None, api_host=None, authority=None):
         extra = (*extra, "--api-host", api_host)
     if authority:
         extra = (*extra, "--capz-authority-host", authority)
+    if fips:
+        extra = (*extra, "--fips")
     kubeconfig = os.path.join(tempfile.mkdtemp(), "kubeconfig")
     sim = subprocess.Popen([f"{BIN}/xcsp-sim", "--latency", "fast", "--time-scale", str(scale), "--no-throttle",
                             "--fixture", fixture, "--openshift", fixture, "--capz",

@@ -99,6 +99,9 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
     if let Some(mtu) = s.cluster_network_mtu {
         problems.extend(mtu_problem(model, mtu, s.ovn_ipsec).map(|p| with_severity(stop, p)));
     }
+    if let Some(fips) = s.fips {
+        problems.extend(fips_problem(model, fips).map(|p| with_severity(stop, p)));
+    }
     match &s.capz {
         None => problems.push(with_severity(
             stop,
@@ -213,6 +216,33 @@ fn authority_problem(model: &Model, capz: &xcsp_kube::survey::Capz) -> Option<Pr
             ns = capz.namespace,
             dep = capz.deployment
         )),
+    )
+}
+
+/// The spec's `fips` against the cluster's mode (its install-config): a pool of the other mode
+/// would be nodes the cluster's compliance does not cover (FIPS on), or FIPS nodes among others
+/// (FIPS off, which OpenShift supports only from install); and the spec's mode is what the link's
+/// IPsec is checked against.
+fn fips_problem(model: &Model, cluster_fips: bool) -> Option<Problem> {
+    let spec = &model.cluster.fips;
+    if spec.value == cluster_fips {
+        return None;
+    }
+    let (message, help) = if cluster_fips {
+        (
+            "the cluster runs in FIPS mode (install-config `fips: true`, ConfigMap kube-system/cluster-config-v1); the spec's cluster says nothing of it",
+            "set fips = true in the cluster block: the pool's nodes boot in FIPS mode and the link's IPsec is held to what FIPS allows",
+        )
+    } else {
+        (
+            "the spec's cluster says fips = true, but the cluster does not run in FIPS mode (its install-config, ConfigMap kube-system/cluster-config-v1)",
+            "remove fips = true: OpenShift turns FIPS on only at install, so FIPS nodes would join a cluster whose others are not",
+        )
+    };
+    Some(
+        Problem::error("xcsp::cluster::fips", message)
+            .label(&spec.span, "the spec's FIPS mode")
+            .with_help(help),
     )
 }
 
@@ -369,6 +399,9 @@ fn describe(s: &Survey) -> String {
         let ipsec = if s.ovn_ipsec { ", IPsec between nodes" } else { "" };
         out += &format!("Network MTU:  {mtu} (Network cluster{ipsec})\n");
     }
+    if let Some(fips) = s.fips {
+        out += &format!("FIPS:         {} (install-config)\n", if fips { "on" } else { "off" });
+    }
     out
 }
 
@@ -403,7 +436,25 @@ mod tests {
             machine_approver: true,
             cluster_network_mtu: Some(1300),
             ovn_ipsec: false,
+            fips: Some(true),
         }
+    }
+
+    #[test]
+    fn the_spec_follows_the_clusters_fips_mode() {
+        let model = il5();
+        let mut s = survey(&["v1beta1"], &["v1beta1"]);
+        assert!(check(&model, &s).is_empty(), "{:?}", check(&model, &s));
+        s.fips = Some(false);
+        let problems = check(&model, &s);
+        assert_eq!(problems.iter().map(|p| p.code).collect::<Vec<_>>(), ["xcsp::cluster::fips"]);
+        assert!(problems[0].message.contains("does not run in FIPS mode"), "{}", problems[0].message);
+        let mut plain = model.clone();
+        plain.cluster.fips.value = false;
+        s.fips = Some(true);
+        let problems = check(&plain, &s);
+        assert_eq!(problems.iter().map(|p| p.code).collect::<Vec<_>>(), ["xcsp::cluster::fips"]);
+        assert!(problems[0].help.as_deref().unwrap_or_default().contains("fips = true"), "{:?}", problems[0].help);
     }
 
     #[test]

@@ -21,6 +21,9 @@ cluster {
   cluster_network     = "10.128.0.0/14"
   service_network     = "172.30.0.0/16"
   overlay_mtu         = 1300
+  # An IL5 cluster runs in FIPS mode (install-config `fips: true`): the pool's nodes follow it,
+  # and the link's IPsec keeps to what FIPS allows. Preflight checks it against the cluster.
+  fips                = true
   # The cluster's SSH key (install-config `sshKey`; `oc get machineconfig 99-worker-ssh`):
   # Azure makes no Linux VM without one.
   ssh_public_key      = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQCZhwckwnUyPZGO6ULFYAiyb0pshuGkZ/Fr+TE8XdlKZsB8/XF/mGUzL12b4DgcPVwisJaCUsNSX0yW+YisIjIvQivdIvs3o4/yoTLNDswcDE2LJH9Gvq16GawOtk6vuguTcDrypHzLFhQp5W+ynE3RCtZo4rIaTc1yONVAv0dkyvk5Kcjxhd+bgAJFvH5l3X8zopaXP/GdxH8XNrHKZQZEJtQx/mPgPxDpTolRHnJpDiYmBo0eHfOG8iuMl50RBJy568uv/1oNdTRxLYRGeEnvLVMN+Txo8rVUgxNcJkVnuTucCveaICF+Hyb/wmC0Kr8g7rZhlM/QNdVN581d9Qb1 xcsp-example"

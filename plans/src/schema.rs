@@ -94,6 +94,7 @@ pub const CLUSTER: BlockSpec = BlockSpec {
         opt("cluster_network", Ty::String),
         opt("service_network", Ty::String),
         req("overlay_mtu", Ty::Number),
+        opt("fips", Ty::Bool),
         opt("kubeconfig", Ty::String),
         opt("kube_context", Ty::String),
         opt("kubernetes_objects", Ty::String),

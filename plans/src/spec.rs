@@ -71,6 +71,9 @@ pub struct Cluster {
     pub cluster_network: Sp<Ipv4Net>,
     pub service_network: Sp<Ipv4Net>,
     pub overlay_mtu: Sp<i64>,
+    /// The cluster runs in FIPS mode (install-config `fips`): the pool's MachineConfig turns FIPS
+    /// on, and the link's IPsec must keep to algorithms FIPS allows.
+    pub fips: Sp<bool>,
     /// The kubeconfig file of this cluster, as written (the cli expands `~` and looks it up).
     pub kubeconfig: Option<Sp<String>>,
     /// The kubeconfig context to use instead of its current one.

@@ -57,6 +57,10 @@ struct Args {
     /// set it for an Azure Government tenant (OpenShift's manifests set none).
     #[arg(long, value_name = "URL", requires = "capz")]
     capz_authority_host: Option<String>,
+    /// With --openshift: the cluster was installed in FIPS mode (install-config `fips: true`, and
+    /// the installer's `99-master-fips` and `99-worker-fips` MachineConfigs).
+    #[arg(long, requires = "openshift")]
+    fips: bool,
     /// Run the world's cluster: upstream kube-apiserver, etcd, kube-controller-manager and Cluster
     /// API's manager (their directory in XCSP_UPSTREAM_BIN, which scripts/upstream-setup prints),
     /// with the sim's stand-ins as its clients.
@@ -111,6 +115,7 @@ fn main() {
             service_account_issuer: args.service_account_issuer.clone(),
             cluster_network_mtu: args.cluster_network_mtu,
             capz_authority_host: args.capz_authority_host.clone(),
+            fips: args.fips,
         });
     }
     let started = if args.upstream {

@@ -214,6 +214,10 @@ pub struct OpenShift {
     /// (OpenShift's manifests set none).
     #[serde(default)]
     pub capz_authority_host: Option<String>,
+    /// Installed in FIPS mode (install-config `fips: true`): the installer's `99-master-fips` and
+    /// `99-worker-fips` MachineConfigs ask for it.
+    #[serde(default)]
+    pub fips: bool,
 }
 
 /// The overlay MTU of an OpenShift cluster on AWS as installed: the uplink's 9001 less Geneve's

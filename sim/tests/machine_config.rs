@@ -37,6 +37,7 @@ async fn start(openshift: bool) -> (SimServer, kube::Client) {
         service_account_issuer: None,
         cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
         capz_authority_host: None,
+        fips: false,
     });
     common::with_cluster(SimConfig { openshift, ..SimConfig::default() }).await
 }

@@ -32,6 +32,7 @@ fn openshift(capz: bool) -> Option<OpenShift> {
         service_account_issuer: None,
         cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
         capz_authority_host: None,
+        fips: false,
     })
 }
 

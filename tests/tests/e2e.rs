@@ -63,6 +63,8 @@ impl Clouds {
             // The IL5 tenant is Azure Government's: its owner pointed CAPZ at that authority (as
             // installed, CAPZ asks the public one and the pool is refused, tests/tests/preflight.rs).
             .args(["--capz-authority-host", "https://login.microsoftonline.us/"])
+            // An IL5 cluster, installed in FIPS mode, as the example says.
+            .arg("--fips")
             // The STS-mode cluster's public OIDC issuer, the one the IL5 example federates.
             .args(["--service-account-issuer", "https://il5-gpu-oidc.s3.us-gov-west-1.amazonaws.com", "--kubeconfig"])
             .arg(&kubeconfig)
@@ -574,6 +576,14 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         .unwrap_or_default();
     assert_eq!(sources.last(), Some(&"99-xcsp-il5-gpu-gpu-azure"), "the pool's own config is rendered last: {pool}");
     assert!(sources.contains(&"00-worker"), "the pool inherits the worker's configs: {pool}");
+    // The cluster runs in FIPS mode: the pool's own config says so beside the installer's
+    // `99-worker-fips`, and the rendered config its nodes boot from turns FIPS on.
+    assert!(sources.contains(&"99-worker-fips"), "{pool}");
+    let own = clouds.kube_get("/apis/machineconfiguration.openshift.io/v1/machineconfigs/99-xcsp-il5-gpu-gpu-azure");
+    assert_eq!(own["spec"]["fips"], true, "{own}");
+    let rendered = pool["status"]["configuration"]["name"].as_str().expect("rendered");
+    let rendered = clouds.kube_get(&format!("/apis/machineconfiguration.openshift.io/v1/machineconfigs/{rendered}"));
+    assert_eq!(rendered["spec"]["fips"], true, "{rendered}");
     // The operator rewrites the pool's pointer ignition (it rotates the CA in it): refresh sees
     // the copy out of date, plan says so, and apply writes it again.
     let managed = "/api/v1/namespaces/openshift-machine-api/secrets/xcsp-il5-gpu-gpu-user-data-managed";

@@ -47,7 +47,9 @@ impl Cluster {
             } else {
                 &["--capz-authority-host", "https://login.microsoftonline.us/"][..]
             })
-            .args(extra)
+            // Installed in FIPS mode, as the IL5 example says, unless a test says `--no-fips`.
+            .args(if extra.contains(&"--no-fips") { &[][..] } else { &["--fips"][..] })
+            .args(extra.iter().filter(|a| **a != "--no-fips"))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -226,4 +228,24 @@ fn capz_asking_the_public_authority_for_a_government_tenant_is_refused_with_the_
     let out = cluster.xcsp(&["preflight"], &root().join("examples/public"));
     let (stdout, stderr) = text(&out);
     assert!(!stderr.contains("xcsp::identity::authority"), "{stdout}{stderr}");
+}
+
+#[test]
+fn the_pool_follows_the_clusters_fips_mode_read_from_its_install_config() {
+    // The IL5 example says fips = true; on a cluster installed in FIPS mode preflight agrees.
+    let spec = root().join("examples/il5-govcloud");
+    let fips = Cluster::start(&["--capz"]);
+    let out = fips.xcsp(&["preflight"], &spec);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("FIPS:         on (install-config)"), "{stdout}");
+    drop(fips);
+    // A cluster installed without it: the spec contradicts the cluster, and nothing is planned.
+    let plain = Cluster::start(&["--capz", "--no-fips"]);
+    let out = plain.xcsp(&["plan"], &spec);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(!stdout.contains("will be created"), "nothing is planned: {stdout}");
+    let words = one_line(&stderr);
+    assert!(words.contains("xcsp::cluster::fips") && words.contains("does not run in FIPS mode"), "{stderr}");
 }

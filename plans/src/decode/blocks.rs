@@ -172,6 +172,7 @@ fn decode_cluster(f: &Fields, problems: &mut Problems) -> Option<Cluster> {
         cluster_network: f.cidr_or("cluster_network", "10.128.0.0/14", problems)?,
         service_network: f.cidr_or("service_network", "172.30.0.0/16", problems)?,
         overlay_mtu: f.get_number("overlay_mtu", problems)?,
+        fips: f.spanned_bool_or("fips", false, problems),
         kubeconfig: f.get_string("kubeconfig", problems),
         kube_context: f.get_string("kube_context", problems),
         kubernetes_objects: f.choice(

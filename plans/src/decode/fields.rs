@@ -241,9 +241,14 @@ impl<'a> Fields<'a> {
     }
 
     pub(super) fn bool_or(&self, name: &str, default: bool, problems: &mut Problems) -> bool {
+        self.spanned_bool_or(name, default, problems).value
+    }
+
+    /// A boolean with where it was written (the block's head when it was not).
+    pub(super) fn spanned_bool_or(&self, name: &str, default: bool, problems: &mut Problems) -> Sp<bool> {
         match self.known(name, problems) {
-            Some((Value::Bool(b), _)) => b,
-            _ => default,
+            Some((Value::Bool(b), span)) => Sp::new(b, span),
+            _ => Sp::new(default, self.head()),
         }
     }
 

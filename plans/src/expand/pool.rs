@@ -217,16 +217,18 @@ fn expand_machine_config(b: &mut Builder, p: &crate::spec::Pool, labels: &IndexM
         .filter(|(k, _)| kubelet_may_set(k))
         .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
         .collect();
-    let mc = b.add(
-        T::K8sMachineConfig,
-        name,
-        None,
-        vec![
-            ("name", Value::string(format!("99-{role}-azure"))),
-            ("role", Value::string(&role)),
-            ("kubelet_labels", Value::strings(kubelet_labels)),
-        ],
-    );
+    let mut attrs = vec![
+        ("name", Value::string(format!("99-{role}-azure"))),
+        ("role", Value::string(&role)),
+        ("kubelet_labels", Value::strings(kubelet_labels)),
+    ];
+    // A FIPS cluster's nodes boot in FIPS mode: the MCO turns it on for a pool whose merged
+    // configs ask for it (`MergeMachineConfigs`: any config's `fips`). The pool inherits the
+    // installer's `99-worker-fips`, and says so itself, so it does not hang on that config alone.
+    if b.model.cluster.fips.value {
+        attrs.push(("fips", Value::Bool(true)));
+    }
+    let mc = b.add(T::K8sMachineConfig, name, None, attrs);
     let mc_addr = b.addr(mc);
     let mcp = b.add(T::K8sMachineConfigPool, name, None, vec![("name", Value::string(&role))]);
     b.after(mcp, &mc_addr);

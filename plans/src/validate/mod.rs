@@ -17,7 +17,7 @@ use crate::spec::*;
 use clouds::{check_regions, check_tags};
 use cluster::{check_cluster, check_stack};
 pub use network::AWS_RULES_PER_GROUP;
-use network::{check_address_space, check_asns, check_network, check_rule_quota, check_shared_vpcs};
+use network::{check_address_space, check_asns, check_fips, check_network, check_rule_quota, check_shared_vpcs};
 use pool::{check_pool, check_pool_identities, check_zones};
 
 /// A spec that passed every check: all singleton blocks present, all rules satisfied.
@@ -48,6 +48,7 @@ pub fn validate(spec: Spec, problems: &mut Problems) -> Option<Model> {
     }
     check_pool_identities(&spec, problems);
     check_shared_vpcs(&spec, problems);
+    check_fips(&spec, problems);
     check_rule_quota(&spec, problems);
     check_tags(&spec, problems);
     for id in &spec.identities {

@@ -472,6 +472,34 @@ fn check_ipsec(p: &IpsecPolicy, problems: &mut Problems) {
 }
 
 /// AWS lets one virtual private gateway attach to a VPC.
+/// On a FIPS cluster the link keeps to key agreement FIPS allows: Diffie-Hellman group 2 (MODP
+/// 1024) gives 80 bits of security, and NIST SP 800-131A Rev. 2 disallows finite-field key
+/// agreement with a modulus below 2048 bits. Every other choice both clouds take is allowed
+/// there: AES (CBC and GCM), HMAC with SHA-1, SHA-256 or SHA-384 ("acceptable"), MODP 2048
+/// (groups 14 and 24) and the P-256 and P-384 curves (19, 20).
+pub(super) fn check_fips(spec: &Spec, problems: &mut Problems) {
+    let Some(cluster) = spec.cluster.as_ref().filter(|c| c.fips.value) else { return };
+    for n in spec.networks.iter().filter(|n| n.driver.value == Driver::Ipsec) {
+        for (g, what) in [(&n.ipsec.dh_group, "DH group"), (&n.ipsec.pfs_group, "PFS group")] {
+            if g.value == 2 {
+                problems.push(
+                    err(
+                        "xcsp::ipsec::fips",
+                        format!(
+                            "network `{}`: {what} 2 (MODP 1024, 80-bit security) is not allowed on a FIPS cluster (NIST SP 800-131A Rev. 2: finite-field key agreement below 2048 bits is disallowed)",
+                            n.name.value
+                        ),
+                        &g.span,
+                        "",
+                    )
+                    .label(&cluster.fips.span, "the cluster runs in FIPS mode")
+                    .with_help("use group 20 (ECP384) or 19 (ECP256), or 14 (MODP 2048): both clouds take them"),
+                );
+            }
+        }
+    }
+}
+
 pub(super) fn check_shared_vpcs(spec: &Spec, problems: &mut Problems) {
     let default_vpc = spec.aws.as_ref().map(|a| a.vpc_id.as_ref().map(|v| v.value.clone()));
     let mut seen: Vec<(Option<String>, &Network)> = Vec::new();

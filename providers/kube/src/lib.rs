@@ -137,10 +137,14 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
         T::K8sMachineConfig => {
             let role = a.str_or_empty("role");
             meta["labels"][machine_config::ROLE_LABEL] = json!(role);
-            json!({
+            let mut mc = json!({
                 "apiVersion": MACHINECONFIGURATION, "kind": "MachineConfig", "metadata": meta,
                 "spec": { "config": machine_config::azure_node(&a.strings("kubelet_labels")) },
-            })
+            });
+            if a.bool("fips") {
+                mc["spec"]["fips"] = json!(true);
+            }
+            mc
         }
         T::K8sMachineConfigPool => {
             let role = a.str_or_empty("name");

@@ -17,6 +17,10 @@
 //!   the overlay MTU every node's OVN-Kubernetes runs at) and the network operator's `Network`
 //!   `cluster` (`operator/v1/types_network.go`: `spec.defaultNetwork.ovnKubernetesConfig.ipsecConfig.mode`,
 //!   `Full` when pod traffic between nodes is IPsec-encrypted).
+//! - The install-config the installer leaves in ConfigMap `kube-system/cluster-config-v1` (key
+//!   `install-config`; openshift/installer `pkg/asset/manifests/openshift.go`), whose `fips` says
+//!   the cluster runs in FIPS mode (`pkg/types/installconfig.go`); the installer then writes
+//!   `99-master-fips` and `99-worker-fips` MachineConfigs with `spec.fips`.
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde::Serialize;
@@ -75,6 +79,8 @@ pub struct Survey {
     /// OVN-Kubernetes encrypts pod traffic between nodes with IPsec (`ipsecConfig.mode: Full`), which
     /// adds 46 bytes to Geneve's 100 per packet.
     pub ovn_ipsec: bool,
+    /// The cluster's FIPS mode, as its install-config says (`None`: no install-config readable).
+    pub fips: Option<bool>,
 }
 
 /// One reason Entra would refuse the token CAPZ presents for a federated credential: the
@@ -262,6 +268,11 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
         .is_some_and(|n| {
             str_at(&n.data, &["spec", "defaultNetwork", "ovnKubernetesConfig", "ipsecConfig", "mode"]) == "Full"
         });
+    let config_maps: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "kube-system", &resource("", "v1", "ConfigMap", "configmaps"));
+    let fips = absent(config_maps.get("cluster-config-v1").await)
+        .map_err(|e| format!("cannot read the ConfigMap kube-system/cluster-config-v1: {e}"))?
+        .and_then(|c| install_config_fips(c.data["data"]["install-config"].as_str()?));
     Ok(Survey {
         openshift,
         capi_versions,
@@ -272,5 +283,25 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
         machine_approver,
         cluster_network_mtu,
         ovn_ipsec,
+        fips,
     })
+}
+
+/// `fips` of an install-config (absent: false, the installer's default); `None` when the text is
+/// not YAML of a mapping.
+fn install_config_fips(text: &str) -> Option<bool> {
+    let v: Json = serde_norway::from_str(text).ok()?;
+    v.is_object().then(|| v["fips"].as_bool().unwrap_or(false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_install_config_says_the_fips_mode() {
+        assert_eq!(install_config_fips("apiVersion: v1\nfips: true\nmetadata:\n  name: il5\n"), Some(true));
+        assert_eq!(install_config_fips("apiVersion: v1\nmetadata:\n  name: il5\n"), Some(false));
+        assert_eq!(install_config_fips("not: [yaml"), None);
+    }
 }

@@ -922,6 +922,7 @@ mod tests {
                     service_account_issuer: None,
                     cluster_network_mtu: mtu,
                     capz_authority_host: None,
+                    fips: false,
                 }),
                 ..Default::default()
             })

@@ -107,6 +107,16 @@ pub fn seed(store: &mut Store, o: &OpenShift) {
             "spec": {"config": config}});
         store.insert(kind(MACHINECONFIGURATION, "machineconfigs"), mc);
     }
+    // A FIPS install's configs (openshift/installer `pkg/asset/machines/machineconfig/fips.go`
+    // `ForFIPSEnabled`: `99-<role>-fips`, `spec.fips: true`).
+    if o.fips {
+        for role in ["master", "worker"] {
+            let mc = json!({"apiVersion": MC_API, "kind": "MachineConfig",
+                "metadata": {"name": format!("99-{role}-fips"), "labels": {ROLE_LABEL: role}},
+                "spec": {"config": {"ignition": {"version": IGNITION_VERSION}}, "fips": true}});
+            store.insert(kind(MACHINECONFIGURATION, "machineconfigs"), mc);
+        }
+    }
     // The installer's own pointer secret (openshift/installer `pkg/asset/machines`: `worker-user-data`,
     // key `userData`), the one OpenShift's secret-sync copies for its own Cluster.
     let user_data = pointer_config(o, "worker", &store.ca_pem);
@@ -217,15 +227,18 @@ impl Store {
         } else {
             let configs: Vec<&Value> = chosen.iter().map(|c| &c.2["spec"]["config"]).collect();
             let merged = merge(&configs);
+            // `MergeMachineConfigs`: FIPS is on when any selected config asks for it.
+            let fips = chosen.iter().any(|c| c.2["spec"]["fips"] == true);
             let mut h = Sha256::new();
             h.update(merged.to_string().as_bytes());
+            h.update([u8::from(fips)]);
             let rendered = format!("rendered-{name}-{}", &hex::encode(h.finalize())[..32]);
             if self.value(MACHINECONFIGURATION, "machineconfigs", "", &rendered).is_none() {
                 let owner = json!([{"apiVersion": MC_API, "kind": "MachineConfigPool", "name": name,
                     "uid": pool["metadata"]["uid"], "controller": true}]);
                 let v = json!({"apiVersion": MC_API, "kind": "MachineConfig",
                     "metadata": {"name": rendered, "ownerReferences": owner},
-                    "spec": {"config": merged}});
+                    "spec": {"config": merged, "fips": fips}});
                 self.insert(mc, v);
             }
             let source: Vec<Value> =

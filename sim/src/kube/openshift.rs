@@ -86,6 +86,18 @@ pub fn seed(store: &mut Store, o: &OpenShift) {
     let auth = json!({"apiVersion": "config.openshift.io/v1", "kind": "Authentication", "metadata": {"name": "cluster"},
         "spec": {"serviceAccountIssuer": o.service_account_issuer.clone().unwrap_or_default()}});
     store.insert(kind("config.openshift.io", "authentications"), auth);
+    // The install-config the installer leaves (openshift/installer `pkg/asset/manifests/openshift.go`:
+    // ConfigMap `kube-system/cluster-config-v1`, key `install-config`; `pkg/types/installconfig.go`),
+    // as much of it as the world knows.
+    let install_config = format!(
+        "apiVersion: v1\nbaseDomain: sim.internal\nmetadata:\n  name: {infra}\nplatform:\n  aws:\n    region: {region}\nfips: {fips}\n",
+        region = o.region,
+        fips = o.fips
+    );
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cluster-config-v1", "namespace": "kube-system"},
+        "data": {"install-config": install_config}});
+    store.insert(kind("", "configmaps"), cm);
     if !o.capz {
         return;
     }

@@ -34,27 +34,7 @@ pub async fn providers(
         providers = providers.with(Arc::new(AwsProvider::new(config).await));
     }
     if kinds.contains(&ProviderKind::Azure) {
-        let az = &model.azure;
-        let spec_cloud = match (az.cloud.value, &az.endpoints) {
-            (AzureCloud::Public, _) => Cloud::Public,
-            (AzureCloud::UsGovernment, _) => Cloud::UsGovernment,
-            (AzureCloud::Custom, Some(e)) => Cloud::Custom {
-                resource_manager: e.resource_manager.value.clone(),
-                authority_host: e.authority.value.clone(),
-                audience: e.resource_manager.value.clone(),
-            },
-            (AzureCloud::Custom, None) => Cloud::Public,
-        };
-        let cloud = match std::env::var("XCSP_AZURE_ENDPOINT") {
-            Ok(endpoint) => Cloud::Custom {
-                authority_host: std::env::var("AZURE_AUTHORITY_HOST").unwrap_or_else(|_| endpoint.clone()),
-                resource_manager: endpoint,
-                audience: spec_cloud.scope().trim_end_matches("/.default").to_string(),
-            },
-            Err(_) => spec_cloud,
-        };
-        let config = AzureConfig::new(&az.subscription_id.value, &az.tenant_id.value, &az.resource_group.value, cloud);
-        providers = providers.with(Arc::new(AzureProvider::new(config)?));
+        providers = providers.with(Arc::new(azure(model)?));
     }
     if kinds.contains(&ProviderKind::Kubernetes)
         && let Some(found) = cluster
@@ -65,4 +45,30 @@ pub async fn providers(
         providers = providers.with(Arc::new(p));
     }
     Ok(providers)
+}
+
+/// The Azure provider of the spec's subscription, with the environment's overrides (see
+/// [`providers`]).
+pub fn azure(model: &Model) -> miette::Result<AzureProvider> {
+    let az = &model.azure;
+    let spec_cloud = match (az.cloud.value, &az.endpoints) {
+        (AzureCloud::Public, _) => Cloud::Public,
+        (AzureCloud::UsGovernment, _) => Cloud::UsGovernment,
+        (AzureCloud::Custom, Some(e)) => Cloud::Custom {
+            resource_manager: e.resource_manager.value.clone(),
+            authority_host: e.authority.value.clone(),
+            audience: e.resource_manager.value.clone(),
+        },
+        (AzureCloud::Custom, None) => Cloud::Public,
+    };
+    let cloud = match std::env::var("XCSP_AZURE_ENDPOINT") {
+        Ok(endpoint) => Cloud::Custom {
+            authority_host: std::env::var("AZURE_AUTHORITY_HOST").unwrap_or_else(|_| endpoint.clone()),
+            resource_manager: endpoint,
+            audience: spec_cloud.scope().trim_end_matches("/.default").to_string(),
+        },
+        Err(_) => spec_cloud,
+    };
+    let config = AzureConfig::new(&az.subscription_id.value, &az.tenant_id.value, &az.resource_group.value, cloud);
+    Ok(AzureProvider::new(config)?)
 }

@@ -3,6 +3,7 @@
 //! through [`report`].
 
 mod backend;
+mod capacity;
 mod clouds;
 mod cluster;
 mod cost;

@@ -102,6 +102,14 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
     if let Some(fips) = s.fips {
         problems.extend(fips_problem(model, fips).map(|p| with_severity(stop, p)));
     }
+    if let Some(images) = &s.boot_images {
+        // A pinned version is a warning either way.
+        problems.extend(
+            boot_image_problems(model, images)
+                .into_iter()
+                .map(|p| if p.is_error() { with_severity(stop, p) } else { p }),
+        );
+    }
     match &s.capz {
         None => problems.push(with_severity(
             stop,
@@ -239,11 +247,60 @@ fn fips_problem(model: &Model, cluster_fips: bool) -> Option<Problem> {
             "remove fips = true: OpenShift turns FIPS on only at install, so FIPS nodes would join a cluster whose others are not",
         )
     };
-    Some(
-        Problem::error("xcsp::cluster::fips", message)
-            .label(&spec.span, "the spec's FIPS mode")
-            .with_help(help),
-    )
+    Some(Problem::error("xcsp::cluster::fips", message).label(&spec.span, "the spec's FIPS mode").with_help(help))
+}
+
+/// A pool's marketplace image against the boot images the cluster's release publishes
+/// (`coreos-bootimages`): OpenShift boots its new machines from its own release's image and
+/// updates them from there, and an image of another release (the examples once booted 4.19 for a
+/// 4.22 cluster) starts from an Ignition and an OS the release does not test. Only an image of
+/// the cluster's own offer is compared (same publisher and offer: another release of the same
+/// product); another image is the spec's override, left alone. The Hyper-V generation is the
+/// spec's (`aro_<XY>` Generation 1, else 2). A SKU of another release is an error, a pinned
+/// version other than the cluster's a warning (`latest` takes the newest of the release's SKU).
+fn boot_image_problems(model: &Model, images: &xcsp_kube::survey::BootImages) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for pool in &model.pools {
+        let xcsp_plans::spec::Image::Marketplace { publisher, offer, sku, version } = &pool.image.value else {
+            continue;
+        };
+        let gen2 = !sku.starts_with("aro_");
+        let Some(wanted) = (if gen2 { &images.gen2 } else { &images.gen1 }) else { continue };
+        if !publisher.eq_ignore_ascii_case(&wanted.publisher) || !offer.eq_ignore_ascii_case(&wanted.offer) {
+            continue;
+        }
+        let block = format!(
+            "image {{ publisher = \"{}\", offer = \"{}\", sku = \"{}\", version = \"{}\" }}",
+            wanted.publisher, wanted.offer, wanted.sku, wanted.version
+        );
+        let generation = if gen2 { "Generation 2" } else { "Generation 1" };
+        if !sku.eq_ignore_ascii_case(&wanted.sku) {
+            out.push(
+                Problem::error(
+                    "xcsp::pool::boot_image",
+                    format!(
+                        "pool `{}` boots `{offer}` SKU `{sku}`, but the cluster's release {} publishes `{}` as its {generation} boot image (ConfigMap openshift-machine-config-operator/coreos-bootimages)",
+                        pool.name.value, images.release, wanted.sku
+                    ),
+                )
+                .label(&pool.image.span, "the pool's image")
+                .with_help(format!("boot the cluster's own: {block}")),
+            );
+        } else if version != "latest" && version != &wanted.version {
+            out.push(
+                Problem::warning(
+                    "xcsp::pool::boot_image_version",
+                    format!(
+                        "pool `{}` pins version `{version}` of `{sku}`; the cluster's release {} publishes `{}`",
+                        pool.name.value, images.release, wanted.version
+                    ),
+                )
+                .label(&pool.image.span, "the pool's image")
+                .with_help(format!("boot the cluster's own: {block}")),
+            );
+        }
+    }
+    out
 }
 
 /// What an Azure VM's network interface carries: Azure's default MTU for a VM's NIC, 1500 bytes
@@ -402,6 +459,17 @@ fn describe(s: &Survey) -> String {
     if let Some(fips) = s.fips {
         out += &format!("FIPS:         {} (install-config)\n", if fips { "on" } else { "off" });
     }
+    if let Some(b) = &s.boot_images {
+        let image = |i: &Option<xcsp_kube::survey::MarketplaceImage>| {
+            i.as_ref().map_or("-".to_string(), |i| format!("{}:{}:{}:{}", i.publisher, i.offer, i.sku, i.version))
+        };
+        out += &format!(
+            "Boot images:  OpenShift {}: Generation 2 {}, Generation 1 {} (coreos-bootimages)\n",
+            b.release,
+            image(&b.gen2),
+            image(&b.gen1)
+        );
+    }
     out
 }
 
@@ -437,7 +505,56 @@ mod tests {
             cluster_network_mtu: Some(1300),
             ovn_ipsec: false,
             fips: Some(true),
+            boot_images: Some(xcsp_kube::survey::BootImages {
+                release: "4.22.3".into(),
+                gen1: Some(image("aro_422")),
+                gen2: Some(image("422-v2")),
+            }),
         }
+    }
+
+    fn image(sku: &str) -> xcsp_kube::survey::MarketplaceImage {
+        xcsp_kube::survey::MarketplaceImage {
+            publisher: "azureopenshift".into(),
+            offer: "aro4".into(),
+            sku: sku.into(),
+            version: "422.94.20251104".into(),
+        }
+    }
+
+    #[test]
+    fn a_pool_boots_the_clusters_own_release() {
+        let mut model = il5();
+        let s = survey(&["v1beta1"], &["v1beta1"]);
+        assert!(check(&model, &s).is_empty(), "{:?}", check(&model, &s));
+        let marketplace = |sku: &str, version: &str| xcsp_plans::spec::Image::Marketplace {
+            publisher: "azureopenshift".into(),
+            offer: "aro4".into(),
+            sku: sku.into(),
+            version: version.into(),
+        };
+        model.pools[0].image.value = marketplace("419-v2", "latest");
+        let problems = check(&model, &s);
+        assert_eq!(problems.iter().map(|p| p.code).collect::<Vec<_>>(), ["xcsp::pool::boot_image"]);
+        assert!(
+            problems[0].message.contains("`419-v2`")
+                && problems[0].message.contains("release 4.22.3 publishes `422-v2`")
+        );
+        assert!(problems[0].help.as_deref().unwrap().contains(r#"sku = "422-v2", version = "422.94.20251104""#));
+        model.pools[0].image.value = marketplace("422-v2", "422.94.1");
+        let problems = check(&model, &s);
+        assert_eq!(
+            problems.iter().map(|p| (p.code, p.is_error())).collect::<Vec<_>>(),
+            [("xcsp::pool::boot_image_version", false)]
+        );
+        // Another image is the spec's own choice.
+        model.pools[0].image.value = xcsp_plans::spec::Image::Marketplace {
+            publisher: "redhat".into(),
+            offer: "rh-ocp-worker".into(),
+            sku: "rh-ocp-worker".into(),
+            version: "latest".into(),
+        };
+        assert!(check(&model, &s).is_empty());
     }
 
     #[test]

@@ -146,6 +146,13 @@ pub enum CliError {
         problems: Vec<Problem>,
     },
 
+    #[error("the Azure capacity check found {} error{}", problems.len(), if problems.len() == 1 { "" } else { "s" })]
+    #[diagnostic(code(xcsp::cli::capacity))]
+    Capacity {
+        #[related]
+        problems: Vec<Problem>,
+    },
+
     #[error("the cluster check found {} error{}", problems.len(), if problems.len() == 1 { "" } else { "s" })]
     #[diagnostic(code(xcsp::cli::cluster))]
     Cluster {

@@ -174,6 +174,7 @@ pub async fn plan(l: &Loaded, args: &StateArgs, opts: PlanOptions) -> miette::Re
     let replace = replacing(l, &state, &opts.replace)?;
     let mut p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
     plan::finish_waits(&mut p, &state.unsettled());
+    crate::capacity::before_changes(&l.model, &p, opts.offline).await?;
     if let Some(out) = opts.out {
         let lineage = (state.serial > 0).then(|| state.lineage.clone());
         let saved = SavedPlan::new(p.redacted(), lineage, state.serial);
@@ -281,6 +282,7 @@ pub async fn apply(
     let replace = replacing(l, &state, replace)?;
     let mut p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
     plan::finish_waits(&mut p, &state.unsettled());
+    crate::capacity::before_changes(&l.model, &p, run_args.offline).await?;
     let changes = p.changes.iter().filter(|c| c.action != Action::NoOp).count();
     if mode != Mode::Json {
         print!("{}{}", plan::render(&p), crate::cost::render(&crate::cost::of_run(l, &p, &graph)));

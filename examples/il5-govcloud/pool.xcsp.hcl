@@ -82,7 +82,7 @@ worker_pool "gpu" {
   image {
     publisher = "azureopenshift"
     offer     = "aro4"
-    sku       = "419-v2" # Generation 2: ND A100 v4 runs no Generation 1 image
+    sku       = "422-v2" # the cluster's release (coreos-bootimages), Generation 2: ND A100 v4 runs no Generation 1 image
     version   = "latest"
   }
 

@@ -187,6 +187,25 @@ pub struct SimConfig {
     /// the CAPI/CAPZ CRDs; else an OpenShift cluster on AWS ([`crate::kube::openshift`]),
     /// installed when the cluster starts.
     pub openshift: Option<OpenShift>,
+    /// What the subscription may run: VM sizes by location and zone, vCPU quotas
+    /// ([`crate::arm::skus`]).
+    pub compute: Compute,
+}
+
+/// The subscription's compute offer: where each size of the catalog ([`crate::arm::skus::SIZES`])
+/// runs, and its vCPU quotas. Unset, every size runs in every location of
+/// [`crate::arm::skus::LOCATIONS`] in all three zones, and every family has
+/// [`crate::arm::skus::DEFAULT_FAMILY_VCPUS`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Compute {
+    /// `"<location>/<size>"` -> the zones it runs in for this subscription (an empty list: not in
+    /// that location at all). Sizes and locations are compared without regard to case.
+    pub zones: BTreeMap<String, Vec<String>>,
+    /// Quota family (`standardNDASv4_A100Family`) -> vCPU limit, in every location.
+    pub family_vcpus: BTreeMap<String, u32>,
+    /// The regional total (`cores`); unset: [`crate::arm::skus::DEFAULT_REGIONAL_VCPUS`].
+    pub regional_vcpus: Option<u32>,
 }
 
 /// An OpenShift cluster on AWS, as far as the Kubernetes API shows it.
@@ -244,6 +263,7 @@ impl Default for SimConfig {
             seed: None,
             custom_roles: BTreeMap::new(),
             openshift: None,
+            compute: Compute::default(),
         }
     }
 }

@@ -2436,3 +2436,46 @@ fn applying_a_saved_plan_does_not_do_what_it_did_not_show() {
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(&spec).output().unwrap());
     assert_eq!(clouds.aws_live(), (0, 0, 0));
 }
+
+/// What Azure would refuse the pool's VMs is refused at plan, read from the subscription itself
+/// (Resource SKUs and usages through the Azure SDK): the IL5 size withheld from one of the pool's
+/// zones, and a family quota below the two machines' 192 vCPUs, each named with the size, zone and
+/// quota; nothing is planned. With the offer as it was, the plan goes through.
+#[test]
+fn a_zone_without_the_size_and_a_quota_below_the_replicas_are_plan_errors() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    // Online: the cluster and the subscription are read (the example's issuer is not reachable
+    // from here, which is a warning).
+    let plan = |clouds: &Clouds| {
+        let out = clouds.xcsp(state).env_remove("XCSP_OFFLINE").args(["plan"]).arg(il5()).output().unwrap();
+        (out.status.code(), text_of(&out))
+    };
+    let (code, said) = plan(&clouds);
+    assert_eq!(code, Some(0), "{said}");
+    clouds.configure(&serde_json::json!({"compute": {
+        "zones": {"usgovvirginia/Standard_ND96asr_v4": ["1", "3"]},
+        "family_vcpus": {"standardNDASv4_A100Family": 100}}}));
+    let (code, said) = plan(&clouds);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(!said.contains("will be created"), "nothing is planned: {said}");
+    let words = said.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("xcsp::azure::zone")
+            && words.contains("`Standard_ND96asr_v4` is not offered in zone 2 of `usgovvirginia`"),
+        "{said}"
+    );
+    assert!(words.contains("zones it is offered in: 1, 3"), "{said}");
+    assert!(
+        words.contains("xcsp::azure::quota") && words.contains("adds 192 vCPUs of quota `standardNDASv4_A100Family`"),
+        "{said}"
+    );
+    assert!(words.contains("limit is 100 with 0 in use") && words.contains("at least 192"), "{said}");
+    // A merge patch: null takes the entries out.
+    clouds.configure(&serde_json::json!({"compute": {
+        "zones": {"usgovvirginia/Standard_ND96asr_v4": null},
+        "family_vcpus": {"standardNDASv4_A100Family": null}}}));
+    let (code, said) = plan(&clouds);
+    assert_eq!(code, Some(0), "{said}");
+}

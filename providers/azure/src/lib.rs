@@ -21,6 +21,7 @@
 //!   azure_core would log, and [`credential::SecretString`].
 
 pub mod arm;
+pub mod capacity;
 mod config;
 pub mod credential;
 pub mod identify;
@@ -51,6 +52,7 @@ pub struct AzureProvider {
     msi: azure_mgmt_msi::Client,
     authz: azure_mgmt_authorization::Client,
     resources: azure_mgmt_resources::Client,
+    compute: azure_mgmt_compute::package_2024_03_01::Client,
     /// Role definition ids by role name, looked up once.
     roles: tokio::sync::Mutex<HashMap<String, String>>,
 }
@@ -96,6 +98,12 @@ impl AzureProvider {
             ),
             msi: azure_mgmt_msi::Client::new(endpoint.clone(), credential.clone(), scopes.clone(), options.clone()),
             authz: azure_mgmt_authorization::Client::new(
+                endpoint.clone(),
+                credential.clone(),
+                scopes.clone(),
+                options.clone(),
+            ),
+            compute: azure_mgmt_compute::package_2024_03_01::Client::new(
                 endpoint.clone(),
                 credential.clone(),
                 scopes.clone(),

@@ -21,6 +21,12 @@
 //!   `install-config`; openshift/installer `pkg/asset/manifests/openshift.go`), whose `fips` says
 //!   the cluster runs in FIPS mode (`pkg/types/installconfig.go`); the installer then writes
 //!   `99-master-fips` and `99-worker-fips` MachineConfigs with `spec.fips`.
+//! - The boot images the cluster's release publishes: ConfigMap
+//!   `openshift-machine-config-operator/coreos-bootimages`, keys `releaseVersion` and `stream`
+//!   (CoreOS stream metadata; the Azure Marketplace images without a purchase plan under
+//!   `architectures.x86_64.rhel-coreos-extensions.marketplace.azure.no-purchase-plan`,
+//!   `hyperVGen1` and `hyperVGen2`: openshift/enhancements `enhancements/rhcos/marketplace-images.md`;
+//!   machine-config-operator `pkg/operator/bootimages.go`).
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde::Serialize;
@@ -81,6 +87,46 @@ pub struct Survey {
     pub ovn_ipsec: bool,
     /// The cluster's FIPS mode, as its install-config says (`None`: no install-config readable).
     pub fips: Option<bool>,
+    /// The boot images the cluster's release publishes, when it does.
+    pub boot_images: Option<BootImages>,
+}
+
+/// An Azure Marketplace image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MarketplaceImage {
+    pub publisher: String,
+    pub offer: String,
+    pub sku: String,
+    pub version: String,
+}
+
+/// The cluster's boot images for Azure on x86_64.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BootImages {
+    /// The OpenShift release that publishes them (`releaseVersion`).
+    pub release: String,
+    pub gen1: Option<MarketplaceImage>,
+    pub gen2: Option<MarketplaceImage>,
+}
+
+/// The Azure Marketplace boot images of a `coreos-bootimages` ConfigMap's data.
+pub fn boot_images(data: &Json) -> Option<BootImages> {
+    let stream: Json = serde_json::from_str(data["stream"].as_str()?).ok()?;
+    let plan = &stream["architectures"]["x86_64"]["rhel-coreos-extensions"]["marketplace"]["azure"]["no-purchase-plan"];
+    let image = |generation: &str| {
+        let i = &plan[generation];
+        Some(MarketplaceImage {
+            publisher: i["publisher"].as_str()?.into(),
+            offer: i["offer"].as_str()?.into(),
+            sku: i["sku"].as_str()?.into(),
+            version: i["version"].as_str()?.into(),
+        })
+    };
+    Some(BootImages {
+        release: data["releaseVersion"].as_str().unwrap_or_default().to_string(),
+        gen1: image("hyperVGen1"),
+        gen2: image("hyperVGen2"),
+    })
 }
 
 /// One reason Entra would refuse the token CAPZ presents for a federated credential: the
@@ -273,6 +319,14 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
     let fips = absent(config_maps.get("cluster-config-v1").await)
         .map_err(|e| format!("cannot read the ConfigMap kube-system/cluster-config-v1: {e}"))?
         .and_then(|c| install_config_fips(c.data["data"]["install-config"].as_str()?));
+    let mco_config_maps: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "openshift-machine-config-operator",
+        &resource("", "v1", "ConfigMap", "configmaps"),
+    );
+    let boot_images = absent(mco_config_maps.get("coreos-bootimages").await)
+        .map_err(|e| format!("cannot read the ConfigMap openshift-machine-config-operator/coreos-bootimages: {e}"))?
+        .and_then(|c| boot_images(&c.data["data"]));
     Ok(Survey {
         openshift,
         capi_versions,
@@ -284,6 +338,7 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
         cluster_network_mtu,
         ovn_ipsec,
         fips,
+        boot_images,
     })
 }
 
@@ -297,6 +352,20 @@ fn install_config_fips(text: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_boot_images_are_read_from_the_stream() {
+        let stream = serde_json::json!({"architectures": {"x86_64": {"rhel-coreos-extensions": {"marketplace": {"azure": {
+            "no-purchase-plan": {
+                "hyperVGen1": {"publisher": "azureopenshift", "offer": "aro4", "sku": "aro_422", "version": "422.94.1"},
+                "hyperVGen2": {"publisher": "azureopenshift", "offer": "aro4", "sku": "422-v2", "version": "422.94.1"}}}}}}}});
+        let data = serde_json::json!({"releaseVersion": "4.22.3", "stream": stream.to_string()});
+        let b = boot_images(&data).unwrap();
+        assert_eq!(b.release, "4.22.3");
+        assert_eq!(b.gen2.unwrap().sku, "422-v2");
+        assert_eq!(b.gen1.unwrap().sku, "aro_422");
+        assert_eq!(boot_images(&serde_json::json!({"stream": "{}"})).unwrap().gen2, None);
+    }
 
     #[test]
     fn the_install_config_says_the_fips_mode() {

@@ -106,6 +106,8 @@ pub fn operation_name(method: &Method, target: &Target) -> String {
         Target::RoleAssignment { .. } => "Microsoft.Authorization/roleAssignments".to_string(),
         Target::RoleDefinitions { .. } => "Microsoft.Authorization/roleDefinitions (list)".to_string(),
         Target::RoleDefinition { .. } => "Microsoft.Authorization/roleDefinitions".to_string(),
+        Target::ComputeSkus { .. } => "Microsoft.Compute/skus (list)".to_string(),
+        Target::ComputeUsages { .. } => "Microsoft.Compute/locations/usages (list)".to_string(),
         Target::Unknown => "unknown".to_string(),
     };
     format!("{method} {what}")
@@ -122,7 +124,9 @@ pub fn subscription_of(target: &Target) -> Option<String> {
         | Target::Resource { sub, .. }
         | Target::Children { sub, .. }
         | Target::SharedKey { sub, .. }
-        | Target::GatewayConnections { sub, .. } => Some(sub.clone()),
+        | Target::GatewayConnections { sub, .. }
+        | Target::ComputeSkus { sub }
+        | Target::ComputeUsages { sub, .. } => Some(sub.clone()),
         Target::RoleAssignments { scope }
         | Target::RoleAssignment { scope, .. }
         | Target::RoleDefinitions { scope }
@@ -185,6 +189,13 @@ impl Arm {
             | Target::RoleAssignment { .. }
             | Target::RoleDefinitions { .. }
             | Target::RoleDefinition { .. } => authz::handle(&mut store, ctx, target),
+            Target::ComputeSkus { .. } if *ctx.method == Method::GET => skus::list(ctx),
+            Target::ComputeUsages { location, .. } if *ctx.method == Method::GET => skus::usages(ctx, &store, location),
+            Target::ComputeSkus { .. } | Target::ComputeUsages { .. } => Err(ArmError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                "The requested resource does not support the method: only GET is served.",
+            )),
             Target::Token { .. } | Target::OpenIdConfiguration { .. } | Target::Unknown => Err(ArmError::bad_request(
                 "InvalidResourceType",
                 "The resource type could not be found in the namespace, or this path is not emulated by xcsp-sim.",

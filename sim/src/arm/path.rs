@@ -74,6 +74,15 @@ pub enum Target {
         scope: String,
         id: String,
     },
+    /// `GET /subscriptions/{s}/providers/Microsoft.Compute/skus`: the VM sizes offered.
+    ComputeSkus {
+        sub: String,
+    },
+    /// `GET /subscriptions/{s}/providers/Microsoft.Compute/locations/{l}/usages`: vCPU quotas.
+    ComputeUsages {
+        sub: String,
+        location: String,
+    },
     Unknown,
 }
 
@@ -123,6 +132,14 @@ fn parse_sub(sub: String, rest: &[&str]) -> Target {
             } else {
                 Target::Unknown
             }
+        }
+        [p, ns, ty] if eq(p, "providers") && eq(ns, "Microsoft.Compute") && eq(ty, "skus") => {
+            Target::ComputeSkus { sub }
+        }
+        [p, ns, l, location, u]
+            if eq(p, "providers") && eq(ns, "Microsoft.Compute") && eq(l, "locations") && eq(u, "usages") =>
+        {
+            Target::ComputeUsages { sub, location: location.to_string() }
         }
         [p, ns, ty] if eq(p, "providers") => match kinds::top_level(ns, ty) {
             Some(kind) => Target::List { sub, rg: None, kind },

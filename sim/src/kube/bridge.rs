@@ -252,7 +252,7 @@ impl Bridge {
             // ARM refuses a VM it cannot make at once (its PUT answers 400); one it accepts takes a
             // VM's creation time from when CAPZ could first make it.
             let mut creatable = held.step == "vm";
-            if creatable && let Err(refused) = capz::plan_vm(&s, &arm, &machine) {
+            if creatable && let Err(refused) = capz::plan_vm(&s, &arm, &machine, &config.compute) {
                 held = refused;
                 creatable = false;
             }
@@ -271,7 +271,7 @@ impl Bridge {
                     source: "sim latency profile (capz::CREATE_SECS)",
                 };
             } else if creatable {
-                match capz::make_vm(&s, &mut arm, &machine, world.clock.now()) {
+                match capz::make_vm(&s, &mut arm, &machine, &config.compute, world.clock.now()) {
                     Ok(pid) => {
                         machine["spec"]["providerID"] = json!(pid);
                         machine["status"]["addresses"] = json!([{"type": "InternalDNS", "address": name}]);

@@ -42,6 +42,7 @@ pub fn plan_vm(
     kube: &Store,
     arm: &ArmStore,
     machine: &Value,
+    compute: &crate::world::Compute,
 ) -> Result<Vec<(String, &'static crate::arm::kinds::Kind, Value)>, Held> {
     let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
     let name = machine["metadata"]["name"].as_str().unwrap_or_default();
@@ -68,6 +69,25 @@ pub fn plan_vm(
         return Err(refused(format!(
             "failed to reconcile network interface: subnet {subnet_id} not found (ResourceNotFound)"
         )));
+    }
+    // CAPZ reads the size's resource SKU first (`azure/scope/machine.go` `InitMachineCache`,
+    // `azure/services/resourceskus/cache.go` `Get`): a size the location does not list is an error
+    // it does not retry (`azuremachine_controller.go`, a terminal failure).
+    let size = spec["vmSize"].as_str().unwrap_or_default();
+    let known = crate::arm::skus::find(size);
+    if known.is_none_or(|s| crate::arm::skus::offered_zones(compute, location, s).is_none()) {
+        return Err(refused(format!(
+            "failed to get VM SKU {size} in compute api: reconcile error that cannot be recovered occurred: resource sku with name '{size}' and category 'virtualMachines' not found in location '{location}'"
+        )));
+    }
+    // Compute refuses the VM's PUT a zone it may not use, or past a quota.
+    let zone = machine["spec"]["failureDomain"].as_str();
+    if let Some((code, message)) = crate::arm::skus::create_refusal(compute, arm, location, zone, size, sub) {
+        return Err(Held {
+            step: "vm",
+            message: format!("{}RESPONSE 409: 409 Conflict ERROR CODE: {code}: {message}", super::joins::VM_FAILED),
+            source: "cluster-api-provider-azure azure/scope/machine.go UpdatePutStatus; Microsoft Learn, Resolve errors for SKU not available; Resolve quota errors",
+        });
     }
     if let Some(refused) = generation_refusal(spec) {
         return Err(Held {
@@ -161,8 +181,14 @@ fn generation_refusal(template_spec: &Value) -> Option<String> {
 
 /// Makes the VM of a Machine held at `vm` ([`plan_vm`]); answers its provider ID, or why CAPZ
 /// could not.
-pub fn make_vm(kube: &Store, arm: &mut ArmStore, machine: &Value, now: std::time::Instant) -> Result<String, Held> {
-    let planned = plan_vm(kube, arm, machine)?;
+pub fn make_vm(
+    kube: &Store,
+    arm: &mut ArmStore,
+    machine: &Value,
+    compute: &crate::world::Compute,
+    now: std::time::Instant,
+) -> Result<String, Held> {
+    let planned = plan_vm(kube, arm, machine, compute)?;
     let vm_id = planned.last().map(|p| p.0.clone()).unwrap_or_default();
     for (id, kind, body) in planned {
         if arm.get(&id.to_ascii_lowercase()).is_some() {

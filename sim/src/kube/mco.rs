@@ -84,6 +84,33 @@ fn worker_templates() -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// Where the machine-config operator runs.
+pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
+/// The OpenShift release the world's cluster runs, and the RHCOS build of its boot images.
+pub const RELEASE: &str = "4.22.3";
+const RHCOS_BUILD: &str = "422.94.202511041021-0";
+
+/// ConfigMap `coreos-bootimages` (machine-config-operator `pkg/operator/bootimages.go`: keys
+/// `releaseVersion` and `stream`, the CoreOS stream metadata of the release) with the Azure
+/// Marketplace images without a purchase plan, `azureopenshift:aro4`, SKU `aro_<XY>` for
+/// Generation 1 and `<XY>-v2` for Generation 2 (openshift/enhancements
+/// `enhancements/rhcos/marketplace-images.md`). The build number is the world's.
+fn boot_images() -> Value {
+    let xy: String = RELEASE.split('.').take(2).collect();
+    let image =
+        |sku: String| json!({"publisher": "azureopenshift", "offer": "aro4", "sku": sku, "version": RHCOS_BUILD});
+    let stream = json!({
+        "stream": format!("rhcos-{}", RELEASE.rsplit_once('.').map_or(RELEASE, |(m, _)| m)),
+        "architectures": {"x86_64": {"rhel-coreos-extensions": {"marketplace": {"azure": {"no-purchase-plan": {
+            "hyperVGen1": image(format!("aro_{xy}")),
+            "hyperVGen2": image(format!("{xy}-v2")),
+        }}}}}},
+    });
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "coreos-bootimages", "namespace": MCO_NAMESPACE},
+        "data": {"releaseVersion": RELEASE, "stream": stream.to_string()}})
+}
+
 /// What install leaves for the machine-config operator's part (see the module doc).
 pub fn seed(store: &mut Store, o: &OpenShift) {
     store.add_namespace(MACHINE_API_NAMESPACE);
@@ -117,6 +144,9 @@ pub fn seed(store: &mut Store, o: &OpenShift) {
             store.insert(kind(MACHINECONFIGURATION, "machineconfigs"), mc);
         }
     }
+    // The boot images of the cluster's release, as the operator publishes them.
+    store.add_namespace(MCO_NAMESPACE);
+    store.insert(kind("", "configmaps"), boot_images());
     // The installer's own pointer secret (openshift/installer `pkg/asset/machines`: `worker-user-data`,
     // key `userData`), the one OpenShift's secret-sync copies for its own Cluster.
     let user_data = pointer_config(o, "worker", &store.ca_pem);

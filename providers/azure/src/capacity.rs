@@ -1,0 +1,168 @@
+//! What a subscription can run in a location, read before apply: the VM sizes offered to it there
+//! and in which zones (Resource SKUs, `GET /subscriptions/{s}/providers/Microsoft.Compute/skus`,
+//! api-version 2021-07-01, filtered by location), and its vCPU quotas with what is in use
+//! (`GET /subscriptions/{s}/providers/Microsoft.Compute/locations/{l}/usages`, 2024-03-01).
+//!
+//! A size is offered when a `virtualMachines` SKU of that name lists the location and no
+//! restriction of type `Location` names it; a zone when the SKU's `locationInfo` lists it and no
+//! restriction of type `Zone` names it (Microsoft Learn, "Resource Skus - List": `restrictions`,
+//! `reasonCode` `NotAvailableForSubscription` or `QuotaId`; "Resolve errors for SKU not
+//! available"). Quotas: one per VM family (`name.value` the SKU's `family`) and the regional total
+//! `cores` (Microsoft Learn, "Check vCPU quotas": a deployment needs both).
+
+use futures::StreamExt;
+use serde::Serialize;
+use xcsp_core::provider::ProviderError;
+
+use crate::AzureProvider;
+
+/// One VM size as a location offers it to the subscription.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SizeOffer {
+    pub name: String,
+    /// Its quota family (`family`).
+    pub family: String,
+    /// `vCPUs` among its capabilities.
+    pub vcpus: i64,
+    /// The zones it runs in there for this subscription.
+    pub zones: Vec<String>,
+    /// The zones the location has for it but not for this subscription.
+    pub restricted_zones: Vec<String>,
+    /// Not offered in the location to this subscription at all.
+    pub restricted: bool,
+}
+
+/// One quota and its use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Quota {
+    /// `cores` or a family (`standardNDASv4_A100Family`).
+    pub name: String,
+    pub localized: String,
+    pub current: i64,
+    pub limit: i64,
+}
+
+/// The regional total every VM counts against beside its family's quota.
+pub const REGIONAL_CORES: &str = "cores";
+
+/// A read's failure, naming what was read.
+fn failed(what: &str, e: azure_core::Error) -> ProviderError {
+    let message = e.to_string();
+    let first = message.lines().next().unwrap_or_default().chars().take(400).collect::<String>();
+    ProviderError::Failed {
+        address: "azure".into(),
+        code: "CapacityRead".into(),
+        message: format!("cannot read {what}: {first}"),
+    }
+}
+
+impl AzureProvider {
+    /// The VM sizes offered in `location`, as the Resource SKUs API lists them.
+    pub async fn vm_sizes(&self, location: &str) -> Result<Vec<SizeOffer>, ProviderError> {
+        let what = format!("the VM sizes of {location} (Microsoft.Compute/skus)");
+        let mut pages = self
+            .compute
+            .resource_skus_client()
+            .list(&self.config.subscription_id)
+            .filter(format!("location eq '{location}'"))
+            .into_stream();
+        let mut skus = Vec::new();
+        while let Some(page) = pages.next().await {
+            skus.extend(page.map_err(|e| failed(&what, e))?.value);
+        }
+        Ok(skus
+            .into_iter()
+            .filter(|s| s.resource_type.as_deref() == Some("virtualMachines"))
+            .filter(|s| s.locations.iter().any(|l| l.eq_ignore_ascii_case(location)))
+            .map(|s| offer(&s, location))
+            .collect())
+    }
+
+    /// The subscription's compute quotas in `location` and their use.
+    pub async fn quotas(&self, location: &str) -> Result<Vec<Quota>, ProviderError> {
+        let what = format!("the compute quotas of {location} (Microsoft.Compute/locations/usages)");
+        let mut pages = self.compute.usage_client().list(location, &self.config.subscription_id).into_stream();
+        let mut usages = Vec::new();
+        while let Some(page) = pages.next().await {
+            usages.extend(page.map_err(|e| failed(&what, e))?.value);
+        }
+        Ok(usages
+            .into_iter()
+            .map(|u| Quota {
+                name: u.name.value.unwrap_or_default(),
+                localized: u.name.localized_value.unwrap_or_default(),
+                current: i64::from(u.current_value),
+                limit: u.limit,
+            })
+            .collect())
+    }
+}
+
+fn offer(s: &azure_mgmt_compute::package_2024_03_01::models::ResourceSku, location: &str) -> SizeOffer {
+    use azure_mgmt_compute::package_2024_03_01::models::resource_sku_restrictions::Type;
+    let here = |l: &String| l.eq_ignore_ascii_case(location);
+    let zones: Vec<String> = s
+        .location_info
+        .iter()
+        .filter(|i| i.location.as_ref().is_some_and(here))
+        .flat_map(|i| i.zones.clone())
+        .collect();
+    let mut restricted = false;
+    let mut restricted_zones = Vec::new();
+    for r in &s.restrictions {
+        let info = r.restriction_info.as_ref();
+        let in_location = info.is_some_and(|i| i.locations.iter().any(here)) || r.values.iter().any(here);
+        match r.type_ {
+            Some(Type::Location) if in_location => restricted = true,
+            Some(Type::Zone) if in_location => {
+                restricted_zones.extend(info.map(|i| i.zones.clone()).unwrap_or_default())
+            }
+            _ => {}
+        }
+    }
+    let vcpus = s
+        .capabilities
+        .iter()
+        .find(|c| c.name.as_deref() == Some("vCPUs"))
+        .and_then(|c| c.value.as_deref()?.parse().ok())
+        .unwrap_or(0);
+    let mut offered: Vec<String> = zones.iter().filter(|z| !restricted_zones.contains(z)).cloned().collect();
+    offered.sort();
+    restricted_zones.sort();
+    restricted_zones.dedup();
+    SizeOffer {
+        name: s.name.clone().unwrap_or_default(),
+        family: s.family.clone().unwrap_or_default(),
+        vcpus,
+        zones: offered,
+        restricted_zones,
+        restricted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restrictions_take_zones_and_locations_away() {
+        let sku: azure_mgmt_compute::package_2024_03_01::models::ResourceSku = serde_json::from_value(serde_json::json!({
+            "resourceType": "virtualMachines", "name": "Standard_ND96asr_v4", "family": "standardNDASv4_A100Family",
+            "locations": ["usgovvirginia"],
+            "locationInfo": [{"location": "usgovvirginia", "zones": ["2", "1", "3"]}],
+            "capabilities": [{"name": "vCPUs", "value": "96"}],
+            "restrictions": [{"type": "Zone", "values": ["usgovvirginia"], "reasonCode": "NotAvailableForSubscription",
+                "restrictionInfo": {"locations": ["usgovvirginia"], "zones": ["3"]}}]
+        }))
+        .unwrap();
+        let o = offer(&sku, "USGovVirginia");
+        assert_eq!(
+            (o.vcpus, o.zones.clone(), o.restricted_zones.clone(), o.restricted),
+            (96, vec!["1".into(), "2".into()], vec!["3".into()], false)
+        );
+        let mut gone = sku.clone();
+        gone.restrictions[0].type_ =
+            Some(azure_mgmt_compute::package_2024_03_01::models::resource_sku_restrictions::Type::Location);
+        assert!(offer(&gone, "usgovvirginia").restricted);
+    }
+}

@@ -48,6 +48,34 @@ pub fn added(p: &Plan) -> Vec<Added> {
         .collect()
 }
 
+/// A pool's Marketplace image against the versions the location carries (`None`: not at all).
+pub fn image_problem(model: &Model, pool: &xcsp_plans::spec::Pool, versions: Option<&[String]>) -> Option<Problem> {
+    let xcsp_plans::spec::Image::Marketplace { publisher, offer, sku, version } = &pool.image.value else {
+        return None;
+    };
+    let location = &model.azure.location.value;
+    let name = format!("{publisher}:{offer}:{sku}");
+    let message = match versions {
+        None | Some([]) => format!(
+            "pool `{}`: image `{name}` is not in the Marketplace of `{location}`, so Azure would refuse its VMs (PlatformImageNotFound)",
+            pool.name.value
+        ),
+        Some(v) if version != "latest" && !v.iter().any(|x| x == version) => format!(
+            "pool `{}`: image `{name}` has no version `{version}` in `{location}` (it has {}), so Azure would refuse its VMs (PlatformImageNotFound)",
+            pool.name.value,
+            v.join(", ")
+        ),
+        Some(_) => return None,
+    };
+    Some(
+        Problem::error("xcsp::azure::image", message)
+            .label(&pool.image.span, "the pool's image")
+            .with_help(format!(
+                "`az vm image list --location {location} --publisher {publisher} --offer {offer} --all` lists what there is; `xcsp preflight` names the cluster's own boot image"
+            )),
+    )
+}
+
 /// The problems of `added` against the location's offer and quotas.
 pub fn check(model: &Model, added: &[Added], sizes: &[SizeOffer], quotas: &[Quota]) -> Vec<Problem> {
     let location = &model.azure.location.value;
@@ -160,7 +188,19 @@ pub async fn before_changes(model: &Model, p: &Plan, offline: bool) -> miette::R
             return Ok(());
         }
     };
-    let problems = check(model, &added, &sizes, &quotas);
+    let mut problems = check(model, &added, &sizes, &quotas);
+    let mut pools: Vec<&str> = added.iter().map(|a| a.pool.as_str()).collect();
+    pools.dedup();
+    for pool in model.pools.iter().filter(|p| pools.contains(&p.name.value.as_str())) {
+        let xcsp_plans::spec::Image::Marketplace { publisher, offer, sku, .. } = &pool.image.value else { continue };
+        match azure.image_versions(location, publisher, offer, sku).await {
+            Ok(versions) => problems.extend(image_problem(model, pool, versions.as_deref())),
+            Err(e) => report::warn(format_args!(
+                "cannot read the image of pool `{}` ({e}); it is not checked",
+                pool.name.value
+            )),
+        }
+    }
     if problems.is_empty() { Ok(()) } else { Err(CliError::Capacity { problems }.into()) }
 }
 
@@ -190,6 +230,20 @@ mod tests {
 
     fn both_zones() -> Vec<Added> {
         ["1", "2"].iter().map(|z| Added { pool: "gpu".into(), zone: Some(z.to_string()), machines: 1 }).collect()
+    }
+
+    #[test]
+    fn an_image_the_location_lacks_is_named() {
+        let m = il5();
+        let pool = &m.pools[0];
+        assert!(image_problem(&m, pool, Some(&["422.94.1".to_string()])).is_none(), "latest of a listed image");
+        let p = image_problem(&m, pool, None).expect("not there");
+        assert_eq!(p.code, "xcsp::azure::image");
+        assert!(
+            p.message.contains("`azureopenshift:aro4:422-v2` is not in the Marketplace of `usgovvirginia`"),
+            "{}",
+            p.message
+        );
     }
 
     #[test]

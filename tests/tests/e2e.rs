@@ -2438,9 +2438,10 @@ fn applying_a_saved_plan_does_not_do_what_it_did_not_show() {
 }
 
 /// What Azure would refuse the pool's VMs is refused at plan, read from the subscription itself
-/// (Resource SKUs and usages through the Azure SDK): the IL5 size withheld from one of the pool's
-/// zones, and a family quota below the two machines' 192 vCPUs, each named with the size, zone and
-/// quota; nothing is planned. With the offer as it was, the plan goes through.
+/// (Resource SKUs, usages and Marketplace images through the Azure SDK): the IL5 size withheld
+/// from one of the pool's zones, a family quota below the two machines' 192 vCPUs, and an image
+/// the location does not carry, each named with the size, zone, quota or image; nothing is
+/// planned. With the offer as it was, the plan goes through.
 #[test]
 fn a_zone_without_the_size_and_a_quota_below_the_replicas_are_plan_errors() {
     let clouds = Clouds::start();
@@ -2472,6 +2473,22 @@ fn a_zone_without_the_size_and_a_quota_below_the_replicas_are_plan_errors() {
         "{said}"
     );
     assert!(words.contains("limit is 100 with 0 in use") && words.contains("at least 192"), "{said}");
+    // An image the location does not carry (another offer than the cluster's, so preflight
+    // leaves it to the spec): named, nothing planned.
+    let spec = il5_copy(dir.path(), |t| {
+        t.replace(r#"publisher = "azureopenshift""#, r#"publisher = "redhat""#)
+            .replace(r#"offer     = "aro4""#, r#"offer     = "rh-ocp-worker""#)
+            .replace(r#"sku       = "422-v2""#, r#"sku       = "rh-ocp-worker""#)
+    });
+    let out = clouds.xcsp(state).env_remove("XCSP_OFFLINE").args(["plan"]).arg(&spec).output().unwrap();
+    let said = text_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let words = said.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("xcsp::azure::image")
+            && words.contains("`redhat:rh-ocp-worker:rh-ocp-worker` is not in the Marketplace of `usgovvirginia`"),
+        "{said}"
+    );
     // A merge patch: null takes the entries out.
     clouds.configure(&serde_json::json!({"compute": {
         "zones": {"usgovvirginia/Standard_ND96asr_v4": null},

@@ -8,7 +8,8 @@
 //! restriction of type `Zone` names it (Microsoft Learn, "Resource Skus - List": `restrictions`,
 //! `reasonCode` `NotAvailableForSubscription` or `QuotaId`; "Resolve errors for SKU not
 //! available"). Quotas: one per VM family (`name.value` the SKU's `family`) and the regional total
-//! `cores` (Microsoft Learn, "Check vCPU quotas": a deployment needs both).
+//! `cores` (Microsoft Learn, "Check vCPU quotas": a deployment needs both). And whether a
+//! Marketplace image is in the location (`VirtualMachineImages_List`, 2024-03-01; 404 when not).
 
 use futures::StreamExt;
 use serde::Serialize;
@@ -76,6 +77,30 @@ impl AzureProvider {
             .filter(|s| s.locations.iter().any(|l| l.eq_ignore_ascii_case(location)))
             .map(|s| offer(&s, location))
             .collect())
+    }
+
+    /// The versions of a Marketplace image in `location` (`VirtualMachineImages_List`), `None` when
+    /// the location does not carry it (404).
+    pub async fn image_versions(
+        &self,
+        location: &str,
+        publisher: &str,
+        offer: &str,
+        sku: &str,
+    ) -> Result<Option<Vec<String>>, ProviderError> {
+        let what = format!("the versions of image {publisher}:{offer}:{sku} in {location}");
+        let listed = self
+            .compute
+            .virtual_machine_images_client()
+            .list(location, publisher, offer, sku, &self.config.subscription_id)
+            .await;
+        match listed {
+            Ok(images) => Ok(Some(images.into_iter().map(|i| i.name).collect())),
+            Err(e) if matches!(e.kind(), azure_core::error::ErrorKind::HttpResponse { status, .. } if u16::from(*status) == 404) => {
+                Ok(None)
+            }
+            Err(e) => Err(failed(&what, e)),
+        }
     }
 
     /// The subscription's compute quotas in `location` and their use.

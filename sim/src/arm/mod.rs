@@ -108,6 +108,7 @@ pub fn operation_name(method: &Method, target: &Target) -> String {
         Target::RoleDefinition { .. } => "Microsoft.Authorization/roleDefinitions".to_string(),
         Target::ComputeSkus { .. } => "Microsoft.Compute/skus (list)".to_string(),
         Target::ComputeUsages { .. } => "Microsoft.Compute/locations/usages (list)".to_string(),
+        Target::ImageVersions { .. } => "Microsoft.Compute/locations/publishers/.../versions (list)".to_string(),
         Target::Unknown => "unknown".to_string(),
     };
     format!("{method} {what}")
@@ -126,7 +127,8 @@ pub fn subscription_of(target: &Target) -> Option<String> {
         | Target::SharedKey { sub, .. }
         | Target::GatewayConnections { sub, .. }
         | Target::ComputeSkus { sub }
-        | Target::ComputeUsages { sub, .. } => Some(sub.clone()),
+        | Target::ComputeUsages { sub, .. }
+        | Target::ImageVersions { sub, .. } => Some(sub.clone()),
         Target::RoleAssignments { scope }
         | Target::RoleAssignment { scope, .. }
         | Target::RoleDefinitions { scope }
@@ -191,11 +193,16 @@ impl Arm {
             | Target::RoleDefinition { .. } => authz::handle(&mut store, ctx, target),
             Target::ComputeSkus { .. } if *ctx.method == Method::GET => skus::list(ctx),
             Target::ComputeUsages { location, .. } if *ctx.method == Method::GET => skus::usages(ctx, &store, location),
-            Target::ComputeSkus { .. } | Target::ComputeUsages { .. } => Err(ArmError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "MethodNotAllowed",
-                "The requested resource does not support the method: only GET is served.",
-            )),
+            Target::ImageVersions { sub, location, publisher, offer, sku } if *ctx.method == Method::GET => {
+                skus::image_list(ctx, sub, location, (publisher, offer, sku))
+            }
+            Target::ComputeSkus { .. } | Target::ComputeUsages { .. } | Target::ImageVersions { .. } => {
+                Err(ArmError::new(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "MethodNotAllowed",
+                    "The requested resource does not support the method: only GET is served.",
+                ))
+            }
             Target::Token { .. } | Target::OpenIdConfiguration { .. } | Target::Unknown => Err(ArmError::bad_request(
                 "InvalidResourceType",
                 "The resource type could not be found in the namespace, or this path is not emulated by xcsp-sim.",

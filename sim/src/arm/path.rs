@@ -83,6 +83,14 @@ pub enum Target {
         sub: String,
         location: String,
     },
+    /// `GET .../Microsoft.Compute/locations/{l}/publishers/{p}/artifacttypes/vmimage/offers/{o}/skus/{k}/versions`.
+    ImageVersions {
+        sub: String,
+        location: String,
+        publisher: String,
+        offer: String,
+        sku: String,
+    },
     Unknown,
 }
 
@@ -135,6 +143,25 @@ fn parse_sub(sub: String, rest: &[&str]) -> Target {
         }
         [p, ns, ty] if eq(p, "providers") && eq(ns, "Microsoft.Compute") && eq(ty, "skus") => {
             Target::ComputeSkus { sub }
+        }
+        [p, ns, l, location, pubs, publisher, at, vmimage, offers, offer, skus, sku, versions]
+            if eq(p, "providers")
+                && eq(ns, "Microsoft.Compute")
+                && eq(l, "locations")
+                && eq(pubs, "publishers")
+                && eq(at, "artifacttypes")
+                && eq(vmimage, "vmimage")
+                && eq(offers, "offers")
+                && eq(skus, "skus")
+                && eq(versions, "versions") =>
+        {
+            Target::ImageVersions {
+                sub,
+                location: location.to_string(),
+                publisher: publisher.to_string(),
+                offer: offer.to_string(),
+                sku: sku.to_string(),
+            }
         }
         [p, ns, l, location, u]
             if eq(p, "providers") && eq(ns, "Microsoft.Compute") && eq(l, "locations") && eq(u, "usages") =>

@@ -220,18 +220,31 @@ fn localized(family: &str) -> String {
     format!("Standard {core} Family vCPUs")
 }
 
-/// What Compute answers a VM create the subscription cannot run: the size not offered at the
-/// location or zone (409 `SkuNotAvailable`), or past the family's or the region's vCPU quota
-/// (409 `OperationNotAllowed`), worded as Azure words them (Microsoft Learn, "Resolve errors for
-/// SKU not available"; "Resolve quota errors").
+/// What Compute answers a VM create the subscription cannot run: a Marketplace image the location
+/// does not carry (`PlatformImageNotFound`), the size not offered at the location or zone
+/// (`SkuNotAvailable`), or past the family's or the region's vCPU quota (`OperationNotAllowed`),
+/// worded as Azure words them (Microsoft Learn, "Resolve errors for SKU not available";
+/// "Resolve quota errors"; "Troubleshoot ... PlatformImageNotFound").
 pub fn create_refusal(
     config: &crate::world::Compute,
     store: &super::store::Store,
     location: &str,
     zone: Option<&str>,
     size_name: &str,
+    image: Option<(&str, &str, &str, &str)>,
     subscription: &str,
 ) -> Option<(&'static str, String)> {
+    if let Some((publisher, offer, sku, version)) = image {
+        let versions = image_versions(publisher, offer, sku);
+        if versions.is_empty() || (version != "latest" && !versions.contains(&version)) {
+            return Some((
+                "PlatformImageNotFound",
+                format!(
+                    "The platform image '{publisher}:{offer}:{sku}:{version}' is not available. Verify that all fields in the storage profile are correct. For more details about storage profile information, please refer to https://aka.ms/storageprofile"
+                ),
+            ));
+        }
+    }
     let Some(size) = find(size_name) else {
         return Some((
             "SkuNotAvailable",
@@ -275,6 +288,62 @@ pub fn create_refusal(
     None
 }
 
+/// The Marketplace images the world's locations carry (publisher, offer, SKU, version): RHCOS
+/// without a purchase plan, `azureopenshift:aro4`, of the releases 4.18 to 4.22, Generation 1
+/// (`aro_<XY>`) and 2 (`<XY>-v2`) (openshift/enhancements `enhancements/rhcos/marketplace-images.md`;
+/// the version numbers are the world's, 4.22's the build the cluster's `coreos-bootimages` names).
+pub const IMAGES: &[(&str, &str, &str, &str)] = &[
+    ("azureopenshift", "aro4", "aro_418", "418.94.202501210000-0"),
+    ("azureopenshift", "aro4", "418-v2", "418.94.202501210000-0"),
+    ("azureopenshift", "aro4", "aro_419", "419.96.202505150000-0"),
+    ("azureopenshift", "aro4", "419-v2", "419.96.202505150000-0"),
+    ("azureopenshift", "aro4", "aro_420", "420.96.202508120000-0"),
+    ("azureopenshift", "aro4", "420-v2", "420.96.202508120000-0"),
+    ("azureopenshift", "aro4", "aro_422", crate::kube::mco::RHCOS_BUILD),
+    ("azureopenshift", "aro4", "422-v2", crate::kube::mco::RHCOS_BUILD),
+];
+
+/// The versions of a Marketplace image SKU (empty: no such image).
+pub fn image_versions(publisher: &str, offer: &str, sku: &str) -> Vec<&'static str> {
+    IMAGES
+        .iter()
+        .filter(|(p, o, s, _)| {
+            p.eq_ignore_ascii_case(publisher) && o.eq_ignore_ascii_case(offer) && s.eq_ignore_ascii_case(sku)
+        })
+        .map(|(_, _, _, v)| *v)
+        .collect()
+}
+
+/// `GET /subscriptions/{s}/providers/Microsoft.Compute/locations/{l}/publishers/{p}/artifacttypes/vmimage/offers/{o}/skus/{k}/versions`
+/// (`VirtualMachineImages_List`, 2024-03-01): an array of `VirtualMachineImageResource` (`name`
+/// the version, `location`, `id`); an image the location does not carry is 404 `NotFound`
+/// "Artifact: VMImage was not found." (Microsoft Learn, "Virtual Machine Images - List").
+pub fn image_list(
+    ctx: &super::Ctx,
+    sub: &str,
+    location: &str,
+    image: (&str, &str, &str),
+) -> Result<super::Reply, super::error::ArmError> {
+    super::check_api_version(ctx, USAGES_API, "locations/publishers/artifacttypes/offers/skus/versions")?;
+    let (publisher, offer, sku) = image;
+    let versions = image_versions(publisher, offer, sku);
+    if zones_of(location).is_none() || versions.is_empty() {
+        return Err(super::error::ArmError::new(
+            axum::http::StatusCode::NOT_FOUND,
+            "NotFound",
+            "Artifact: VMImage was not found.",
+        ));
+    }
+    let value: Vec<Value> = versions
+        .iter()
+        .map(|v| {
+            json!({"name": v, "location": location,
+                "id": format!("/Subscriptions/{sub}/Providers/Microsoft.Compute/Locations/{location}/Publishers/{publisher}/ArtifactTypes/VMImage/Offers/{offer}/Skus/{sku}/Versions/{v}")})
+        })
+        .collect();
+    Ok(super::Reply::json(axum::http::StatusCode::OK, json!(value)))
+}
+
 /// The size of that name (ARM compares size names without regard to case).
 pub fn find(name: &str) -> Option<&'static Size> {
     SIZES.iter().find(|s| s.name.eq_ignore_ascii_case(name))
@@ -311,12 +380,20 @@ mod tests {
         config.zones.insert("usgovvirginia/Standard_ND96asr_v4".into(), vec!["1".into()]);
         assert_eq!(offered_zones(&config, "USGovVirginia", nd), Some(vec!["1".into()]));
         let store = super::super::store::Store::default();
-        let refused = create_refusal(&config, &store, "usgovvirginia", Some("2"), "Standard_ND96asr_v4", "s").unwrap();
+        let refused =
+            create_refusal(&config, &store, "usgovvirginia", Some("2"), "Standard_ND96asr_v4", None, "s").unwrap();
         assert_eq!(refused.0, "SkuNotAvailable");
-        assert!(create_refusal(&config, &store, "usgovvirginia", Some("1"), "Standard_ND96asr_v4", "s").is_none());
+        assert!(
+            create_refusal(&config, &store, "usgovvirginia", Some("1"), "Standard_ND96asr_v4", None, "s").is_none()
+        );
         config.family_vcpus.insert("standardNDASv4_A100Family".into(), 0);
-        let refused = create_refusal(&config, &store, "usgovvirginia", Some("1"), "Standard_ND96asr_v4", "s").unwrap();
+        let refused =
+            create_refusal(&config, &store, "usgovvirginia", Some("1"), "Standard_ND96asr_v4", None, "s").unwrap();
         assert_eq!(refused.0, "OperationNotAllowed");
         assert!(refused.1.contains("Current Limit: 0, Current Usage: 0, Additional Required: 96"), "{}", refused.1);
+        let image = Some(("azureopenshift", "aro4", "417-v2", "latest"));
+        let refused = create_refusal(&config, &store, "usgovvirginia", Some("1"), "Standard_ND96asr_v4", image, "s");
+        assert_eq!(refused.unwrap().0, "PlatformImageNotFound");
+        assert_eq!(image_versions("AzureOpenShift", "aro4", "422-v2"), [crate::kube::mco::RHCOS_BUILD]);
     }
 }

@@ -82,7 +82,12 @@ pub fn plan_vm(
     }
     // Compute refuses the VM's PUT a zone it may not use, or past a quota.
     let zone = machine["spec"]["failureDomain"].as_str();
-    if let Some((code, message)) = crate::arm::skus::create_refusal(compute, arm, location, zone, size, sub) {
+    let m = &spec["image"]["marketplace"];
+    let image = match (m["publisher"].as_str(), m["offer"].as_str(), m["sku"].as_str()) {
+        (Some(p), Some(o), Some(k)) => Some((p, o, k, m["version"].as_str().unwrap_or("latest"))),
+        _ => None,
+    };
+    if let Some((code, message)) = crate::arm::skus::create_refusal(compute, arm, location, zone, size, image, sub) {
         return Err(Held {
             step: "vm",
             message: format!("{}RESPONSE 409: 409 Conflict ERROR CODE: {code}: {message}", super::joins::VM_FAILED),

@@ -88,7 +88,7 @@ fn worker_templates() -> Vec<(&'static str, Value)> {
 pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
 /// The OpenShift release the world's cluster runs, and the RHCOS build of its boot images.
 pub const RELEASE: &str = "4.22.3";
-const RHCOS_BUILD: &str = "422.94.202511041021-0";
+pub const RHCOS_BUILD: &str = "422.94.202511041021-0";
 
 /// ConfigMap `coreos-bootimages` (machine-config-operator `pkg/operator/bootimages.go`: keys
 /// `releaseVersion` and `stream`, the CoreOS stream metadata of the release) with the Azure

@@ -40,6 +40,47 @@ fn now() -> String {
     format!("{:02}:{:02}:{:02}Z", t.hour(), t.minute(), t.second())
 }
 
+/// With the link down (no tunnel up), the pool's health checks are held (paused, as Cluster API
+/// pauses an object); back up, released once the Nodes are Ready again (xcsp_kube::health_check).
+async fn hold_health_checks(
+    found: &crate::cluster::Kubeconfig,
+    state: &xcsp_state::State,
+    sets: &[(String, String)],
+    h: &health::Health,
+) {
+    let checks: Vec<(String, String)> = state
+        .resources
+        .iter()
+        .filter(|(a, _)| a.rtype == xcsp_core::ResourceType::K8sMachineHealthCheck)
+        .filter_map(|(_, r)| r.id.as_deref()?.split_once('/').map(|(ns, n)| (ns.to_string(), n.to_string())))
+        .collect();
+    if checks.is_empty() || h.expected == 0 {
+        return;
+    }
+    use xcsp_kube::health_check::{Change, Link, hold};
+    let config = found.client_config();
+    let link = if h.up == 0 {
+        Link::Down
+    } else {
+        let machines = xcsp_kube::pool::machines(&config, sets).await.unwrap_or_default();
+        Link::Up { nodes_ready: machines.iter().all(|m| m.node.as_ref().is_some_and(|n| n.ready == "True")) }
+    };
+    match hold(&config, &checks, link).await {
+        Ok(changes) => {
+            for c in changes {
+                match c {
+                    Change::Held(name) => println!(
+                        "{} the link is down: health check {name} held (paused) so that it deletes no machine for it",
+                        now()
+                    ),
+                    Change::Released(name) => println!("{} the link is back: health check {name} released", now()),
+                }
+            }
+        }
+        Err(e) => println!("{} cannot hold or release the pool's health checks: {e}", now()),
+    }
+}
+
 pub async fn watch(l: &Loaded, args: &StateArgs, run_args: &RunArgs, every: Duration) -> miette::Result<ExitCode> {
     let mut cancel = interrupts();
     let repair = run_args.auto_approve;
@@ -88,6 +129,7 @@ pub async fn watch(l: &Loaded, args: &StateArgs, run_args: &RunArgs, every: Dura
                     }
                     Err(e) => println!("{} cannot make the pool's Nodes schedulable: {e}", now()),
                 }
+                hold_health_checks(&found, &state, &sets, &h).await;
             }
             // A tunnel down with nothing to change is an outage on the path or a cloud's side,
             // not drift: it is named with both clouds' view, for someone to look at.

@@ -200,6 +200,9 @@ pub const WORKER_POOL: BlockSpec = BlockSpec {
         opt("taints", Ty::ListOfObjects),
         opt("accelerated_networking", Ty::Bool),
         opt("machine_health_check", Ty::Bool),
+        opt("max_unhealthy", Ty::Number),
+        opt("node_startup_timeout_seconds", Ty::Number),
+        opt("unhealthy_timeout_seconds", Ty::Number),
         opt("prevent_destroy", Ty::Bool),
     ],
     blocks: &[

@@ -242,8 +242,33 @@ pub struct Pool {
     pub taints: Sp<Vec<Taint>>,
     pub accelerated_networking: bool,
     pub machine_health_check: bool,
+    /// The health check remediates only while at most this many of the pool's machines are
+    /// unhealthy (unset: [`default_max_unhealthy`] of the replicas).
+    pub max_unhealthy: Option<Sp<i64>>,
+    /// How long a machine may take from its VM to a Node before it counts as unhealthy.
+    pub node_startup_timeout_seconds: Sp<i64>,
+    /// How long a Node may be `Ready` `Unknown` or `False` before its machine counts as unhealthy.
+    pub unhealthy_timeout_seconds: Sp<i64>,
     pub prevent_destroy: bool,
     pub span: Span,
+}
+
+/// A first boot over the link: the VM's creation, Ignition fetched over the tunnel, the pivot to
+/// the cluster's OS image and the reboot of a large GPU VM, the kubelet's certificate approved (by
+/// hand where OpenShift's approver for Cluster API machines does not run). CAPI's own default, 10
+/// minutes (cluster-api `api/core/v1beta2/machinehealthcheck_types.go`
+/// `DefaultNodeStartupTimeoutSeconds`), deletes such machines before they join.
+pub const DEFAULT_NODE_STARTUP_TIMEOUT_SECONDS: i64 = 45 * 60;
+/// Long enough to ride out an IPsec rekey, a machine-config reboot of a 96-core VM and a short
+/// link outage; xcsp's earlier 300 s did not.
+pub const DEFAULT_UNHEALTHY_TIMEOUT_SECONDS: i64 = 15 * 60;
+
+/// The health check's `maxUnhealthy` when the spec sets none: 40% of the pool's machines, at least
+/// one. CAPI's default is 100% (cluster-api `internal/controllers/machinehealthcheck`
+/// `defaultMaxUnhealthy`), which lets it delete every GPU VM at once when a link outage turns every
+/// Node `Unknown`; past this count it short-circuits and remediates none.
+pub fn default_max_unhealthy(replicas: i64) -> i64 {
+    (replicas * 40 / 100).max(1)
 }
 
 #[derive(Debug, Clone)]

@@ -282,7 +282,11 @@ impl UpstreamCluster {
             }
         }
         let modules = read_modules(&bin)?;
-        let dir = tempfile::Builder::new().prefix("xcsp-cluster-").tempdir().map_err(io("cannot make a directory"))?;
+        sweep_stale_dirs();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
+            .tempdir()
+            .map_err(io("cannot make a directory"))?;
         let d = dir.path().to_path_buf();
         let write = |name: &str, text: &str| -> Result<PathBuf, ClusterError> {
             let p = d.join(name);
@@ -766,6 +770,25 @@ pub(crate) async fn apply_as(client: &kube::Client, doc: &Value, manager: &str) 
 /// [`apply_as`] by the world's installer (field manager `xcsp-world`).
 async fn apply(client: &kube::Client, doc: Value, what: &str) -> Result<(), ClusterError> {
     apply_as(client, &doc, "xcsp-world").await.map_err(|message| ClusterError::Api { what: what.into(), message })
+}
+
+/// The prefix of a cluster's directory in the temporary directory, before the owning process's id.
+const DIR_PREFIX: &str = "xcsp-cluster-";
+
+/// Removes the directories of clusters whose process is gone. A cluster's directory (etcd's data,
+/// 130 MB of preallocated log) goes with the value, but a test binary keeps its cluster in a static
+/// and exits without dropping it; without this every run would leave one behind.
+fn sweep_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(pid) = name.strip_prefix(DIR_PREFIX).and_then(|r| r.split('-').next()?.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// The versions the programs report: the API server's `/version`, the others' `--version`.

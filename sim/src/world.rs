@@ -97,6 +97,10 @@ pub struct Faults {
     /// The outside IPs of AWS tunnels whose path is cut: IKE and dead-peer detection get no
     /// answer, so the tunnel is DOWN on both sides; once restored it negotiates again.
     pub cut_tunnels: Vec<String>,
+    /// VMs (by name) that hang: their kubelet stops posting its status, so the node lifecycle
+    /// controller turns the Node `Unknown`, while the link and the other machines are fine.
+    #[serde(default)]
+    pub hung_vms: Vec<String>,
 }
 
 /// The calls of one EC2 action after the first `after` (counted from when the fault was set, in
@@ -126,6 +130,7 @@ impl Default for Faults {
             aws_drop_rate: 0.0,
             aws_fail_actions: Vec::new(),
             cut_tunnels: Vec::new(),
+            hung_vms: Vec::new(),
         }
     }
 }

@@ -1742,44 +1742,97 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     assert_eq!(clouds.kube_get("/api/v1/nodes")["items"], serde_json::json!([]), "the Nodes go with their machines");
 }
 
-/// The pool's MachineHealthCheck replaces machines whose Node stays Unknown: with its timeout
-/// shortened by hand and every tunnel cut, both Nodes go Unknown, CAPI sends their Machines away,
-/// the replacements wait at DNS while the link is down, and join once it is back.
+/// The pool's health check on the upstream CAPI, as xcsp writes it (`maxUnhealthy` 1 of the 2
+/// machines; its Ready timeouts shortened here to 1 s): a cut link turns both Nodes `Unknown` and
+/// CAPI's controller remediates none (more unhealthy than allowed); `xcsp watch --auto-approve`
+/// holds it with CAPI's paused annotation while the link is down and releases it once the link is
+/// back and the Nodes are Ready; the same two machines join again. A machine that hangs alone is
+/// replaced, and only it.
 #[test]
-fn machines_whose_nodes_stay_unknown_are_replaced_by_the_health_check() {
+fn a_link_outage_deletes_no_machine_and_a_hung_machine_is_replaced_alone() {
     let (clouds, dir) = applied();
     let state = dir.path();
-    let before: Vec<String> = joined(&clouds, 2).iter().filter_map(|m| m["name"].as_str().map(String::from)).collect();
-    let checks = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machinehealthchecks");
+    let names = |held: &[serde_json::Value]| {
+        let mut n: Vec<String> = held.iter().filter_map(|m| m["name"].as_str().map(String::from)).collect();
+        n.sort();
+        n
+    };
+    let before = names(&joined(&clouds, 2));
+    let base = "/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machinehealthchecks";
+    let checks = clouds.kube_get(base);
     let check = checks["items"][0]["metadata"]["name"].as_str().expect("the pool's health check").to_string();
-    let patch =
-        serde_json::json!({"spec": {"unhealthyConditions": [{"type": "Ready", "status": "Unknown", "timeout": "1s"}]}});
-    let patched = clouds.kube_request(
-        "PATCH",
-        &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machinehealthchecks/{check}"),
-        Some(("application/merge-patch+json", &patch.to_string())),
-    );
+    let spec = &checks["items"][0]["spec"];
+    assert_eq!(spec["maxUnhealthy"], 1, "{spec}");
+    assert_eq!(spec["nodeStartupTimeout"], "45m0s", "{spec}");
+    assert_eq!(spec["unhealthyConditions"][0]["timeout"], "15m0s", "{spec}");
+    let patch = serde_json::json!({"spec": {"unhealthyConditions": [
+        {"type": "Ready", "status": "Unknown", "timeout": "1s"}, {"type": "Ready", "status": "False", "timeout": "1s"}]}});
+    let path = format!("{base}/{check}");
+    let patched = clouds.kube_request("PATCH", &path, Some(("application/merge-patch+json", &patch.to_string())));
     assert_eq!(patched["spec"]["unhealthyConditions"][0]["timeout"], "1s", "{patched}");
+
+    // The link cut: both Nodes Unknown past the timeout, and CAPI remediates neither.
     clouds.cut_every_tunnel();
     let deadline = Instant::now() + Duration::from_secs(60);
-    let held = loop {
-        let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
-        let fresh = held.iter().filter(|m| !before.iter().any(|b| m["name"] == b.as_str())).count();
-        // Each replacement's VM takes a VM's creation time before it boots into DNS.
-        let made = held.iter().all(|m| m["held_at"] != "vm");
-        if (fresh == 2 && held.len() == 2 && made) || Instant::now() > deadline {
-            break held;
+    let short_circuited = loop {
+        let mhc = clouds.kube_get(&path);
+        if mhc["status"]["currentHealthy"] == 0 && mhc["status"]["expectedMachines"] == 2 {
+            break mhc;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        assert!(Instant::now() < deadline, "both machines unhealthy within 60 s: {mhc}");
+        std::thread::sleep(Duration::from_millis(250));
     };
-    assert_eq!(held.len(), 2, "{held:#?}");
-    for m in &held {
-        assert!(!before.iter().any(|b| m["name"] == b.as_str()), "replaced: {held:#?}");
-        assert_eq!(m["held_at"], "dns", "the link is still down: {m:#}");
-    }
+    assert_eq!(short_circuited["status"]["remediationsAllowed"], 0, "{short_circuited}");
+    std::thread::sleep(Duration::from_secs(5));
+    let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+    assert_eq!(names(&held), before, "no machine was replaced for the outage: {held:#?}");
+
+    // watch holds it while the link is down, and releases it once the link and the Nodes are back.
+    let log = dir.path().join("watch.log");
+    let mut watch = clouds
+        .xcsp(state)
+        .args(["watch", "--interval", "1s", "--auto-approve"])
+        .arg(il5())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    let wait_for = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !said().contains(what) {
+            assert!(Instant::now() < deadline, "no `{what}` in: {}", said());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for(&format!("health check {check} held (paused)"));
+    let annotations = clouds.kube_get(&path)["metadata"]["annotations"].clone();
+    assert_eq!(annotations["cluster.x-k8s.io/paused"], "", "{annotations}");
+    assert!(annotations["xcsp.io/remediation-held"].as_str().unwrap().starts_with("link down since "), "{annotations}");
     clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
-    let after = joined(&clouds, 2);
-    assert!(after.iter().all(|m| !before.iter().any(|b| m["name"] == b.as_str())), "{after:#?}");
+    wait_for(&format!("health check {check} released"));
+    assert!(clouds.kube_get(&path)["metadata"]["annotations"].get("cluster.x-k8s.io/paused").is_none());
+    let status = Command::new("kill").args(["-INT", &watch.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    assert_eq!(watch.wait().unwrap().code(), Some(0), "{}", said());
+    assert_eq!(names(&joined(&clouds, 2)), before, "the same machines are back");
+
+    // One machine hangs while the link is fine: the health check replaces it, and only it.
+    let victim = before[0].clone();
+    clouds.configure(&serde_json::json!({"faults": {"hung_vms": [victim.clone()]}}));
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let after = loop {
+        let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+        let now = names(&held);
+        if !now.contains(&victim) && now.len() == 2 {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "the hung machine is not replaced: {held:#?}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(after.contains(&before[1]), "the healthy machine stays: {after:?}");
+    clouds.configure(&serde_json::json!({"faults": {"hung_vms": []}}));
+    joined(&clouds, 2);
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
 }
 

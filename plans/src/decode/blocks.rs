@@ -381,6 +381,17 @@ fn decode_pool(f: &Fields, networks: &[String], identities: &[String], problems:
         taints,
         accelerated_networking: f.bool_or("accelerated_networking", true, problems),
         machine_health_check: f.bool_or("machine_health_check", false, problems),
+        max_unhealthy: f.get_number("max_unhealthy", problems),
+        node_startup_timeout_seconds: f.number_or(
+            "node_startup_timeout_seconds",
+            crate::spec::DEFAULT_NODE_STARTUP_TIMEOUT_SECONDS,
+            problems,
+        ),
+        unhealthy_timeout_seconds: f.number_or(
+            "unhealthy_timeout_seconds",
+            crate::spec::DEFAULT_UNHEALTHY_TIMEOUT_SECONDS,
+            problems,
+        ),
         prevent_destroy: f.bool_or("prevent_destroy", false, problems),
         span: f.head(),
     })

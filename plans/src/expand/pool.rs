@@ -170,6 +170,16 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
                 ("name", Value::string(format!("{infra}-{name}"))),
                 ("cluster_name", Value::string(format!("{infra}-{}", p.network.value))),
                 ("selector", Value::string(format!("{infra}-{name}"))),
+                (
+                    "max_unhealthy",
+                    Value::int(
+                        p.max_unhealthy
+                            .as_ref()
+                            .map_or(crate::spec::default_max_unhealthy(p.replicas.value), |m| m.value),
+                    ),
+                ),
+                ("node_startup_timeout_seconds", Value::int(p.node_startup_timeout_seconds.value)),
+                ("unhealthy_timeout_seconds", Value::int(p.unhealthy_timeout_seconds.value)),
             ],
         );
         for ms in &sets {

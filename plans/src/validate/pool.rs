@@ -56,6 +56,25 @@ pub(super) fn check_pool(p: &Pool, problems: &mut Problems) {
     if p.replicas.value < 0 {
         problems.push(err("xcsp::pool::replicas", "replicas cannot be negative", &p.replicas.span, ""));
     }
+    let settings = [
+        ("max_unhealthy", p.max_unhealthy.as_ref()),
+        ("node_startup_timeout_seconds", Some(&p.node_startup_timeout_seconds)),
+        ("unhealthy_timeout_seconds", Some(&p.unhealthy_timeout_seconds)),
+    ];
+    for (name, v) in settings.into_iter().filter_map(|(n, v)| Some((n, v?))) {
+        if v.value < 0 {
+            problems.push(err("xcsp::pool::health_check", format!("`{name}` cannot be negative"), &v.span, ""));
+        } else if !p.machine_health_check && v.span != p.span {
+            problems.push(
+                Problem::warning(
+                    "xcsp::pool::health_check",
+                    format!("`{name}` is set, but the pool has no health check"),
+                )
+                .label(&v.span, "")
+                .with_help("set `machine_health_check = true`, or leave it out"),
+            );
+        }
+    }
     if !p.vm_size.value.starts_with("Standard_") {
         problems.push(
             err("xcsp::pool::vm_size", format!("`{}` is not an Azure VM size", p.vm_size.value), &p.vm_size.span, "")

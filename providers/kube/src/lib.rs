@@ -8,6 +8,7 @@
 //! [`object`] builds one object as JSON; [`render`] writes them as YAML documents for `oc apply`
 //! or GitOps; [`KubeProvider`] applies them to the cluster with server-side apply.
 
+pub mod health_check;
 mod kubeconfig;
 pub mod machine_config;
 pub mod nodes;
@@ -280,17 +281,27 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
             }
             ms
         }
-        T::K8sMachineHealthCheck => json!({
-            "apiVersion": CAPI, "kind": "MachineHealthCheck", "metadata": meta,
-            "spec": {
+        T::K8sMachineHealthCheck => {
+            // cluster-api v1beta1 `MachineHealthCheckSpec`: `maxUnhealthy` (remediation only while
+            // at most that many targets are unhealthy), `nodeStartupTimeout`, and the Ready
+            // conditions' timeouts (xcsp_plans::spec, the defaults and why).
+            let unhealthy = format!("{}s", a.opt_int("unhealthy_timeout_seconds").unwrap_or(300));
+            let mut spec = json!({
                 "clusterName": a.str_or_empty("cluster_name"),
                 "selector": { "matchLabels": { tags::POOL_LABEL: a.str_or_empty("selector") } },
                 "unhealthyConditions": [
-                    { "type": "Ready", "status": "Unknown", "timeout": "300s" },
-                    { "type": "Ready", "status": "False", "timeout": "300s" },
+                    { "type": "Ready", "status": "Unknown", "timeout": unhealthy },
+                    { "type": "Ready", "status": "False", "timeout": unhealthy },
                 ],
+            });
+            if let Some(m) = a.opt_int("max_unhealthy") {
+                spec["maxUnhealthy"] = json!(m);
             }
-        }),
+            if let Some(s) = a.opt_int("node_startup_timeout_seconds") {
+                spec["nodeStartupTimeout"] = json!(format!("{s}s"));
+            }
+            json!({ "apiVersion": CAPI, "kind": "MachineHealthCheck", "metadata": meta, "spec": spec })
+        }
         _ => return Err(ObjectError::NotKubernetes(address.to_string())),
     })
 }
@@ -340,7 +351,18 @@ pub fn in_capi_version(mut object: Json, version: &str) -> Json {
                     json!({ "type": c["type"], "status": c["status"], "timeoutSeconds": seconds })
                 })
                 .collect();
-            spec.insert("checks".into(), json!({ "unhealthyNodeConditions": conditions }));
+            let mut checks = json!({ "unhealthyNodeConditions": conditions });
+            // `Convert_v1beta1_MachineHealthCheckSpec_To_v1beta2_MachineHealthCheckSpec`:
+            // `nodeStartupTimeout` -> `checks.nodeStartupTimeoutSeconds`, `maxUnhealthy` ->
+            // `remediation.triggerIf.unhealthyLessThanOrEqualTo`.
+            if let Some(t) = spec.remove("nodeStartupTimeout") {
+                let seconds = t.as_str().and_then(|t| t.strip_suffix('s')?.parse::<i64>().ok()).unwrap_or(0);
+                checks["nodeStartupTimeoutSeconds"] = json!(seconds);
+            }
+            spec.insert("checks".into(), checks);
+            if let Some(m) = spec.remove("maxUnhealthy") {
+                spec.insert("remediation".into(), json!({ "triggerIf": { "unhealthyLessThanOrEqualTo": m } }));
+            }
         }
         _ => {}
     }

@@ -288,7 +288,9 @@ fn the_il5_capi_objects_in_v1beta2_are_valid_against_capi_1_13s_v1beta2_schemas(
         json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AzureCluster", "name": cluster["spec"]["infrastructureRef"]["name"]})
     );
     let check = find(&capi, "MachineHealthCheck")[0];
-    assert_eq!(check["spec"]["checks"]["unhealthyNodeConditions"][0]["timeoutSeconds"], 300, "{check:#}");
+    assert_eq!(check["spec"]["checks"]["unhealthyNodeConditions"][0]["timeoutSeconds"], 900, "{check:#}");
+    assert_eq!(check["spec"]["checks"]["nodeStartupTimeoutSeconds"], 2700, "{check:#}");
+    assert_eq!(check["spec"]["remediation"]["triggerIf"]["unhealthyLessThanOrEqualTo"], 1, "{check:#}");
     // The same objects in v1beta1 are the ones apply writes.
     let same: Vec<Json> = il5_objects().into_iter().map(|o| xcsp_kube::in_capi_version(o, "v1beta1")).collect();
     assert_eq!(same, il5_objects());

@@ -293,8 +293,8 @@ pub fn create_refusal(
 /// (`aro_<XY>`) and 2 (`<XY>-v2`) (openshift/enhancements `enhancements/rhcos/marketplace-images.md`;
 /// the version numbers are the world's, 4.22's the build the cluster's `coreos-bootimages` names).
 pub const IMAGES: &[(&str, &str, &str, &str)] = &[
-    ("azureopenshift", "aro4", "aro_418", "418.94.202501210000-0"),
-    ("azureopenshift", "aro4", "418-v2", "418.94.202501210000-0"),
+    ("azureopenshift", "aro4", "aro_418", "418.94.20250122"),
+    ("azureopenshift", "aro4", "418-v2", "418.94.20250122"),
     ("azureopenshift", "aro4", "aro_419", "419.96.202505150000-0"),
     ("azureopenshift", "aro4", "419-v2", "419.96.202505150000-0"),
     ("azureopenshift", "aro4", "aro_420", "420.96.202508120000-0"),

@@ -651,8 +651,16 @@ pub fn advance(
             held("api_path", why, "Microsoft Learn: Network security groups (rule processing, default rules); Virtual network service tags (VirtualNetwork)")
         })
     };
+    let hung = config.faults.hung_vms.iter().any(|v| v.eq_ignore_ascii_case(name));
     let api = dns
         .map_or(Ok(()), Err)
+        .and_then(|()| {
+            if hung {
+                Err(held("kubelet", "the VM hangs (fault hung_vms): its kubelet posts nothing".into(), "sim fault"))
+            } else {
+                Ok(())
+            }
+        })
         .and_then(|()| api_path(link, &infra, subnet.as_ref(), 6443))
         .and_then(|()| azure_side(6443));
     let node_name = s.registered.get(&vm_id).cloned();

@@ -438,7 +438,16 @@ pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
             Some(dns) => format!(": DNS over the link fails ({}), so its kubelet cannot find the API", dns.message),
             None => String::new(),
         };
-        return Some(format!("its Node {} is not Ready ({}){link}", n.name, n.ready));
+        // The kubelet says why (Ready False); a network that does not come up on an Azure node is
+        // most often the cluster's overlay MTU, which preflight checks against the pool's path.
+        let why = match n.message.as_deref() {
+            Some(m) if n.ready == "False" && m.to_ascii_lowercase().contains("network") => format!(
+                ": {m}; the node's network plugin did not start, which the cluster's overlay MTU too large for the pool's path causes (`xcsp preflight` compares them)"
+            ),
+            Some(m) if n.ready == "False" => format!(": {m}"),
+            _ => String::new(),
+        };
+        return Some(format!("its Node {} is not Ready ({}){why}{link}", n.name, n.ready));
     }
     let condition = m.not_true.first().map(|(t, r, msg)| format!("; CAPI/CAPZ say {t}: {r} {msg}")).unwrap_or_default();
     let rules = h.failing("SecurityGroupRulesInPlace");
@@ -606,6 +615,7 @@ mod tests {
             name: "gpu-0".into(),
             ready: "True".into(),
             since: None,
+            message: None,
             uninitialized,
         };
         h.machines.push(xcsp_kube::pool::Machine {
@@ -627,6 +637,13 @@ mod tests {
         h.machines[0].node = Some(node(false));
         assert!(h.pool_ready());
         assert_eq!(cause(&h, &h.machines[0]), None);
+        // A Node whose network plugin does not start names it, and the MTU check.
+        let mut down = node(false);
+        down.ready = "False".into();
+        down.message = Some("container runtime network not ready: NetworkReady=false".into());
+        h.machines[0].node = Some(down);
+        let why = cause(&h, &h.machines[0]).unwrap();
+        assert!(why.contains("NetworkReady=false") && why.contains("overlay MTU"), "{why}");
     }
 
     #[test]

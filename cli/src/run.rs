@@ -53,8 +53,15 @@ async fn check_issuers(l: &Loaded, offline: bool) -> miette::Result<()> {
     if offline {
         return Ok(());
     }
+    // The keys the cluster signs with, when it can be read (else only the documents are checked).
+    let keys = match cluster::find(&l.model) {
+        Ok(found) if !l.model.identities.is_empty() => {
+            xcsp_kube::survey::signing_keys(&found.client_config()).await.ok()
+        }
+        _ => None,
+    };
     let (errors, warnings): (Vec<_>, Vec<_>) =
-        crate::discovery::check(&l.model).await.into_iter().partition(|p| p.is_error());
+        crate::discovery::check(&l.model, keys.as_deref()).await.into_iter().partition(|p| p.is_error());
     for w in &warnings {
         report::diag(w);
     }

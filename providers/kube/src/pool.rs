@@ -70,6 +70,8 @@ pub struct Node {
     /// The `Ready` condition's status ("True", "False", "Unknown") and when it last changed.
     pub ready: String,
     pub since: Option<String>,
+    /// The `Ready` condition's message (the kubelet's reason for not being ready).
+    pub message: Option<String>,
     /// It still carries the cloud provider's uninitialized taint ([`crate::nodes`]): nothing
     /// without a toleration for it schedules there.
     pub uninitialized: bool,
@@ -113,6 +115,7 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
                     name: n.metadata.name.clone().unwrap_or_default(),
                     ready: ready.as_ref().and_then(|c| text(&c["status"])).unwrap_or_else(|| "Unknown".into()),
                     since: ready.as_ref().and_then(|c| text(&c["lastTransitionTime"])),
+                    message: ready.as_ref().and_then(|c| text(&c["message"])).filter(|m| !m.is_empty()),
                     uninitialized: crate::nodes::uninitialized(&n.data),
                 })
             });

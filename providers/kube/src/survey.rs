@@ -174,8 +174,10 @@ impl Survey {
                 out.push(Refusal { field: "subject", trusted: subject.to_string(), presented });
             }
         }
+        // Entra compares the token's `iss` with the credential's issuer byte for byte: a
+        // trailing `/` on one side is a refusal, not a detail.
         if let Some(cluster) = &self.service_account_issuer
-            && issuer.trim_end_matches('/') != cluster.trim_end_matches('/')
+            && issuer != cluster
         {
             out.push(Refusal { field: "issuer", trusted: issuer.to_string(), presented: cluster.clone() });
         }
@@ -340,6 +342,29 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
         fips,
         boot_images,
     })
+}
+
+/// The key ids the cluster signs its service-account tokens with: the API server's own JWKS
+/// (`GET /openid/v1/jwks`, kubernetes `pkg/serviceaccount/openidmetadata.go`), which the issuer's
+/// public `jwks_uri` must carry for Entra to verify a token.
+pub async fn signing_keys(config: &KubeConfig) -> Result<Vec<String>, String> {
+    let client = crate::provider::client(config).await?;
+    signing_keys_of(&client).await
+}
+
+/// [`signing_keys`] with a client.
+pub async fn signing_keys_of(client: &kube::Client) -> Result<Vec<String>, String> {
+    let request = http::Request::get("/openid/v1/jwks").body(Vec::new()).map_err(|e| e.to_string())?;
+    let text =
+        client.request_text(request).await.map_err(|e| format!("cannot read the cluster's /openid/v1/jwks: {e}"))?;
+    let jwks: Json =
+        serde_json::from_str(&text).map_err(|e| format!("the cluster's /openid/v1/jwks is not JSON: {e}"))?;
+    Ok(key_ids(&jwks))
+}
+
+/// The `kid`s of a JSON Web Key Set.
+pub fn key_ids(jwks: &Json) -> Vec<String> {
+    jwks["keys"].as_array().into_iter().flatten().filter_map(|k| k["kid"].as_str().map(String::from)).collect()
 }
 
 /// `fips` of an install-config (absent: false, the installer's default); `None` when the text is

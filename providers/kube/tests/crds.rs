@@ -295,3 +295,40 @@ fn the_il5_capi_objects_in_v1beta2_are_valid_against_capi_1_13s_v1beta2_schemas(
     let same: Vec<Json> = il5_objects().into_iter().map(|o| xcsp_kube::in_capi_version(o, "v1beta1")).collect();
     assert_eq!(same, il5_objects());
 }
+
+/// The keys the cluster signs its service-account tokens with, as xcsp reads them for the OIDC
+/// check: the API server's `/openid/v1/jwks`, and a token it issues (TokenRequest, CAPZ's
+/// audience) carries one of those key ids in its header.
+#[test]
+fn the_cluster_names_the_keys_it_signs_tokens_with() {
+    let w = world();
+    w.runtime.block_on(async {
+        let keys = xcsp_kube::survey::signing_keys_of(&w.client).await.expect("the cluster's JWKS");
+        assert!(!keys.is_empty(), "{keys:?}");
+        let request = || {
+            http::Request::post("/api/v1/namespaces/default/serviceaccounts/default/token")
+                .header("Content-Type", "application/json")
+                .body(
+                    serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                    "spec": {"audiences": ["api://AzureADTokenExchange"]}}))
+                    .unwrap(),
+                )
+                .unwrap()
+        };
+        // The namespace's `default` account is made by kube-controller-manager shortly after start.
+        let mut answer = Json::Null;
+        for _ in 0..60 {
+            if let Ok(text) = w.client.request_text(request()).await {
+                answer = serde_json::from_str(&text).unwrap();
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        let token = answer["status"]["token"].as_str().expect("a token");
+        use base64::Engine as _;
+        let header = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.split('.').next().unwrap()).unwrap();
+        let header: Json = serde_json::from_slice(&header).unwrap();
+        let kid = header["kid"].as_str().expect("a key id");
+        assert!(keys.iter().any(|k| k == kid), "{kid} in {keys:?}");
+    });
+}

@@ -102,6 +102,9 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
     if let Some(fips) = s.fips {
         problems.extend(fips_problem(model, fips).map(|p| with_severity(stop, p)));
     }
+    if let Some((https, no_proxy)) = &s.proxy {
+        problems.extend(proxy_problems(model, https, no_proxy));
+    }
     if let Some(images) = &s.boot_images {
         // A pinned version is a warning either way.
         problems.extend(
@@ -248,6 +251,41 @@ fn fips_problem(model: &Model, cluster_fips: bool) -> Option<Problem> {
         )
     };
     Some(Problem::error("xcsp::cluster::fips", message).label(&spec.span, "the spec's FIPS mode").with_help(help))
+}
+
+/// The cluster-wide proxy against the pool's networks: the cluster's own components (the API
+/// server reaching a kubelet for logs, exec and port-forward; operators reading the Nodes' metrics)
+/// take the proxy for every address its `noProxy` does not hold (OpenShift, "Configuring the
+/// cluster-wide proxy": `noProxy`, hostnames, domains, IP addresses or CIDRs to exclude), and the
+/// proxy cannot reach the Azure VNet behind the link. A warning: the pool joins either way, and
+/// the owner changes the Proxy.
+fn proxy_problems(model: &Model, https: &str, no_proxy: &[String]) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for n in &model.networks {
+        let vnet = n.vnet_cidr.value;
+        let held = no_proxy.iter().any(|e| e.parse::<ipnet::Ipv4Net>().is_ok_and(|c| c.contains(&vnet)));
+        if held {
+            continue;
+        }
+        let mut entries: Vec<&str> = no_proxy.iter().map(String::as_str).collect();
+        let v = vnet.to_string();
+        entries.push(&v);
+        out.push(
+            Problem::warning(
+                "xcsp::cluster::proxy",
+                format!(
+                    "the cluster-wide proxy ({https}) does not exclude network `{}`'s VNet {vnet}: the control plane would send its calls to the pool's kubelets (logs, exec, metrics) to the proxy, which cannot reach them",
+                    n.name.value
+                ),
+            )
+            .label(&n.vnet_cidr.span, "the pool's VNet")
+            .with_help(format!(
+                "add the VNet to the Proxy's noProxy: `oc patch proxy/cluster --type=merge -p '{{\"spec\":{{\"noProxy\":\"<spec.noProxy>,{vnet}\"}}}}'` (keep what spec.noProxy holds; status shows it with the cluster's own entries: {})",
+                entries.join(",")
+            )),
+        );
+    }
+    out
 }
 
 /// A pool's marketplace image against the boot images the cluster's release publishes
@@ -459,6 +497,9 @@ fn describe(s: &Survey) -> String {
     if let Some(fips) = s.fips {
         out += &format!("FIPS:         {} (install-config)\n", if fips { "on" } else { "off" });
     }
+    if let Some((https, no_proxy)) = &s.proxy {
+        out += &format!("Proxy:        {https}, noProxy {}\n", no_proxy.join(","));
+    }
     if let Some(b) = &s.boot_images {
         let image = |i: &Option<xcsp_kube::survey::MarketplaceImage>| {
             i.as_ref().map_or("-".to_string(), |i| format!("{}:{}:{}:{}", i.publisher, i.offer, i.sku, i.version))
@@ -505,6 +546,7 @@ mod tests {
             cluster_network_mtu: Some(1300),
             ovn_ipsec: false,
             fips: Some(true),
+            proxy: None,
             boot_images: Some(xcsp_kube::survey::BootImages {
                 release: "4.22.3".into(),
                 gen1: Some(image("aro_422")),
@@ -520,6 +562,24 @@ mod tests {
             sku: sku.into(),
             version: "422.94.20251104".into(),
         }
+    }
+
+    #[test]
+    fn a_proxy_that_does_not_exclude_the_vnet_is_named_with_the_patch() {
+        let model = il5();
+        let mut s = survey(&["v1beta1"], &["v1beta1"]);
+        let vnet = model.networks[0].vnet_cidr.value.to_string();
+        s.proxy = Some(("http://proxy.example.mil:3128".into(), vec![".svc".into(), "10.0.0.0/16".into()]));
+        let problems = check(&model, &s);
+        assert_eq!(
+            problems.iter().map(|p| (p.code, p.is_error())).collect::<Vec<_>>(),
+            [("xcsp::cluster::proxy", false)]
+        );
+        assert!(problems[0].message.contains(&vnet), "{}", problems[0].message);
+        assert!(problems[0].help.as_deref().unwrap().contains("oc patch proxy/cluster"), "{:?}", problems[0].help);
+        // A wider CIDR that holds the VNet is enough.
+        s.proxy = Some(("http://proxy.example.mil:3128".into(), vec!["10.0.0.0/8".into()]));
+        assert!(check(&model, &s).is_empty());
     }
 
     #[test]

@@ -61,6 +61,10 @@ struct Args {
     /// the installer's `99-master-fips` and `99-worker-fips` MachineConfigs).
     #[arg(long, requires = "openshift")]
     fips: bool,
+    /// With --openshift: a cluster-wide proxy, `HTTPS_URL[;NO_PROXY]` (its `Proxy` object's
+    /// `httpsProxy` and `noProxy`).
+    #[arg(long, value_name = "URL[;NO_PROXY]", requires = "openshift")]
+    proxy: Option<String>,
     /// Run the world's cluster: upstream kube-apiserver, etcd, kube-controller-manager and Cluster
     /// API's manager (their directory in XCSP_UPSTREAM_BIN, which scripts/upstream-setup prints),
     /// with the sim's stand-ins as its clients.
@@ -116,6 +120,10 @@ fn main() {
             cluster_network_mtu: args.cluster_network_mtu,
             capz_authority_host: args.capz_authority_host.clone(),
             fips: args.fips,
+            proxy: args.proxy.as_ref().map(|p| {
+                let (url, no) = p.split_once(';').unwrap_or((p, ""));
+                xcsp_sim::world::ClusterProxy { https_proxy: url.into(), no_proxy: no.into() }
+            }),
         });
     }
     let started = if args.upstream {

@@ -238,10 +238,22 @@ pub struct OpenShift {
     /// (OpenShift's manifests set none).
     #[serde(default)]
     pub capz_authority_host: Option<String>,
+    /// The cluster-wide proxy (`Proxy.spec.httpsProxy`) and its `noProxy` as the install gave
+    /// them; `None`: no proxy.
+    #[serde(default)]
+    pub proxy: Option<ClusterProxy>,
     /// Installed in FIPS mode (install-config `fips: true`): the installer's `99-master-fips` and
     /// `99-worker-fips` MachineConfigs ask for it.
     #[serde(default)]
     pub fips: bool,
+}
+
+/// A cluster-wide proxy (openshift/api `config/v1/types_proxy.go`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterProxy {
+    pub https_proxy: String,
+    /// `spec.noProxy`, comma-separated as written.
+    pub no_proxy: String,
 }
 
 /// The overlay MTU of an OpenShift cluster on AWS as installed: the uplink's 9001 less Geneve's

@@ -65,6 +65,7 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
         cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
         capz_authority_host: None,
         fips: false,
+        proxy: None,
     });
     let (h, client) = Harness::with_cluster(config).await;
 

@@ -38,6 +38,7 @@ async fn start(openshift: bool) -> (SimServer, kube::Client) {
         cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
         capz_authority_host: None,
         fips: false,
+        proxy: None,
     });
     common::with_cluster(SimConfig { openshift, ..SimConfig::default() }).await
 }

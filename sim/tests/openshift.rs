@@ -33,6 +33,7 @@ fn openshift(capz: bool) -> Option<OpenShift> {
         cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
         capz_authority_host: None,
         fips: false,
+        proxy: None,
     })
 }
 

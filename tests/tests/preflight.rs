@@ -249,3 +249,20 @@ fn the_pool_follows_the_clusters_fips_mode_read_from_its_install_config() {
     let words = one_line(&stderr);
     assert!(words.contains("xcsp::cluster::fips") && words.contains("does not run in FIPS mode"), "{stderr}");
 }
+
+#[test]
+fn a_cluster_wide_proxy_that_does_not_exclude_the_vnet_is_a_warning_with_the_patch() {
+    let spec = root().join("examples/il5-govcloud");
+    let cluster = Cluster::start(&["--capz", "--proxy", "http://proxy.example.mil:3128;.example.mil"]);
+    let out = cluster.xcsp(&["preflight"], &spec);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "a warning stops nothing: {stdout}{stderr}");
+    assert!(stdout.contains("Proxy:        http://proxy.example.mil:3128, noProxy "), "{stdout}");
+    let words = one_line(&format!("{stdout}{stderr}"));
+    assert!(
+        words.contains("xcsp::cluster::proxy")
+            && words.contains("does not exclude network `link`'s VNet 10.200.0.0/16"),
+        "{words}"
+    );
+    assert!(words.contains("oc patch proxy/cluster"), "{words}");
+}

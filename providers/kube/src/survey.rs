@@ -21,6 +21,8 @@
 //!   `install-config`; openshift/installer `pkg/asset/manifests/openshift.go`), whose `fips` says
 //!   the cluster runs in FIPS mode (`pkg/types/installconfig.go`); the installer then writes
 //!   `99-master-fips` and `99-worker-fips` MachineConfigs with `spec.fips`.
+//! - The cluster-wide proxy: `Proxy` `cluster` (openshift/api `config/v1/types_proxy.go`:
+//!   `status.httpsProxy`, `status.noProxy`, comma-separated hostnames, CIDRs and IPs).
 //! - The boot images the cluster's release publishes: ConfigMap
 //!   `openshift-machine-config-operator/coreos-bootimages`, keys `releaseVersion` and `stream`
 //!   (CoreOS stream metadata; the Azure Marketplace images without a purchase plan under
@@ -89,6 +91,9 @@ pub struct Survey {
     pub fips: Option<bool>,
     /// The boot images the cluster's release publishes, when it does.
     pub boot_images: Option<BootImages>,
+    /// The cluster-wide proxy, when one is set: its HTTPS proxy and the `noProxy` in effect
+    /// (`Proxy` `cluster`, `status`, which adds the cluster's own networks to the spec's).
+    pub proxy: Option<(String, Vec<String>)>,
 }
 
 /// An Azure Marketplace image.
@@ -329,6 +334,16 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
     let boot_images = absent(mco_config_maps.get("coreos-bootimages").await)
         .map_err(|e| format!("cannot read the ConfigMap openshift-machine-config-operator/coreos-bootimages: {e}"))?
         .and_then(|c| boot_images(&c.data["data"]));
+    let proxy_api: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("config.openshift.io", "v1", "Proxy", "proxies"));
+    let proxy = absent(proxy_api.get("cluster").await)
+        .map_err(|e| format!("cannot read the Proxy object: {e}"))?
+        .and_then(|p| {
+            let status = &p.data["status"];
+            let https = status["httpsProxy"].as_str().filter(|s| !s.is_empty())?.to_string();
+            let no = status["noProxy"].as_str().unwrap_or_default();
+            Some((https, no.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()))
+        });
     Ok(Survey {
         openshift,
         capi_versions,
@@ -341,6 +356,7 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
         ovn_ipsec,
         fips,
         boot_images,
+        proxy,
     })
 }
 

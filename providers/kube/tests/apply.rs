@@ -80,6 +80,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
         capz_authority_host: None,
         fips: false,
+        proxy: None,
     });
     let sim = SimServer::start_with_cluster_async(config)
         .await

@@ -931,6 +931,7 @@ mod tests {
                     cluster_network_mtu: mtu,
                     capz_authority_host: None,
                     fips: false,
+                    proxy: None,
                 }),
                 ..Default::default()
             })

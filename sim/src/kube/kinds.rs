@@ -53,6 +53,7 @@ pub const KINDS: &[Kind] = &[
     kind(APPS, "v1", "Deployment", "deployments"),
     cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "Infrastructure", "infrastructures")),
     cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "Authentication", "authentications")),
+    cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "Proxy", "proxies")),
     // No status subresource in its CRD: the status is written with the object.
     cluster_wide(no_status(kind(OPENSHIFT_CONFIG, "v1", "Network", "networks"))),
     cluster_wide(kind(MACHINECONFIGURATION, "v1", "MachineConfigPool", "machineconfigpools")),

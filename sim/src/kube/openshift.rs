@@ -86,6 +86,34 @@ pub fn seed(store: &mut Store, o: &OpenShift) {
     let auth = json!({"apiVersion": "config.openshift.io/v1", "kind": "Authentication", "metadata": {"name": "cluster"},
         "spec": {"serviceAccountIssuer": o.service_account_issuer.clone().unwrap_or_default()}});
     store.insert(kind("config.openshift.io", "authentications"), auth);
+    // openshift/api `config/v1/types_proxy.go`: the cluster-wide proxy; its status holds what the
+    // network operator computes from the spec, the noProxy with the cluster's own networks and
+    // names added (cluster-network-operator `pkg/util/proxyconfig/no_proxy.go`).
+    let (spec, status) = match &o.proxy {
+        Some(p) => {
+            let mut no = vec![
+                ".cluster.local".to_string(),
+                ".svc".into(),
+                "10.128.0.0/14".into(),
+                "127.0.0.1".into(),
+                "169.254.169.254".into(),
+                "172.30.0.0/16".into(),
+                format!("api-int.{infra}.sim.internal"),
+                "localhost".into(),
+            ];
+            no.extend(p.no_proxy.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from));
+            no.sort();
+            no.dedup();
+            (
+                json!({"httpsProxy": p.https_proxy, "httpProxy": p.https_proxy, "noProxy": p.no_proxy}),
+                json!({"httpsProxy": p.https_proxy, "httpProxy": p.https_proxy, "noProxy": no.join(",")}),
+            )
+        }
+        None => (json!({}), json!({})),
+    };
+    let proxy = json!({"apiVersion": "config.openshift.io/v1", "kind": "Proxy", "metadata": {"name": "cluster"},
+        "spec": spec, "status": status});
+    store.insert(kind("config.openshift.io", "proxies"), proxy);
     // The install-config the installer leaves (openshift/installer `pkg/asset/manifests/openshift.go`:
     // ConfigMap `kube-system/cluster-config-v1`, key `install-config`; `pkg/types/installconfig.go`),
     // as much of it as the world knows.

@@ -782,10 +782,16 @@ fn sweep_stale_dirs() {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        let Some(pid) = name.strip_prefix(DIR_PREFIX).and_then(|r| r.split('-').next()?.parse::<u32>().ok()) else {
-            continue;
+        let Some(rest) = name.strip_prefix(DIR_PREFIX) else { continue };
+        let stale = match rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) {
+            Some(pid) => pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists(),
+            // Named before the process id was in the name: left by a run a day or more ago.
+            None => e
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > Duration::from_secs(24 * 3600))),
         };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+        if stale {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }

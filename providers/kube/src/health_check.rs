@@ -86,12 +86,9 @@ pub async fn hold(
                 let back = n
                     .strip_prefix("link back since ")
                     .and_then(|t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok());
+                let settled = nodes_ready || back.is_some_and(|t| now() - t >= RELEASE_AFTER);
                 match back {
-                    _ if nodes_ready => {
-                        out.push(Change::Released(name.clone()));
-                        Some(json!({"metadata": {"annotations": {PAUSED: null, HELD_BY: null}}}))
-                    }
-                    Some(t) if now() - t >= RELEASE_AFTER => {
+                    _ if settled => {
                         out.push(Change::Released(name.clone()));
                         Some(json!({"metadata": {"annotations": {PAUSED: null, HELD_BY: null}}}))
                     }

@@ -250,6 +250,11 @@ fn cost<'a>(
             let (sku, allocation) = (text("sku"), text("allocation"));
             lookup(&format!("azure_public_ip/{sku}/{allocation}"), azure, &format!("a {sku} {allocation} public IP"))
         }
+        ResourceType::AzureNatGateway => {
+            // The hourly resource; the data it processes is charged per GB, by use, not in the table.
+            let sku = text("sku");
+            lookup(&format!("azure_nat_gateway/{sku}"), azure, &format!("a {sku} NAT gateway"))
+        }
         other => Cost::Unknown(format!("no price for {} in the table", other.as_str())),
     }
 }
@@ -411,10 +416,12 @@ mod tests {
         }
     }
 
-    /// The public example with a VpnGw1AZ gateway and an NC8as_T4_v3 pool: every part priced.
-    /// 2 VPN connections 2 × 36.50 = 73.00; the gateway 153.30; its 2 public IPs 2 × 3.65 =
-    /// 7.30; 4 site-to-site connections 4 × 10.95 = 43.80; 1 machine, 548.96 + a 128 GiB P10
-    /// disk 19.71 = 568.67; the Route 53 Resolver endpoint with 2 addresses 182.50. Total 1,028.57.
+    /// The public example with a VpnGw1AZ gateway and an NC8as_T4_v3 pool: every part priced
+    /// but the pool's NAT gateway, which the table prices in West Europe only.
+    /// 2 VPN connections 2 × 36.50 = 73.00; the gateway 153.30; its 2 public IPs and the NAT
+    /// gateway's 3 × 3.65 = 10.95; 4 site-to-site connections 4 × 10.95 = 43.80; 1 machine, 548.96
+    /// + a 128 GiB P10 disk 19.71 = 568.67; the Route 53 Resolver endpoint with 2 addresses
+    /// 182.50. Total 1,032.22 and the NAT gateway unknown.
     #[test]
     fn a_plan_of_the_public_example_adds_up() {
         let l = loaded("public", |s| {
@@ -427,17 +434,32 @@ mod tests {
         };
         assert_eq!(cents("aws_vpn_connection."), [Some(3650), Some(3650)], "{e:#?}");
         assert_eq!(cents("azure_virtual_network_gateway."), [Some(15330)]);
-        assert_eq!(cents("azure_public_ip."), [Some(365), Some(365)]);
+        assert_eq!(cents("azure_public_ip."), [Some(365), Some(365), Some(365)]);
+        assert_eq!(cents("azure_nat_gateway."), [None]);
         assert_eq!(cents("azure_virtual_network_gateway_connection."), [Some(1095); 4]);
         assert_eq!(cents("k8s_machine_set."), [Some(56867)]);
         assert_eq!(cents("aws_route53_resolver_endpoint."), [Some(18250)]);
-        assert_eq!(e.delta_cents, 102857);
-        assert_eq!(e.total_after_cents, 102857);
-        assert_eq!(e.unknown_after, 0);
+        assert_eq!(e.delta_cents, 103222);
+        assert_eq!(e.total_after_cents, 103222);
+        assert_eq!(e.unknown_after, 1, "the NAT gateway");
         let shown = render(&e);
-        assert!(shown.contains("This plan: +$1,028.57 a month."), "{shown}");
-        assert!(shown.contains("The stack once applied: $1,028.57 a month."), "{shown}");
+        assert!(shown.contains("no price for a Standard NAT gateway in eastus"), "{shown}");
+        assert!(shown.contains("This plan: +$1,032.22 a month, and 1 changes of unknown cost."), "{shown}");
         assert!(shown.contains("1 × Standard_NC8as_T4_v3 VM and Premium_LRS 128 GiB OS disk in eastus"), "{shown}");
+    }
+
+    /// A pool's NAT gateway and its public IP are priced where the table has them (West Europe),
+    /// and a pool with Azure's default outbound access has neither.
+    #[test]
+    fn a_nat_gateway_is_priced_with_its_address_and_default_outbound_has_none() {
+        let l = loaded("public", |s| s.replace("\"eastus\"", "\"westeurope\""));
+        let e = estimate(&l.model, &plan_of(&l));
+        let cents = |addr: &str| e.items.iter().find(|i| i.address == addr).and_then(Item::delta);
+        assert_eq!(cents("azure_nat_gateway.pool-t4"), Some(3285), "{e:#?}");
+        assert_eq!(cents("azure_public_ip.pool-t4"), Some(365), "{e:#?}");
+        let l = loaded("public", |s| s.replace("worker_pool \"t4\" {", "worker_pool \"t4\" {\n  egress = \"default_outbound\""));
+        let e = estimate(&l.model, &plan_of(&l));
+        assert!(!e.items.iter().any(|i| i.address.contains("pool-t4")), "{e:#?}");
     }
 
     /// What the table lacks is unknown and said so, and the known parts still add up.
@@ -495,8 +517,9 @@ mod tests {
         assert_eq!(machines.len(), 1, "{e:#?}");
         assert_eq!((machines[0].before_cents, machines[0].after_cents), (Some(56867), Some(113734)));
         assert_eq!(e.delta_cents, 56867, "{e:#?}");
-        // A gateway priced 0 would not say "unknown": the VpnGw2AZ default has no price.
-        assert_eq!(e.unknown_after, 1, "the VpnGw2AZ gateway");
+        // A gateway priced 0 would not say "unknown": the VpnGw2AZ default has no price, nor
+        // has a NAT gateway in eastus.
+        assert_eq!(e.unknown_after, 2, "the VpnGw2AZ gateway and the NAT gateway");
         // Destroying the stack (the spec's graph emptied) takes back all it cost.
         let gone = xcsp_plans::plan::diff(
             &two.model.stack,
@@ -507,7 +530,7 @@ mod tests {
         let e = estimate(&l.model, &gone);
         assert!(gone.changes.iter().all(|c| c.action == Action::Delete));
         let priced: i64 = e.items.iter().filter_map(Item::delta).sum();
-        assert_eq!((e.delta_cents, priced), (-(56867 + 7300 + 730 + 4380 + 18250), e.delta_cents), "{e:#?}");
+        assert_eq!((e.delta_cents, priced), (-(56867 + 7300 + 730 + 365 + 4380 + 18250), e.delta_cents), "{e:#?}");
         assert_eq!(e.total_after_cents, 0);
         assert_eq!(money(-123456789, true), "-$1,234,567.89");
         assert_eq!(money(5, false), "$0.05");

@@ -105,6 +105,12 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
     if let Some((https, no_proxy)) = &s.proxy {
         problems.extend(proxy_problems(model, https, no_proxy));
     }
+    problems.extend(
+        image_pull_problems(model, &s.mirrors).into_iter().map(|p| if p.is_error() { with_severity(stop, p) } else { p }),
+    );
+    if s.ebs_csi_node {
+        problems.extend(ebs_csi_problem(model));
+    }
     if let Some(images) = &s.boot_images {
         // A pinned version is a warning either way.
         problems.extend(
@@ -286,6 +292,114 @@ fn proxy_problems(model: &Model, https: &str, no_proxy: &[String]) -> Vec<Proble
         );
     }
     out
+}
+
+/// The repository OpenShift's release payload names its component images in (every node pulls
+/// from it: the machine-config daemon, the network and DNS pods); the release image itself is in
+/// `ocp-release` beside it.
+const RELEASE_COMPONENTS: &str = "quay.io/openshift-release-dev/ocp-v4.0-art-dev";
+
+/// Whether a mirror source covers `repo`: a repository or a namespace prefix of it, or a
+/// `*.domain` wildcard of its host (ImageDigestMirrorSet `source`).
+fn covers(source: &str, repo: &str) -> bool {
+    match source.strip_prefix("*.") {
+        Some(domain) => repo.split('/').next().is_some_and(|h| h.ends_with(&format!(".{domain}"))),
+        None => repo == source || repo.starts_with(&format!("{source}/")),
+    }
+}
+
+/// How each pool's VMs will pull images, against the cluster's mirrors. A pool whose only way
+/// out is the link (`egress = "link"`) pulls from the cluster's mirrors or not at all: AWS routes
+/// nothing from a VPN connection on to the internet (Amazon VPC, "edge to edge routing" through a
+/// VPN connection is not supported). An Amazon ECR mirror answers only with credentials the
+/// kubelet's ECR credential provider takes from its EC2 instance role, which an Azure VM does not
+/// have: where a source's only mirrors are in ECR and it may not fall back to the source
+/// (`NeverContactSource`), or the pool has no way to the source, the pull fails.
+fn image_pull_problems(model: &Model, mirrors: &[xcsp_kube::survey::Mirror]) -> Vec<Problem> {
+    use xcsp_kube::survey::is_ecr;
+    use xcsp_plans::spec::Egress;
+    let mut out = Vec::new();
+    let usable = |m: &xcsp_kube::survey::Mirror| m.hosts().any(|h| !is_ecr(h));
+    let ecr_only: Vec<&xcsp_kube::survey::Mirror> =
+        mirrors.iter().filter(|m| !m.mirrors.is_empty() && !usable(m)).collect();
+    for p in &model.pools {
+        let egress = &p.egress;
+        let over_link = egress.value == Egress::Link;
+        if over_link && !mirrors.iter().any(|m| usable(m) && covers(&m.source, RELEASE_COMPONENTS)) {
+            let what = if mirrors.iter().any(|m| covers(&m.source, RELEASE_COMPONENTS)) {
+                "the cluster mirrors its release only to Amazon ECR, which an Azure VM cannot pull from"
+            } else {
+                "the cluster mirrors no release image"
+            };
+            out.push(
+                Problem::error(
+                    "xcsp::pool::egress",
+                    format!(
+                        "pool `{}` pulls images only over the link (egress = \"link\"), and {what}: its nodes would pull {RELEASE_COMPONENTS} from the internet, which no VPN connection reaches",
+                        p.name.value
+                    ),
+                )
+                .label(&egress.span, "the pool's only way out")
+                .with_help(
+                    "mirror the release to a registry inside the VPC (`oc adm release mirror` or oc-mirror) and add its ImageDigestMirrorSet, or set egress = \"nat_gateway\"",
+                ),
+            );
+            continue;
+        }
+        for m in &ecr_only {
+            let fails = m.never_contact_source || over_link;
+            let why = if m.never_contact_source {
+                "and `mirrorSourcePolicy: NeverContactSource` forbids the source"
+            } else if over_link {
+                "and the pool reaches no source over the link"
+            } else {
+                "so each pull is refused by the mirror before it falls back to the source"
+            };
+            let message = format!(
+                "{} mirrors {} only to Amazon ECR ({}): the kubelet's ECR credential provider takes credentials from its EC2 instance role, which pool `{}`'s Azure VMs have not, {why}",
+                m.object,
+                m.source,
+                m.mirrors.join(", "),
+                p.name.value
+            );
+            let problem = if fails {
+                Problem::error("xcsp::cluster::ecr_mirror", message)
+            } else {
+                Problem::warning("xcsp::cluster::ecr_mirror", message)
+            };
+            out.push(problem.label(&egress.span, "how the pool pulls").with_help(
+                "add a mirror outside ECR for this source (a registry in the VPC the link reaches), or let the pool reach the source (egress = \"nat_gateway\" and AllowContactingSource)",
+            ));
+        }
+    }
+    out
+}
+
+/// The AWS EBS CSI driver's node DaemonSet runs on every Linux node and tolerates every taint, so
+/// the pool's Nodes run it too. On a Node whose provider ID is `azure://` its driver stops at
+/// start ("did not find aws region in node providerID", kubernetes-sigs/aws-ebs-csi-driver
+/// `pkg/cloud/metadata/k8s.go`) and the Pods restart for as long as the pool exists; the
+/// DaemonSet never finishes rolling out, which keeps the `storage` ClusterOperator Progressing
+/// (openshift/library-go `csidrivernodeservicecontroller`). The DaemonSet is the driver
+/// operator's: xcsp changes nothing of it (the operator would undo it) and says so.
+fn ebs_csi_problem(model: &Model) -> Option<Problem> {
+    let first = model.pools.first()?;
+    let names: Vec<&str> = model.pools.iter().map(|p| p.name.value.as_str()).collect();
+    Some(
+        Problem::warning(
+            "xcsp::cluster::ebs_csi",
+            format!(
+                "the AWS EBS CSI driver's node DaemonSet ({}/{}) will run on pool {}'s Azure Nodes, fail there (no AWS region in an azure:// provider ID) and restart, and the `storage` ClusterOperator will stay Progressing while the pool exists",
+                xcsp_kube::survey::EBS_CSI_NAMESPACE,
+                xcsp_kube::survey::EBS_CSI_NODE,
+                names.join(", ")
+            ),
+        )
+        .label(&first.span, "Azure Nodes")
+        .with_help(
+            "expected, and harmless to the pool: its Nodes cannot attach EBS volumes anyway (give their Pods Azure storage); the DaemonSet belongs to the driver's operator, which would undo any change; `xcsp status` shows the operator's condition",
+        ),
+    )
 }
 
 /// A pool's marketplace image against the boot images the cluster's release publishes
@@ -500,6 +614,16 @@ fn describe(s: &Survey) -> String {
     if let Some((https, no_proxy)) = &s.proxy {
         out += &format!("Proxy:        {https}, noProxy {}\n", no_proxy.join(","));
     }
+    for m in &s.mirrors {
+        out += &format!("Mirror:       {} -> {} ({})\n", m.source, m.mirrors.join(", "), m.object);
+    }
+    if s.ebs_csi_node {
+        out += &format!(
+            "EBS CSI:      node DaemonSet {}/{} runs on every Linux node\n",
+            xcsp_kube::survey::EBS_CSI_NAMESPACE,
+            xcsp_kube::survey::EBS_CSI_NODE
+        );
+    }
     if let Some(b) = &s.boot_images {
         let image = |i: &Option<xcsp_kube::survey::MarketplaceImage>| {
             i.as_ref().map_or("-".to_string(), |i| format!("{}:{}:{}:{}", i.publisher, i.offer, i.sku, i.version))
@@ -547,6 +671,8 @@ mod tests {
             ovn_ipsec: false,
             fips: Some(true),
             proxy: None,
+            mirrors: vec![],
+            ebs_csi_node: false,
             boot_images: Some(xcsp_kube::survey::BootImages {
                 release: "4.22.3".into(),
                 gen1: Some(image("aro_422")),
@@ -580,6 +706,76 @@ mod tests {
         // A wider CIDR that holds the VNet is enough.
         s.proxy = Some(("http://proxy.example.mil:3128".into(), vec!["10.0.0.0/8".into()]));
         assert!(check(&model, &s).is_empty());
+    }
+
+    fn mirror(source: &str, mirrors: &[&str], never: bool) -> xcsp_kube::survey::Mirror {
+        xcsp_kube::survey::Mirror {
+            object: "ImageDigestMirrorSet/release".into(),
+            source: source.into(),
+            mirrors: mirrors.iter().map(|m| m.to_string()).collect(),
+            never_contact_source: never,
+        }
+    }
+
+    fn codes(problems: &[Problem]) -> Vec<(&'static str, bool)> {
+        problems.iter().map(|p| (p.code, p.is_error())).collect()
+    }
+
+    /// A pool that pulls only over the link needs the cluster's release mirrored inside the VPC;
+    /// an ECR mirror is no mirror to an Azure VM: a warning where the pool can fall back to the
+    /// source through its NAT gateway, an error where it cannot.
+    #[test]
+    fn a_pool_with_no_way_to_its_images_is_refused_and_an_ecr_mirror_is_named() {
+        use xcsp_plans::spec::Egress;
+        let mut model = il5();
+        let mut s = survey(&["v1beta1"], &["v1beta1"]);
+        let release = "quay.io/openshift-release-dev/ocp-v4.0-art-dev";
+        // The default, a NAT gateway, pulls from the source: nothing to say.
+        assert!(check(&model, &s).is_empty(), "{:?}", check(&model, &s));
+        model.pools[0].egress.value = Egress::Link;
+        let problems = check(&model, &s);
+        assert_eq!(codes(&problems), [("xcsp::pool::egress", true)]);
+        assert!(problems[0].message.contains("mirrors no release image"), "{}", problems[0].message);
+        // Mirrored in the VPC (a namespace prefix covers the repository): it pulls over the link.
+        s.mirrors = vec![mirror("quay.io/openshift-release-dev", &["registry.il5.example.mil:5000/ocp"], false)];
+        assert!(check(&model, &s).is_empty(), "{:?}", check(&model, &s));
+        // Mirrored to ECR only: refused over the link, named with the NAT gateway.
+        let ecr = "123456789012.dkr.ecr.us-gov-west-1.amazonaws.com/ocp";
+        s.mirrors = vec![mirror(release, &[ecr], false)];
+        let problems = check(&model, &s);
+        assert_eq!(codes(&problems), [("xcsp::pool::egress", true)]);
+        assert!(problems[0].message.contains("only to Amazon ECR"), "{}", problems[0].message);
+        model.pools[0].egress.value = Egress::NatGateway;
+        let problems = check(&model, &s);
+        assert_eq!(codes(&problems), [("xcsp::cluster::ecr_mirror", false)]);
+        assert!(problems[0].message.contains(ecr) && problems[0].message.contains("EC2 instance role"), "{}", problems[0].message);
+        s.mirrors = vec![mirror(release, &[ecr], true)];
+        assert_eq!(codes(&check(&model, &s)), [("xcsp::cluster::ecr_mirror", true)]);
+        // A mirror outside ECR beside it is enough.
+        s.mirrors = vec![mirror(release, &[ecr, "registry.il5.example.mil:5000/ocp"], true)];
+        assert!(check(&model, &s).is_empty(), "{:?}", check(&model, &s));
+    }
+
+    #[test]
+    fn the_ebs_csi_daemon_set_on_the_pools_nodes_is_named() {
+        let model = il5();
+        let mut s = survey(&["v1beta1"], &["v1beta1"]);
+        s.ebs_csi_node = true;
+        let problems = check(&model, &s);
+        assert_eq!(codes(&problems), [("xcsp::cluster::ebs_csi", false)]);
+        assert!(problems[0].message.contains("aws-ebs-csi-driver-node") && problems[0].message.contains("`storage`"));
+        assert!(describe(&s).contains("EBS CSI:"), "{}", describe(&s));
+    }
+
+    #[test]
+    fn mirror_sources_cover_repositories_by_prefix_and_wildcard() {
+        assert!(covers("quay.io/openshift-release-dev", RELEASE_COMPONENTS));
+        assert!(covers(RELEASE_COMPONENTS, RELEASE_COMPONENTS));
+        assert!(covers("*.quay.io", "mirror.quay.io/a/b"));
+        assert!(!covers("quay.io/openshift-release", RELEASE_COMPONENTS), "a prefix is whole segments");
+        assert!(!covers("*.quay.io", RELEASE_COMPONENTS));
+        assert!(xcsp_kube::survey::is_ecr("123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com"));
+        assert!(!xcsp_kube::survey::is_ecr("registry.il5.example.mil:5000"));
     }
 
     #[test]

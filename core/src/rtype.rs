@@ -71,6 +71,7 @@ resource_types! {
     AzureVnetDnsServers => "azure_virtual_network_dns_servers", Azure;
     AzureNetworkSecurityGroup => "azure_network_security_group", Azure;
     AzurePublicIp => "azure_public_ip", Azure;
+    AzureNatGateway => "azure_nat_gateway", Azure;
     AzureVpnGateway => "azure_virtual_network_gateway", Azure;
     AzureLocalNetworkGateway => "azure_local_network_gateway", Azure;
     AzureVpnConnection => "azure_virtual_network_gateway_connection", Azure;
@@ -162,7 +163,15 @@ impl ResourceType {
             AzureVirtualNetwork | AzureNetworkSecurityGroup | AzureLocalNetworkGateway | AzureUserAssignedIdentity => {
                 &[("location", "Azure resources cannot move between regions")]
             }
+            // `default_outbound_access` changes in place: the 2024-03-01 spec says it is set only at
+            // creation, but Microsoft Learn ("Default outbound access in Azure") now makes existing
+            // subnets private by an update. A refusal is a clear ARM error; replacing a subnet that
+            // holds the pool's VMs would fail anyway (InUseSubnetCannotBeDeleted).
             AzureSubnet => &[("virtual_network", "a subnet belongs to one virtual network")],
+            AzureNatGateway => &[
+                ("zones", "a NAT gateway's zone is fixed at creation"),
+                ("location", "Azure resources cannot move between regions"),
+            ],
             AzurePublicIp => &[
                 ("sku", "a public IP's SKU cannot change while it is in use"),
                 ("zones", "a public IP's zones are fixed at creation"),

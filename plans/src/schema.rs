@@ -199,6 +199,7 @@ pub const WORKER_POOL: BlockSpec = BlockSpec {
         opt("labels", Ty::MapOfStrings),
         opt("taints", Ty::ListOfObjects),
         opt("accelerated_networking", Ty::Bool),
+        opt("egress", Ty::String),
         opt("machine_health_check", Ty::Bool),
         opt("max_unhealthy", Ty::Number),
         opt("node_startup_timeout_seconds", Ty::Number),

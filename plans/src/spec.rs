@@ -219,6 +219,38 @@ pub enum Image {
     Id(String),
 }
 
+/// How a pool's VMs reach the registries they pull images from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Egress {
+    /// A NAT gateway xcsp makes (with its public IP) on the pool's subnet, which is private: the
+    /// explicit outbound path Microsoft recommends, and the default.
+    NatGateway,
+    /// Only over the link: the cluster's image mirrors inside the AWS VPC, the subnet private.
+    /// AWS forwards nothing from a VPN connection to the internet (Amazon VPC, "edge to edge
+    /// routing" is not supported), so every image must come from a mirror the link reaches.
+    Link,
+    /// Azure's default outbound access (an implicit public address Microsoft owns), kept on the
+    /// subnet explicitly; retired for new VNets from network api-version 2025-07-01.
+    DefaultOutbound,
+}
+
+impl Egress {
+    pub const NAMES: [&'static str; 3] = ["nat_gateway", "link", "default_outbound"];
+
+    pub fn parse(s: &str) -> Option<Egress> {
+        match s {
+            "nat_gateway" => Some(Egress::NatGateway),
+            "link" => Some(Egress::Link),
+            "default_outbound" => Some(Egress::DefaultOutbound),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        Egress::NAMES[self as usize]
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Taint {
     pub key: String,
@@ -241,6 +273,8 @@ pub struct Pool {
     pub labels: Sp<IndexMap<String, Value>>,
     pub taints: Sp<Vec<Taint>>,
     pub accelerated_networking: bool,
+    /// How the pool's VMs reach images (`egress`, default a NAT gateway).
+    pub egress: Sp<Egress>,
     pub machine_health_check: bool,
     /// The health check remediates only while at most this many of the pool's machines are
     /// unhealthy (unset: [`default_max_unhealthy`] of the replicas).

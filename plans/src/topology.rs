@@ -165,6 +165,9 @@ pub const VPN_GATEWAY_PART: &str = "vpngw";
 /// The Azure name part of a pool's network security group.
 pub const NSG_PART: &str = "nsg";
 
+/// The Azure name part of a pool's NAT gateway (its public IP adds `ip`).
+pub const NAT_PART: &str = "nat";
+
 /// The Azure name part of the public IP of gateway instance `instance`.
 pub fn public_ip_part(instance: usize) -> String {
     format!("gw{instance}")

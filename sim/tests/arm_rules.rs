@@ -260,3 +260,66 @@ async fn two_children_with_one_name_and_gateways_with_connections_are_refused() 
     }
     h.assert_conformant();
 }
+
+/// A pool's NAT gateway (`natGateway.json` 2024-03-01): its public IP and its subnet reference
+/// it and are shown so; an IP already allocated elsewhere is refused (`PublicIPAddressInUse`), and
+/// neither the NAT gateway nor its IP can go while something still uses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nat_gateway_serves_its_subnet_and_goes_only_after_it() {
+    let h = Harness::instant().await;
+    gateway_stack(&h, "rg").await;
+    let p = |rest: &str| format!("{}{NET_API}", net("rg", rest));
+    let r = h
+        .put(
+            &p("publicIPAddresses/nat-ip"),
+            json!({"location": "eastus", "sku": {"name": "Standard"}, "properties": {"publicIPAllocationMethod": "Static"}}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let nat = |ip: &str| {
+        json!({"location": "eastus", "sku": {"name": "Standard"},
+            "properties": {"idleTimeoutInMinutes": 4, "publicIpAddresses": [{"id": net("rg", &format!("publicIPAddresses/{ip}"))}]}})
+    };
+    // The gateway's IP is taken.
+    let r = h.put(&p("natGateways/taken"), nat("pip")).await;
+    assert_eq!((r.status, r.code().as_str()), (400, "PublicIPAddressInUse"), "{:?}", r.body);
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("already allocated to resource"));
+    let r = h.put(&p("natGateways/missing"), nat("nowhere")).await;
+    assert_eq!((r.status, r.code().as_str()), (400, "InvalidResourceReference"), "{:?}", r.body);
+    let r = h.put(&p("natGateways/nat"), nat("nat-ip")).await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    assert_eq!(h.wait(&r).await, "Succeeded");
+    let r = h.put(&p("natGateways/second"), nat("nat-ip")).await;
+    assert_eq!((r.status, r.code().as_str()), (400, "PublicIPAddressInUse"), "one IP, one NAT gateway");
+    let r = h
+        .put(
+            &p("virtualNetworks/vnet/subnets/workers"),
+            json!({"properties": {"addressPrefix": "10.0.1.0/24", "defaultOutboundAccess": false,
+                "natGateway": {"id": net("rg", "natGateways/nat")}}}),
+        )
+        .await;
+    assert!(r.status == 201 || r.status == 200, "{:?}", r.body);
+    h.wait(&r).await;
+    let subnet_r = h.get(&p("virtualNetworks/vnet/subnets/workers")).await;
+    let subnet = subnet_r.json();
+    assert_eq!(subnet["properties"]["defaultOutboundAccess"], false);
+    let nat_id = net("rg", "natGateways/nat");
+    let got_r = h.get(&p("natGateways/nat")).await;
+    let got = got_r.json();
+    assert!(got["properties"]["subnets"][0]["id"].as_str().unwrap().ends_with("/subnets/workers"), "{got}");
+    let ip_r = h.get(&p("publicIPAddresses/nat-ip")).await;
+    let ip = ip_r.json();
+    assert!(ip["properties"]["natGateway"]["id"].as_str().unwrap().eq_ignore_ascii_case(&nat_id), "{ip}");
+    // In use: neither goes.
+    let r = h.delete(&p("natGateways/nat")).await;
+    assert_eq!((r.status, r.code().as_str()), (400, "InUseNatGatewayCannotBeDeleted"), "{:?}", r.body);
+    let r = h.delete(&p("publicIPAddresses/nat-ip")).await;
+    assert_eq!((r.status, r.code().as_str()), (400, "PublicIPAddressCannotBeDeleted"), "{:?}", r.body);
+    // In the order xcsp's graph gives (subnet, NAT gateway, IP), each goes.
+    for what in ["virtualNetworks/vnet/subnets/workers", "natGateways/nat", "publicIPAddresses/nat-ip"] {
+        let r = h.delete(&p(what)).await;
+        assert!(r.status == 202 || r.status == 200, "{what}: {:?}", r.body);
+        h.wait(&r).await;
+        assert_eq!(h.get(&p(what)).await.status, 404, "{what}");
+    }
+}

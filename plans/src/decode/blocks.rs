@@ -363,6 +363,23 @@ fn decode_pool(f: &Fields, networks: &[String], identities: &[String], problems:
         None => Sp::new(Vec::new(), f.head()),
     };
     let labels = f.string_map("labels");
+    let egress = match f.get_string("egress", problems) {
+        None => Sp::new(Egress::NatGateway, f.head()),
+        Some(e) => match Egress::parse(&e.value) {
+            Some(x) => Sp::new(x, e.span),
+            None => {
+                problems.push(
+                    Problem::error("xcsp::pool::egress", format!("`{}` is no way out for a pool's VMs", e.value))
+                        .label(&e.span, "")
+                        .with_help(format!(
+                            "one of: {} (a NAT gateway xcsp makes; only the cluster's mirrors over the link; Azure's default outbound access)",
+                            Egress::NAMES.map(|n| format!("\"{n}\"")).join(", ")
+                        )),
+                );
+                Sp::new(Egress::NatGateway, e.span)
+            }
+        },
+    };
     Some(Pool {
         name: Sp::new(f.block.labels[0].0.clone(), f.block.labels[0].1.clone()),
         network: network?,
@@ -380,6 +397,7 @@ fn decode_pool(f: &Fields, networks: &[String], identities: &[String], problems:
         labels,
         taints,
         accelerated_networking: f.bool_or("accelerated_networking", true, problems),
+        egress,
         machine_health_check: f.bool_or("machine_health_check", false, problems),
         max_unhealthy: f.get_number("max_unhealthy", problems),
         node_startup_timeout_seconds: f.number_or(

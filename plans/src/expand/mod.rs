@@ -87,6 +87,7 @@ impl Builder<'_> {
             T::AzureVirtualNetwork
                 | T::AzureNetworkSecurityGroup
                 | T::AzurePublicIp
+                | T::AzureNatGateway
                 | T::AzureVpnGateway
                 | T::AzureLocalNetworkGateway
                 | T::AzureVpnConnection

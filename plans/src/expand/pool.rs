@@ -6,7 +6,7 @@ use xcsp_core::{Address, ResourceType as T, Value};
 
 use super::Builder;
 use crate::exports::Read;
-use crate::spec::Image;
+use crate::spec::{Egress, Image};
 use crate::topology::{self, WORKER_PORTS, machine_sets};
 
 /// `cluster`: the nodes a pool's machines need of their Cluster (the Cluster, its kubeconfig).
@@ -43,19 +43,29 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
     b.after(nsg, rg);
     let nsg_addr = b.addr(nsg);
     let subnet_name = b.azure_name(&[name]);
+    let node = topology::pool_subnet_node(name);
+    let nat = (p.egress.value == Egress::NatGateway).then(|| nat_gateway(b, &node, name, rg));
     let subnet = b.add(
         T::AzureSubnet,
-        &topology::pool_subnet_node(name),
+        &node,
         None,
         vec![
             ("name", Value::string(&subnet_name)),
             ("virtual_network", Value::Unknown),
             ("address_prefix", Value::string(p.subnet_cidr.value.to_string())),
             ("network_security_group", Value::Unknown),
+            // A private subnet (no implicit public address) unless the spec keeps Azure's default
+            // outbound access (network `virtualNetwork.json` 2024-03-01, `defaultOutboundAccess`;
+            // unset, a subnet made at that api-version has it).
+            ("default_outbound_access", Value::Bool(p.egress.value == Egress::DefaultOutbound)),
+            ("nat_gateway", Value::Null),
         ],
     );
     b.input(subnet, "virtual_network", vnet, "name");
     b.input(subnet, "network_security_group", &nsg_addr, "id");
+    if let Some(nat) = &nat {
+        b.input(subnet, "nat_gateway", nat, "id");
+    }
     b.serves(subnet, "worker_pool", Some(name), "subnet_id", None, Read::Id);
     let subnet_addr = b.addr(subnet);
     let image = match &p.image.value {
@@ -287,4 +297,32 @@ mod tests {
             assert!(!kubelet_may_set(key), "{key}");
         }
     }
+}
+
+/// The pool's way out: a Standard NAT gateway with one Standard static public IP, both without a
+/// zone (Azure places a no-zone NAT gateway; "NAT gateway and availability zones", Microsoft Learn),
+/// which serves every machine of the subnet whatever its zone. Returns the NAT gateway.
+fn nat_gateway(b: &mut Builder, node: &str, pool: &str, rg: &Address) -> Address {
+    let pip = b.add_azure(
+        T::AzurePublicIp,
+        node,
+        None,
+        &[pool, topology::NAT_PART, "ip"],
+        vec![("sku", Value::string("Standard")), ("allocation", Value::string("Static"))],
+    );
+    b.after(pip, rg);
+    let pip = b.addr(pip);
+    let nat = b.add_azure(
+        T::AzureNatGateway,
+        node,
+        None,
+        &[pool, topology::NAT_PART],
+        vec![
+            ("sku", Value::string("Standard")),
+            ("idle_timeout_minutes", Value::int(4)),
+            ("public_ips", Value::List(vec![Value::Unknown])),
+        ],
+    );
+    b.input(nat, "public_ips[0]", &pip, "id");
+    b.addr(nat)
 }

@@ -75,6 +75,18 @@ pub(super) fn check_pool(p: &Pool, problems: &mut Problems) {
             );
         }
     }
+    if p.egress.value == Egress::DefaultOutbound {
+        problems.push(
+            Problem::warning(
+                "xcsp::pool::egress",
+                "the pool's VMs reach images through Azure's default outbound access: an address Microsoft owns and may change, which nothing of the stack shows or logs",
+            )
+            .label(&p.egress.span, "")
+            .with_help(
+                "Microsoft is retiring it (subnets of VNets made at network api-version 2025-07-01 or later are private; Microsoft Learn, \"Default outbound access in Azure\"), and regulated baselines ask for an explicit path: prefer egress = \"nat_gateway\", or \"link\" with the cluster's mirrors",
+            ),
+        );
+    }
     if !p.vm_size.value.starts_with("Standard_") {
         problems.push(
             err("xcsp::pool::vm_size", format!("`{}` is not an Azure VM size", p.vm_size.value), &p.vm_size.span, "")

@@ -226,6 +226,12 @@ pub fn subnet_body(d: &Reader) -> Result<Json, ProviderError> {
     if d.attrs.contains_key("network_security_group") {
         props["networkSecurityGroup"] = json!({ "id": d.str("network_security_group")? });
     }
+    if let Some(nat) = d.opt_str("nat_gateway") {
+        props["natGateway"] = json!({ "id": nat });
+    }
+    if let Some(Value::Bool(b)) = d.attrs.get("default_outbound_access") {
+        props["defaultOutboundAccess"] = json!(b);
+    }
     Ok(json!({ "properties": props }))
 }
 
@@ -237,6 +243,11 @@ pub fn read_subnet(body: &Json) -> Attributes {
     out.insert("virtual_network".into(), Value::string(vnet));
     put(&mut out, "address_prefix", &body["properties"]["addressPrefix"]);
     put_or_null(&mut out, "network_security_group", &body["properties"]["networkSecurityGroup"]["id"]);
+    put_or_null(&mut out, "nat_gateway", &body["properties"]["natGateway"]["id"]);
+    // Unset, Azure gives a subnet default outbound access (the property's description in
+    // `virtualNetwork.json` 2024-03-01; private subnets are opt-in at that api-version).
+    let doa = body["properties"]["defaultOutboundAccess"].as_bool().unwrap_or(true);
+    out.insert("default_outbound_access".into(), Value::Bool(doa));
     put(&mut out, "id", &body["id"]);
     out
 }
@@ -277,6 +288,45 @@ pub fn read_public_ip(body: &Json) -> Attributes {
     put(&mut out, "allocation", &body["properties"]["publicIPAllocationMethod"]);
     put_or_null(&mut out, "zones", &body["zones"]);
     put(&mut out, "ip_address", &body["properties"]["ipAddress"]);
+    out
+}
+
+pub fn nat_gateway_body(d: &Reader, stack: &str) -> Result<Json, ProviderError> {
+    let ips: Vec<Json> = d
+        .json("public_ips")?
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|id| json!({ "id": id }))
+        .collect();
+    let mut body = json!({
+        "location": d.str("location")?,
+        "tags": resource_tags(d, stack),
+        "sku": { "name": d.str("sku")? },
+        "properties": {
+            "idleTimeoutInMinutes": d.int("idle_timeout_minutes")?,
+            "publicIpAddresses": ips
+        }
+    });
+    if let Some(z) = d.attrs.get("zones") {
+        body["zones"] = z.to_json();
+    }
+    Ok(body)
+}
+
+pub fn read_nat_gateway(body: &Json) -> Attributes {
+    let mut out = common(body, true);
+    provisioning(&mut out, body);
+    put(&mut out, "sku", &body["sku"]["name"]);
+    put(&mut out, "idle_timeout_minutes", &body["properties"]["idleTimeoutInMinutes"]);
+    let ips: Vec<Value> = body["properties"]["publicIpAddresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["id"].as_str().map(Value::string))
+        .collect();
+    out.insert("public_ips".into(), Value::List(ips));
+    put_or_null(&mut out, "zones", &body["zones"]);
     out
 }
 

@@ -280,6 +280,20 @@ impl AzureProvider {
                 )
                 .await?
             }
+            T::AzureNatGateway => {
+                read = arm::read_nat_gateway;
+                let name = d.str("name")?;
+                let m: azure_mgmt_network::models::NatGateway = model(address, arm::nat_gateway_body(&d, stack)?)?;
+                let c = n.nat_gateways_client();
+                self.write(
+                    address,
+                    progress,
+                    &doing("NAT gateway"),
+                    || raw!(c.create_or_update(rg, &name, m.clone(), sub).send()),
+                    || as_json!(c.get(rg, &name, sub)),
+                )
+                .await?
+            }
             T::AzureVpnGateway => {
                 read = arm::read_gateway;
                 let name = d.str("name")?;
@@ -494,6 +508,11 @@ impl AzureProvider {
                 self.delete_with(address, progress, &deleting("public IP"), || raw!(c.delete(rg, &name, sub).send()))
                     .await
             }
+            T::AzureNatGateway => {
+                let (name, c) = (name(), n.nat_gateways_client());
+                self.delete_with(address, progress, &deleting("NAT gateway"), || raw!(c.delete(rg, &name, sub).send()))
+                    .await
+            }
             T::AzureVpnGateway => {
                 let (name, c) = (name(), n.virtual_network_gateways_client());
                 self.delete_with(
@@ -704,6 +723,10 @@ impl AzureProvider {
             T::AzurePublicIp => {
                 let c = n.public_ip_addresses_client();
                 tagged(self.list_all(rtype, || all_pages!(c.list(rg, sub))).await?, arm::read_public_ip)
+            }
+            T::AzureNatGateway => {
+                let c = n.nat_gateways_client();
+                tagged(self.list_all(rtype, || all_pages!(c.list(rg, sub))).await?, arm::read_nat_gateway)
             }
             T::AzureVpnGateway => {
                 let c = n.virtual_network_gateways_client();

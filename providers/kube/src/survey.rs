@@ -94,6 +94,64 @@ pub struct Survey {
     /// The cluster-wide proxy, when one is set: its HTTPS proxy and the `noProxy` in effect
     /// (`Proxy` `cluster`, `status`, which adds the cluster's own networks to the spec's).
     pub proxy: Option<(String, Vec<String>)>,
+    /// The cluster's image mirrors: ImageDigestMirrorSets and ImageTagMirrorSets
+    /// (`config.openshift.io/v1`) and the older ImageContentSourcePolicies
+    /// (`operator.openshift.io/v1alpha1`), each source with its mirrors.
+    pub mirrors: Vec<Mirror>,
+    /// Whether the AWS EBS CSI driver's node DaemonSet ([`EBS_CSI_NAMESPACE`]/[`EBS_CSI_NODE`]) runs.
+    pub ebs_csi_node: bool,
+}
+
+/// The namespace and name of OpenShift's AWS EBS CSI node DaemonSet.
+pub const EBS_CSI_NAMESPACE: &str = "openshift-cluster-csi-drivers";
+pub const EBS_CSI_NODE: &str = "aws-ebs-csi-driver-node";
+
+/// One mirrored source of the cluster's image mirror objects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mirror {
+    /// The object that says it, e.g. `ImageDigestMirrorSet/release`.
+    pub object: String,
+    pub source: String,
+    pub mirrors: Vec<String>,
+    /// `mirrorSourcePolicy: NeverContactSource`: a pull never falls back to the source.
+    pub never_contact_source: bool,
+}
+
+impl Mirror {
+    /// The host of each mirror (`registry.example:5000/ns/repo` gives `registry.example:5000`).
+    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.mirrors.iter().map(|m| m.split('/').next().unwrap_or(m))
+    }
+}
+
+/// An Amazon ECR registry host (`<account>.dkr.ecr[-fips].<region>.amazonaws.com[.cn]`), which the
+/// kubelet reaches only with credentials from its EC2 instance role.
+pub fn is_ecr(host: &str) -> bool {
+    let host = host.split(':').next().unwrap_or(host);
+    (host.contains(".dkr.ecr.") || host.contains(".dkr.ecr-fips."))
+        && (host.ends_with(".amazonaws.com") || host.ends_with(".amazonaws.com.cn"))
+}
+
+/// The mirrors of one listed mirror object (`spec.<field>[]`, each `source`, `mirrors`,
+/// `mirrorSourcePolicy`).
+fn mirrors_of(kind: &str, o: &DynamicObject, field: &str) -> Vec<Mirror> {
+    let name = o.metadata.name.clone().unwrap_or_default();
+    o.data["spec"][field]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| Mirror {
+            object: format!("{kind}/{name}"),
+            source: m["source"].as_str().unwrap_or_default().to_string(),
+            mirrors: m["mirrors"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect(),
+            never_contact_source: m["mirrorSourcePolicy"].as_str() == Some("NeverContactSource"),
+        })
+        .collect()
 }
 
 /// An Azure Marketplace image.
@@ -344,6 +402,30 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
             let no = status["noProxy"].as_str().unwrap_or_default();
             Some((https, no.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()))
         });
+    let mut mirrors = Vec::new();
+    for (group, version, kind, plural, field) in [
+        ("config.openshift.io", "v1", "ImageDigestMirrorSet", "imagedigestmirrorsets", "imageDigestMirrors"),
+        ("config.openshift.io", "v1", "ImageTagMirrorSet", "imagetagmirrorsets", "imageTagMirrors"),
+        (
+            "operator.openshift.io",
+            "v1alpha1",
+            "ImageContentSourcePolicy",
+            "imagecontentsourcepolicies",
+            "repositoryDigestMirrors",
+        ),
+    ] {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(group, version, kind, plural));
+        let list = absent(api.list(&ListParams::default()).await)
+            .map_err(|e| format!("cannot list the cluster's {kind}s: {e}"))?;
+        for o in list.into_iter().flat_map(|l| l.items) {
+            mirrors.extend(mirrors_of(kind, &o, field));
+        }
+    }
+    let daemon_sets: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), EBS_CSI_NAMESPACE, &resource("apps", "v1", "DaemonSet", "daemonsets"));
+    let ebs_csi_node = absent(daemon_sets.get(EBS_CSI_NODE).await)
+        .map_err(|e| format!("cannot read the DaemonSet {EBS_CSI_NAMESPACE}/{EBS_CSI_NODE}: {e}"))?
+        .is_some();
     Ok(Survey {
         openshift,
         capi_versions,
@@ -357,6 +439,8 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
         fips,
         boot_images,
         proxy,
+        mirrors,
+        ebs_csi_node,
     })
 }
 

@@ -108,6 +108,9 @@ pub static SECURITY_RULE: Kind = net(
 );
 pub static PUBLIC_IP: Kind =
     net("Microsoft.Network/publicIPAddresses", "publicIPAddresses", None, None, Patch::Tags, (2.0, 4.0), (5.0, 10.0));
+/// A NAT gateway (`natGateway.json` 2024-03-01): a PUT of a few seconds, as for a public IP.
+pub static NAT_GATEWAY: Kind =
+    net("Microsoft.Network/natGateways", "natGateways", None, None, Patch::Tags, (3.0, 8.0), (5.0, 10.0));
 pub static VNG: Kind = net(
     "Microsoft.Network/virtualNetworkGateways",
     "virtualNetworkGateways",
@@ -202,6 +205,7 @@ pub static KINDS: &[&Kind] = &[
     &NSG,
     &SECURITY_RULE,
     &PUBLIC_IP,
+    &NAT_GATEWAY,
     &VNG,
     &LNG,
     &CONNECTION,

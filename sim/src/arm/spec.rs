@@ -48,6 +48,11 @@ const MODELS: &[(&str, &str, &str)] = &[
         "PublicIPAddress",
     ),
     (
+        "Microsoft.Network/natGateways",
+        "network/resource-manager/Microsoft.Network/stable/2024-03-01/natGateway.json",
+        "NatGateway",
+    ),
+    (
         "Microsoft.Network/virtualNetworkGateways",
         "network/resource-manager/Microsoft.Network/stable/2024-03-01/virtualNetworkGateway.json",
         "VirtualNetworkGateway",

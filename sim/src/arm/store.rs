@@ -132,6 +132,19 @@ impl Store {
         out
     }
 
+    /// The NAT gateway whose `publicIpAddresses` holds the public IP `pip_key`.
+    pub fn nat_gateway_of_ip(&self, pip_key: &str) -> Option<String> {
+        self.of_kind(&kinds::NAT_GATEWAY)
+            .find(|n| {
+                n.body["properties"]["publicIpAddresses"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|r| r["id"].as_str().is_some_and(|i| i.eq_ignore_ascii_case(pip_key)))
+            })
+            .map(|n| n.id.clone())
+    }
+
     /// Subnets referencing `target_key` through `properties.<field>.id`.
     pub fn subnets_referencing(&self, field: &str, target_key: &str) -> Vec<String> {
         self.of_kind(&kinds::SUBNET)
@@ -169,16 +182,25 @@ impl Store {
                     pip.and_then(|p| p.body["properties"].get("ipAddress").cloned()).into_iter().collect();
                 peer["tunnelIpAddresses"] = Value::Array(ips);
             }
-        } else if std::ptr::eq(kind, &kinds::PUBLIC_IP)
-            && let Some((id, _, _)) = self.gateway_ip_configs().into_iter().find(|(_, _, p)| *p == key)
-        {
-            body["properties"]["ipConfiguration"] = json!({"id": id});
+        } else if std::ptr::eq(kind, &kinds::PUBLIC_IP) {
+            if let Some((id, _, _)) = self.gateway_ip_configs().into_iter().find(|(_, _, p)| *p == key) {
+                body["properties"]["ipConfiguration"] = json!({"id": id});
+            }
+            if let Some(nat) = self.nat_gateway_of_ip(&key) {
+                body["properties"]["natGateway"] = json!({"id": nat});
+            }
         }
         if std::ptr::eq(kind, &kinds::NSG) {
             body["properties"]["defaultSecurityRules"] = default_security_rules(&r.id);
         }
-        if std::ptr::eq(kind, &kinds::NSG) || std::ptr::eq(kind, &kinds::ROUTE_TABLE) {
-            let field = if std::ptr::eq(kind, &kinds::NSG) { "networkSecurityGroup" } else { "routeTable" };
+        if std::ptr::eq(kind, &kinds::NSG) || std::ptr::eq(kind, &kinds::ROUTE_TABLE) || std::ptr::eq(kind, &kinds::NAT_GATEWAY) {
+            let field = if std::ptr::eq(kind, &kinds::NSG) {
+                "networkSecurityGroup"
+            } else if std::ptr::eq(kind, &kinds::NAT_GATEWAY) {
+                "natGateway"
+            } else {
+                "routeTable"
+            };
             let subnets: Vec<Value> =
                 self.subnets_referencing(field, &key).into_iter().map(|id| json!({"id": id})).collect();
             if !subnets.is_empty() {

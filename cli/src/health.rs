@@ -62,6 +62,8 @@ pub struct Health {
     pub identities: Vec<Named>,
     /// Per worker pool, its subnet's network security group against the spec.
     pub pools: Vec<Named>,
+    /// What the pool does to the cluster's own components (when the cluster was read).
+    pub cluster: Vec<Named>,
     /// Tunnels up on both sides, of those the spec's IPsec links have.
     pub up: usize,
     pub expected: usize,
@@ -189,7 +191,7 @@ pub fn health(model: &Model, state: &State) -> Health {
         .collect();
     let expected = ipsec.len() * topology::TUNNELS;
     let up = tunnels.iter().filter(|t| t.up && ipsec.contains(&t.link.as_str())).count();
-    Health { tunnels, links, identities: Vec::new(), pools: Vec::new(), up, expected, machines: Vec::new() }
+    Health { tunnels, links, identities: Vec::new(), pools: Vec::new(), cluster: Vec::new(), up, expected, machines: Vec::new() }
 }
 
 /// `TokenExchangeAccepted`, per federated credential refresh read from Azure: would Entra take
@@ -417,6 +419,49 @@ fn rules(state: &State, link: &str) -> Condition {
 }
 
 /// What keeps a Machine from being a Ready node, as far as xcsp can tell.
+/// The EBS CSI driver's node Pods on the pool's Nodes and the `storage` ClusterOperator: a side
+/// effect preflight named, shown with what it is doing now. It does not make the pool unhealthy.
+pub fn ebs_csi(e: &xcsp_kube::pool::EbsCsi) -> Vec<Named> {
+    let mut out = Vec::new();
+    if e.on_pool > 0 {
+        let failing = e.on_pool_not_ready > 0;
+        out.push(Named {
+            name: format!("{}/{}", xcsp_kube::survey::EBS_CSI_NAMESPACE, xcsp_kube::survey::EBS_CSI_NODE),
+            conditions: vec![Condition {
+                kind: "OnPoolNodes",
+                status: if failing { "False" } else { "True" },
+                reason: if failing { "NoAwsRegion".into() } else { "Ready".into() },
+                message: format!(
+                    "{} of its {} Pods on the pool's Nodes not Ready{}",
+                    e.on_pool_not_ready,
+                    e.on_pool,
+                    if failing {
+                        ": the EBS CSI driver finds no AWS region in an azure:// provider ID; expected while the pool exists, it keeps `storage` Progressing"
+                    } else {
+                        ""
+                    }
+                ),
+            }],
+        });
+    }
+    if let Some((status, reason, message)) = &e.storage_progressing {
+        out.push(Named {
+            name: "ClusterOperator storage".into(),
+            conditions: vec![Condition {
+                kind: "Progressing",
+                status: match status.as_str() {
+                    "True" => "True",
+                    "False" => "False",
+                    _ => "Unknown",
+                },
+                reason: reason.clone(),
+                message: message.clone(),
+            }],
+        });
+    }
+    out
+}
+
 pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
     let dns = h.failing("DnsOverLink");
     if let Some(n) = &m.node {
@@ -546,7 +591,7 @@ pub fn render(h: &Health) -> String {
             }
         }
     }
-    for (what, list) in [("link", &h.links), ("identity", &h.identities), ("pool", &h.pools)] {
+    for (what, list) in [("link", &h.links), ("identity", &h.identities), ("pool", &h.pools), ("cluster", &h.cluster)] {
         for l in list {
             for c in &l.conditions {
                 out += &format!("{what} {}: {}={} ({}): {}\n", l.name, c.kind, c.status, c.reason, c.message);

@@ -446,6 +446,13 @@ pub async fn status(spec: &SpecArgs, l: &Loaded, args: &StateArgs, json: bool) -
                 Ok(m) => health.machines = m,
                 Err(e) => report::warn(format_args!("cannot read the pool's machines: {e}")),
             }
+            let nodes: Vec<String> =
+                health.machines.iter().filter_map(|m| m.node.as_ref().map(|n| n.name.clone())).collect();
+            match xcsp_kube::pool::ebs_csi(&found.client_config(), &nodes).await {
+                Ok(Some(e)) => health.cluster = crate::health::ebs_csi(&e),
+                Ok(None) => {}
+                Err(e) => report::warn(format_args!("cannot read the EBS CSI driver: {e}")),
+            }
         }
         // The federated credentials against the token CAPZ presents (plan checked the spec's
         // values, unless it ran `--offline`; this reads what Azure holds now).

@@ -644,6 +644,10 @@ const OPENSHIFT_CRDS: &[&str] = &[
     "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_networks-Default.crd.yaml",
     "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_authentications-Default.crd.yaml",
     "config/v1/zz_generated.crd-manifests/0000_03_config-operator_01_proxies.crd.yaml",
+    "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_imagedigestmirrorsets.crd.yaml",
+    "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_imagetagmirrorsets.crd.yaml",
+    "operator/v1alpha1/zz_generated.crd-manifests/0000_10_config-operator_01_imagecontentsourcepolicies.crd.yaml",
+    "config/v1/zz_generated.crd-manifests/0000_00_cluster-version-operator_01_clusteroperators.crd.yaml",
     "machineconfiguration/v1/zz_generated.crd-manifests/0000_80_machine-config_01_machineconfigs.crd.yaml",
     "machineconfiguration/v1/zz_generated.crd-manifests/0000_80_machine-config_01_machineconfigpools-SelfManagedHA.crd.yaml",
 ];

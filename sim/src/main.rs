@@ -65,6 +65,14 @@ struct Args {
     /// `httpsProxy` and `noProxy`).
     #[arg(long, value_name = "URL[;NO_PROXY]", requires = "openshift")]
     proxy: Option<String>,
+    /// With --openshift: an image mirror, `SOURCE=MIRROR[,MIRROR...][;never]` (an
+    /// ImageDigestMirrorSet entry; `never`: `mirrorSourcePolicy: NeverContactSource`); repeatable.
+    #[arg(long, value_name = "SOURCE=MIRRORS[;never]", requires = "openshift")]
+    mirror: Vec<String>,
+    /// With --openshift: the AWS EBS CSI driver is installed (its node DaemonSet and the `storage`
+    /// ClusterOperator that reports it).
+    #[arg(long, requires = "openshift")]
+    ebs_csi: bool,
     /// Run the world's cluster: upstream kube-apiserver, etcd, kube-controller-manager and Cluster
     /// API's manager (their directory in XCSP_UPSTREAM_BIN, which scripts/upstream-setup prints),
     /// with the sim's stand-ins as its clients.
@@ -124,6 +132,23 @@ fn main() {
                 let (url, no) = p.split_once(';').unwrap_or((p, ""));
                 xcsp_sim::world::ClusterProxy { https_proxy: url.into(), no_proxy: no.into() }
             }),
+            mirrors: args
+                .mirror
+                .iter()
+                .map(|m| {
+                    let (m, policy) = m.split_once(';').unwrap_or((m, ""));
+                    let Some((source, mirrors)) = m.split_once('=') else {
+                        eprintln!("xcsp-sim: --mirror takes SOURCE=MIRROR[,MIRROR...][;never], got {m}");
+                        std::process::exit(2);
+                    };
+                    xcsp_sim::world::ImageMirror {
+                        source: source.into(),
+                        mirrors: mirrors.split(',').map(String::from).collect(),
+                        never_contact_source: policy == "never",
+                    }
+                })
+                .collect(),
+            ebs_csi: args.ebs_csi,
         });
     }
     let started = if args.upstream {

@@ -246,6 +246,23 @@ pub struct OpenShift {
     /// `99-worker-fips` MachineConfigs ask for it.
     #[serde(default)]
     pub fips: bool,
+    /// The cluster's image mirrors, as one ImageDigestMirrorSet (`image-mirrors`) holds them.
+    #[serde(default)]
+    pub mirrors: Vec<ImageMirror>,
+    /// The AWS EBS CSI driver is installed (the default on AWS): its node DaemonSet runs on every
+    /// Linux node, and the `storage` ClusterOperator reports its rollout.
+    #[serde(default)]
+    pub ebs_csi: bool,
+}
+
+/// One `imageDigestMirrors` entry (openshift/api `config/v1/types_image_digest_mirror_set.go`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImageMirror {
+    pub source: String,
+    pub mirrors: Vec<String>,
+    /// `mirrorSourcePolicy: NeverContactSource` (else the API's default, `AllowContactingSource`).
+    #[serde(default)]
+    pub never_contact_source: bool,
 }
 
 /// A cluster-wide proxy (openshift/api `config/v1/types_proxy.go`).

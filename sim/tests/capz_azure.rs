@@ -66,6 +66,8 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
         capz_authority_host: None,
         fips: false,
         proxy: None,
+        mirrors: vec![],
+        ebs_csi: false,
     });
     let (h, client) = Harness::with_cluster(config).await;
 

@@ -39,6 +39,8 @@ async fn start(openshift: bool) -> (SimServer, kube::Client) {
         capz_authority_host: None,
         fips: false,
         proxy: None,
+        mirrors: vec![],
+        ebs_csi: false,
     });
     common::with_cluster(SimConfig { openshift, ..SimConfig::default() }).await
 }

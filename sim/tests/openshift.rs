@@ -34,6 +34,8 @@ fn openshift(capz: bool) -> Option<OpenShift> {
         capz_authority_host: None,
         fips: false,
         proxy: None,
+        mirrors: vec![],
+        ebs_csi: false,
     })
 }
 

@@ -118,7 +118,7 @@ fn apply_without_a_kubeconfig_stops_before_changing_anything_and_says_what_it_tr
     let out = w.xcsp(&["plan"], &[]);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(0), "{said}");
-    assert!(said.contains("Plan: 52 to add") && said.contains("k8s_machine_set.gpu"), "{said}");
+    assert!(said.contains("Plan: 54 to add") && said.contains("k8s_machine_set.gpu"), "{said}");
     assert!(said.contains("apply and destroy stop before changing anything until one is found"), "{said}");
 }
 

@@ -38,7 +38,8 @@ impl Clouds {
             std::env::var_os("XCSP_UPSTREAM_BIN").is_some_and(|b| PathBuf::from(b).join("kube-apiserver").exists()),
             "the upstream cluster is not built: set XCSP_UPSTREAM_BIN=$(scripts/upstream-setup) (scripts/test does)"
         );
-        Clouds::start_with(&["--upstream", "--api-host", "api-int.il5.example.mil"])
+        // With the AWS EBS CSI driver, as OpenShift installs it on AWS.
+        Clouds::start_with(&["--upstream", "--api-host", "api-int.il5.example.mil", "--ebs-csi"])
     }
 
     fn start_with(extra: &[&str]) -> Clouds {
@@ -999,6 +1000,24 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
         std::thread::sleep(Duration::from_millis(500));
     };
     assert!(pool_nodes.contains(&bound), "bound to {bound}, not a pool Node {pool_nodes:?}");
+
+    // The EBS CSI node DaemonSet (upstream's DaemonSet controller) puts a Pod on each pool Node,
+    // which never runs there; status names it and the `storage` operator it keeps Progressing.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let said = loop {
+        let out = clouds.xcsp(state).args(["status"]).arg(il5()).output().unwrap();
+        let said = text_of(&out);
+        if said.contains("ClusterOperator storage: Progressing=True") && said.contains("2 of its 2 Pods") {
+            break said;
+        }
+        assert!(Instant::now() < deadline, "status does not name the EBS CSI driver's effect: {said}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(
+        said.contains("cluster openshift-cluster-csi-drivers/aws-ebs-csi-driver-node: OnPoolNodes=False (NoAwsRegion)"),
+        "{said}"
+    );
+    assert!(said.contains("Waiting for DaemonSet to deploy node pods"), "{said}");
 
     // The link cut: the kubelets' Leases stop, and the node lifecycle controller (the status
     // writer is kube-controller-manager) turns both Nodes Unknown.

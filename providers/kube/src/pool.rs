@@ -178,3 +178,53 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
     }
     Ok(out)
 }
+
+/// What the AWS EBS CSI driver does on the pool's Nodes, for `xcsp status`: its node DaemonSet's
+/// Pods there, and the `storage` ClusterOperator that reports the DaemonSet's rollout.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EbsCsi {
+    /// The DaemonSet's Pods on the pool's Nodes, and how many of them are not Ready.
+    pub on_pool: usize,
+    pub on_pool_not_ready: usize,
+    /// The `storage` ClusterOperator's Progressing condition: status, reason, message.
+    pub storage_progressing: Option<(String, String, String)>,
+}
+
+/// The EBS CSI driver against the Nodes `pool_nodes`; `None` where its DaemonSet does not run.
+pub async fn ebs_csi(config: &KubeConfig, pool_nodes: &[String]) -> Result<Option<EbsCsi>, String> {
+    use crate::survey::{EBS_CSI_NAMESPACE, EBS_CSI_NODE};
+    let client = crate::provider::client(config).await?;
+    let sets: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), EBS_CSI_NAMESPACE, &resource("apps", "v1", "DaemonSet", "daemonsets"));
+    let Some(ds) = sets.get_opt(EBS_CSI_NODE).await.map_err(|e| format!("cannot read the DaemonSet {EBS_CSI_NODE}: {e}"))?
+    else {
+        return Ok(None);
+    };
+    let selector = ds.data["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect::<Vec<_>>().join(","))
+        .unwrap_or_default();
+    let pods: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), EBS_CSI_NAMESPACE, &resource("", "v1", "Pod", "pods"));
+    let pods = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| format!("cannot list the Pods of {EBS_CSI_NODE}: {e}"))?
+        .items;
+    let ready = |p: &DynamicObject| {
+        p.data["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
+    };
+    let on: Vec<&DynamicObject> = pods
+        .iter()
+        .filter(|p| p.data["spec"]["nodeName"].as_str().is_some_and(|n| pool_nodes.iter().any(|x| x == n)))
+        .collect();
+    let operators: Api<DynamicObject> =
+        Api::all_with(client, &resource("config.openshift.io", "v1", "ClusterOperator", "clusteroperators"));
+    let storage = operators.get_opt("storage").await.ok().flatten();
+    let storage_progressing = storage.and_then(|co| {
+        let c = co.data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "Progressing")?.clone();
+        let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+        Some((s("status"), s("reason"), s("message")))
+    });
+    Ok(Some(EbsCsi { on_pool: on.len(), on_pool_not_ready: on.iter().filter(|p| !ready(p)).count(), storage_progressing }))
+}

@@ -81,6 +81,8 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         capz_authority_host: None,
         fips: false,
         proxy: None,
+        mirrors: vec![],
+        ebs_csi: false,
     });
     let sim = SimServer::start_with_cluster_async(config)
         .await

@@ -932,6 +932,8 @@ mod tests {
                     capz_authority_host: None,
                     fips: false,
                     proxy: None,
+                    mirrors: vec![],
+                    ebs_csi: false,
                 }),
                 ..Default::default()
             })

@@ -209,6 +209,7 @@ impl Bridge {
         let mut s = self.store.lock().expect("store lock");
         s.objects = snapshot;
         s.settle_machine_configs(world);
+        super::openshift::settle_storage_operator(&mut s, &super::store::timestamp(world));
         let machines: Vec<Value> =
             s.objects.iter().filter(|(k, _)| k.1 == "machines").map(|(_, o)| o.value.clone()).collect();
         let deleting = |m: &Value| m["metadata"].get("deletionTimestamp").is_some();
@@ -328,6 +329,8 @@ impl Bridge {
                 | ("", "secrets")
                 | (super::kinds::CERTIFICATES, "certificatesigningrequests")
                 | (super::kinds::MACHINECONFIGURATION, _)
+                // The `storage` operator's report ([`super::openshift::settle_storage_operator`]).
+                | (super::kinds::OPENSHIFT_CONFIG, "clusteroperators")
         );
         if !owned {
             return Ok(());

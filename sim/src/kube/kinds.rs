@@ -54,6 +54,9 @@ pub const KINDS: &[Kind] = &[
     cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "Infrastructure", "infrastructures")),
     cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "Authentication", "authentications")),
     cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "Proxy", "proxies")),
+    cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "ImageDigestMirrorSet", "imagedigestmirrorsets")),
+    cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "ClusterOperator", "clusteroperators")),
+    kind(APPS, "v1", "DaemonSet", "daemonsets"),
     // No status subresource in its CRD: the status is written with the object.
     cluster_wide(no_status(kind(OPENSHIFT_CONFIG, "v1", "Network", "networks"))),
     cluster_wide(kind(MACHINECONFIGURATION, "v1", "MachineConfigPool", "machineconfigpools")),

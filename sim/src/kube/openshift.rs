@@ -36,7 +36,7 @@ fn kind(group: &str, plural: &str) -> &'static Kind {
 /// (openshift/cluster-api-provider-azure `openshift/capi-operator-manifests/default/manifests.yaml`:
 /// `capz-controller-manager`, `serviceAccountName: capz-manager`, a projected service-account token
 /// with audience `api://AzureADTokenExchange` at `/var/run/secrets/azure/tokens`).
-pub fn seed(store: &mut Store, o: &OpenShift) {
+pub fn seed(store: &mut Store, o: &OpenShift, now: &str) {
     let infra = &o.infrastructure_name;
     let host = o.api_internal_url.trim_start_matches("https://").split(':').next().unwrap_or_default();
     let domain = host.strip_prefix("api-int.").unwrap_or(host);
@@ -126,6 +126,23 @@ pub fn seed(store: &mut Store, o: &OpenShift) {
         "metadata": {"name": "cluster-config-v1", "namespace": "kube-system"},
         "data": {"install-config": install_config}});
     store.insert(kind("", "configmaps"), cm);
+    if !o.mirrors.is_empty() {
+        // openshift/api `config/v1/types_image_digest_mirror_set.go`.
+        let entries: Vec<Value> = o
+            .mirrors
+            .iter()
+            .map(|m| {
+                let policy = if m.never_contact_source { "NeverContactSource" } else { "AllowContactingSource" };
+                json!({"source": m.source, "mirrors": m.mirrors, "mirrorSourcePolicy": policy})
+            })
+            .collect();
+        let idms = json!({"apiVersion": "config.openshift.io/v1", "kind": "ImageDigestMirrorSet",
+            "metadata": {"name": "image-mirrors"}, "spec": {"imageDigestMirrors": entries}});
+        store.insert(kind("config.openshift.io", "imagedigestmirrorsets"), idms);
+    }
+    if o.ebs_csi {
+        seed_ebs_csi(store, now);
+    }
     if !o.capz {
         return;
     }
@@ -188,6 +205,108 @@ pub fn seed(store: &mut Store, o: &OpenShift) {
     });
     store.add_namespace(MACHINE_APPROVER_NAMESPACE);
     store.insert(kind("apps", "deployments"), approver);
+}
+
+/// The namespace and name of the AWS EBS CSI driver's node DaemonSet.
+pub const EBS_CSI_NAMESPACE: &str = "openshift-cluster-csi-drivers";
+pub const EBS_CSI_NODE: &str = "aws-ebs-csi-driver-node";
+
+/// The AWS EBS CSI driver as OpenShift installs it on AWS: its node DaemonSet on every Linux node,
+/// tolerating every taint (openshift/csi-operator `assets/overlays/aws-ebs/generated/standalone/node.yaml`),
+/// and the `storage` ClusterOperator, Available and done until the DaemonSet's rollout says
+/// otherwise ([`storage_operator`]).
+fn seed_ebs_csi(store: &mut Store, now: &str) {
+    store.add_namespace(EBS_CSI_NAMESPACE);
+    let labels = json!({"app": EBS_CSI_NODE});
+    let ds = json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": EBS_CSI_NODE, "namespace": EBS_CSI_NAMESPACE},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [{"name": "csi-driver", "image": "quay.io/openshift/origin-aws-ebs-csi-driver:4.22",
+                        "args": ["node", "--endpoint=$(CSI_ENDPOINT)"]}],
+                },
+            },
+        },
+    });
+    store.insert(kind("apps", "daemonsets"), ds);
+    store.insert(kind("config.openshift.io", "clusteroperators"), storage_operator(None, now));
+}
+
+/// The `storage` ClusterOperator: Progressing while the EBS CSI node DaemonSet has Pods that are
+/// not available (`unavailable`, with the DaemonSet's numbers), as library-go's CSI driver node
+/// service controller reports a rollout that has not finished; `None`: rolled out.
+pub fn storage_operator(unavailable: Option<(i64, i64)>, now: &str) -> Value {
+    let (progressing, reason, message) = match unavailable {
+        Some((n, of)) => (
+            "True",
+            "AWSEBSCSIDriverOperatorCR_AWSEBSDriverNodeServiceController_Deploying",
+            format!("AWSEBSCSIDriverOperatorCRProgressing: AWSEBSDriverNodeServiceControllerProgressing: Waiting for DaemonSet to deploy node pods ({n} of {of} not available)"),
+        ),
+        None => ("False", "AsExpected", "All is well".to_string()),
+    };
+    // A condition without a message omits it, as the operator writes it.
+    let cond = |t: &str, status: &str, reason: &str, message: &str| {
+        let mut c = json!({"type": t, "status": status, "reason": reason, "lastTransitionTime": now});
+        if !message.is_empty() {
+            c["message"] = json!(message);
+        }
+        c
+    };
+    json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator", "metadata": {"name": "storage"},
+        "spec": {},
+        "status": {"conditions": [
+            cond("Available", "True", "AsExpected", "DefaultStorageClassControllerAvailable: StorageClass provided by supplied CSI Driver instead of the cluster-storage-operator"),
+            cond("Progressing", progressing, reason, &message),
+            cond("Degraded", "False", "AsExpected", ""),
+            cond("Upgradeable", "True", "AsExpected", "All is well"),
+        ]}})
+}
+
+/// The `storage` operator's pass: the EBS CSI node DaemonSet's rollout, as its status says
+/// (written by the upstream DaemonSet controller), turned into the ClusterOperator's Progressing
+/// condition; written only when Progressing changes, so a condition keeps its transition time.
+pub fn settle_storage_operator(store: &mut Store, now: &str) {
+    let Some(ds) = store.value("apps", "daemonsets", EBS_CSI_NAMESPACE, EBS_CSI_NODE).cloned() else { return };
+    let status = &ds["status"];
+    let desired = status["desiredNumberScheduled"].as_i64().unwrap_or(0);
+    let unavailable = status["numberUnavailable"].as_i64().unwrap_or(0);
+    let updated = status["updatedNumberScheduled"].as_i64().unwrap_or(0);
+    let rolling = unavailable > 0 || updated < desired;
+    let Some(co) = store.value("config.openshift.io", "clusteroperators", "", "storage").cloned() else { return };
+    let progressing = co["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Progressing" && c["status"] == "True");
+    if progressing == rolling && !rolling {
+        return;
+    }
+    let mut next = storage_operator(rolling.then_some((unavailable.max(desired - updated), desired)), now);
+    if progressing == rolling {
+        // Still rolling: the numbers may move, the transition time stays.
+        let since = co["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Progressing")
+            .map(|c| c["lastTransitionTime"].clone());
+        if let (Some(since), Some(conds)) = (since, next["status"]["conditions"].as_array_mut()) {
+            for c in conds.iter_mut().filter(|c| c["type"] == "Progressing") {
+                c["lastTransitionTime"] = since.clone();
+            }
+        }
+        if next["status"]["conditions"] == co["status"]["conditions"] {
+            return;
+        }
+    }
+    next["metadata"] = co["metadata"].clone();
+    store.insert(kind("config.openshift.io", "clusteroperators"), next);
 }
 
 /// Where OpenShift runs its machine approvers.

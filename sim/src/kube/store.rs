@@ -63,7 +63,7 @@ impl Store {
             s.add_namespace(name);
         }
         if let Some(o) = world.config().openshift {
-            super::openshift::seed(&mut s, &o);
+            super::openshift::seed(&mut s, &o, &timestamp(world));
             super::mco::seed(&mut s, &o);
         }
         s

@@ -1587,7 +1587,8 @@ impl Clouds {
 /// The boot meets the cluster's own rules: with xcsp's machine-config rule revoked by hand from
 /// the internal API load balancer's group (CAPA's `apiserver-lb`, which admits 22623 only from the
 /// machine network), a replacement machine's VM is held before Ignition, `xcsp status` shows it
-/// without a Node, plan shows the missing rule, and after apply it joins.
+/// without a Node, plan shows the missing rule, and after apply it joins. The same for the
+/// subnet's NAT gateway, the pool's only way to its images.
 #[test]
 fn boot_is_held_where_the_cluster_would_hold_it() {
     let (clouds, dir) = applied();
@@ -1695,6 +1696,26 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     let (code, said) = plan(&clouds, state);
     assert_eq!(code, Some(2), "{said}");
     assert!(said.contains(&format!("~ {nsg_address} will be updated in place")), "{said}");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
+    joined(&clouds, 2);
+
+    // The pool's way out taken away by hand: its subnet's NAT gateway detached. The subnet is
+    // private and the cluster mirrors nothing, so the next replacement cannot pull the release's
+    // images; plan shows the subnet's drift, and apply puts the NAT gateway back.
+    let subnet = recorded(state)["resources"]["azure_subnet.pool-gpu"]["id"].as_str().unwrap().to_string();
+    let said = clouds.arm_put(
+        &subnet,
+        &serde_json::json!({"properties": {"addressPrefix": "10.200.1.0/24", "defaultOutboundAccess": false,
+            "networkSecurityGroup": {"id": nsg}}}),
+    );
+    assert!(said.contains("\"addressPrefix\""), "{said}");
+    let victim = joined(&clouds, 2)[0]["name"].as_str().unwrap().to_string();
+    let held = replaced_and_held(&clouds, Some(&victim), "pull");
+    let said = held[0]["message"].as_str().unwrap();
+    assert!(said.contains("private (defaultOutboundAccess false) with no NAT gateway"), "{said}");
+    let (code, said) = plan(&clouds, state);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("~ azure_subnet.pool-gpu will be updated in place") && said.contains("nat_gateway"), "{said}");
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     joined(&clouds, 2);
 

@@ -611,6 +611,51 @@ pub fn ready_status(node: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// The repository OpenShift's release payload names its component images in, the OS image a
+/// new node pivots to among them.
+const RELEASE_COMPONENTS: &str = "quay.io/openshift-release-dev/ocp-v4.0-art-dev";
+
+/// An Amazon ECR registry host, reached only with credentials from an EC2 instance role.
+fn is_ecr(host: &str) -> bool {
+    let host = host.split(':').next().unwrap_or(host);
+    (host.contains(".dkr.ecr.") || host.contains(".dkr.ecr-fips.")) && host.contains(".amazonaws.com")
+}
+
+/// Whether a booting VM can pull the release's images (the pivot to the pool's OS image at first
+/// boot, then every Pod's image): from a mirror of the cluster's (an ImageDigestMirrorSet entry
+/// whose source covers the release's repository), which the world places inside the VPC and so
+/// reaches over the link the API path already needs, unless it is in Amazon ECR (the kubelet's
+/// and CRI-O's credentials for ECR come from an EC2 instance role, which an Azure VM has not);
+/// else from the source on the internet, which needs the subnet's NAT gateway or Azure's default
+/// outbound access (`defaultOutboundAccess` absent or true; Microsoft Learn, "Default outbound
+/// access in Azure"): AWS forwards nothing from a VPN connection to the internet.
+fn image_pull(arm: &crate::arm::store::Store, machine: &str, world: &crate::world::World) -> Result<(), Held> {
+    let mirrors = world.config().openshift.map(|o| o.mirrors).unwrap_or_default();
+    let covering: Vec<&crate::world::ImageMirror> = mirrors
+        .iter()
+        .filter(|m| RELEASE_COMPONENTS == m.source || RELEASE_COMPONENTS.starts_with(&format!("{}/", m.source)))
+        .collect();
+    if covering.iter().any(|m| m.mirrors.iter().any(|x| !is_ecr(x.split('/').next().unwrap_or(x)))) {
+        return Ok(());
+    }
+    let never = covering.iter().any(|m| m.never_contact_source);
+    let subnet = super::joins::vm_subnet_resource(arm, machine);
+    let props = subnet.map(|s| s.body["properties"].clone()).unwrap_or_default();
+    let nat = props["natGateway"]["id"].as_str().and_then(|id| arm.get(&id.to_ascii_lowercase())).is_some_and(|n| {
+        n.body["properties"]["publicIpAddresses"].as_array().is_some_and(|ips| !ips.is_empty())
+    });
+    let default_outbound = props["defaultOutboundAccess"].as_bool().unwrap_or(true);
+    let ecr = if covering.is_empty() { String::new() } else { " (its mirrors are in Amazon ECR, which refuses a VM without an EC2 instance role)".to_string() };
+    let why = if never {
+        format!("the cluster mirrors {RELEASE_COMPONENTS} only to Amazon ECR, which refuses a VM without an EC2 instance role, and NeverContactSource forbids the source")
+    } else if !nat && !default_outbound {
+        format!("the VM cannot pull {RELEASE_COMPONENTS}: its subnet is private (defaultOutboundAccess false) with no NAT gateway, and no mirror of the cluster's serves it over the link{ecr}")
+    } else {
+        return Ok(());
+    };
+    Err(held("pull", why, "Microsoft Learn: Default outbound access in Azure; Amazon VPC: VPN edge-to-edge routing; openshift/api ImageDigestMirrorSet"))
+}
+
 /// What became of a booting machine: where it is held, and its Node once one registered.
 pub struct Progress {
     pub held: Held,
@@ -688,6 +733,9 @@ pub fn advance(
             Err(h) => return Progress { held: h, node: None },
         };
         if let Err(h) = api {
+            return Progress { held: h, node: None };
+        }
+        if let Err(h) = image_pull(arm, name, world) {
             return Progress { held: h, node: None };
         }
         let due =

@@ -243,11 +243,15 @@ fn dns(azure_cluster: &Value, source: Option<&str>, azure: &Azure, machine: &str
 
 /// The address range of the subnet a Machine's VM is in, by its NIC (`<machine>-nic`).
 pub fn vm_subnet(arm: &ArmStore, machine: &str) -> Option<ipnet::Ipv4Net> {
+    vm_subnet_resource(arm, machine).and_then(|s| s.body["properties"]["addressPrefix"].as_str()?.parse().ok())
+}
+
+/// The subnet a Machine's VM's NIC is in, as the ARM emulator holds it.
+pub fn vm_subnet_resource<'a>(arm: &'a ArmStore, machine: &str) -> Option<&'a crate::arm::store::Resource> {
     arm.of_kind(&crate::arm::kinds::NIC)
         .find(|n| n.name == format!("{machine}-nic"))
         .and_then(|n| n.body["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str())
         .and_then(|id| arm.get(&id.to_ascii_lowercase()))
-        .and_then(|s| s.body["properties"]["addressPrefix"].as_str()?.parse().ok())
 }
 
 /// The config source a Machine's bootstrap pointer names (`ignition.config.merge[0].source`).

@@ -457,7 +457,9 @@ mod tests {
         let cents = |addr: &str| e.items.iter().find(|i| i.address == addr).and_then(Item::delta);
         assert_eq!(cents("azure_nat_gateway.pool-t4"), Some(3285), "{e:#?}");
         assert_eq!(cents("azure_public_ip.pool-t4"), Some(365), "{e:#?}");
-        let l = loaded("public", |s| s.replace("worker_pool \"t4\" {", "worker_pool \"t4\" {\n  egress = \"default_outbound\""));
+        let l = loaded("public", |s| {
+            s.replace("worker_pool \"t4\" {", "worker_pool \"t4\" {\n  egress = \"default_outbound\"")
+        });
         let e = estimate(&l.model, &plan_of(&l));
         assert!(!e.items.iter().any(|i| i.address.contains("pool-t4")), "{e:#?}");
     }

@@ -191,7 +191,16 @@ pub fn health(model: &Model, state: &State) -> Health {
         .collect();
     let expected = ipsec.len() * topology::TUNNELS;
     let up = tunnels.iter().filter(|t| t.up && ipsec.contains(&t.link.as_str())).count();
-    Health { tunnels, links, identities: Vec::new(), pools: Vec::new(), cluster: Vec::new(), up, expected, machines: Vec::new() }
+    Health {
+        tunnels,
+        links,
+        identities: Vec::new(),
+        pools: Vec::new(),
+        cluster: Vec::new(),
+        up,
+        expected,
+        machines: Vec::new(),
+    }
 }
 
 /// `TokenExchangeAccepted`, per federated credential refresh read from Azure: would Entra take
@@ -430,13 +439,13 @@ pub fn ebs_csi(e: &xcsp_kube::pool::EbsCsi) -> Vec<Named> {
             conditions: vec![Condition {
                 kind: "OnPoolNodes",
                 status: if failing { "False" } else { "True" },
-                reason: if failing { "NoAwsRegion".into() } else { "Ready".into() },
+                reason: if failing { "NoEc2Metadata".into() } else { "Ready".into() },
                 message: format!(
                     "{} of its {} Pods on the pool's Nodes not Ready{}",
                     e.on_pool_not_ready,
                     e.on_pool,
                     if failing {
-                        ": the EBS CSI driver finds no AWS region in an azure:// provider ID; expected while the pool exists, it keeps `storage` Progressing"
+                        ": on an Azure VM the EBS CSI driver finds no EC2 instance metadata and exits; expected while the pool exists (preflight names it)"
                     } else {
                         ""
                     }

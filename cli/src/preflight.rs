@@ -106,10 +106,12 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
         problems.extend(proxy_problems(model, https, no_proxy));
     }
     problems.extend(
-        image_pull_problems(model, &s.mirrors).into_iter().map(|p| if p.is_error() { with_severity(stop, p) } else { p }),
+        image_pull_problems(model, &s.mirrors)
+            .into_iter()
+            .map(|p| if p.is_error() { with_severity(stop, p) } else { p }),
     );
     if s.ebs_csi_node {
-        problems.extend(ebs_csi_problem(model));
+        problems.extend(ebs_csi_problem(model, s.boot_images.as_ref().map(|b| b.release.as_str())));
     }
     if let Some(images) = &s.boot_images {
         // A pinned version is a warning either way.
@@ -375,21 +377,32 @@ fn image_pull_problems(model: &Model, mirrors: &[xcsp_kube::survey::Mirror]) -> 
     out
 }
 
-/// The AWS EBS CSI driver's node DaemonSet runs on every Linux node and tolerates every taint, so
-/// the pool's Nodes run it too. On a Node whose provider ID is `azure://` its driver stops at
-/// start ("did not find aws region in node providerID", kubernetes-sigs/aws-ebs-csi-driver
-/// `pkg/cloud/metadata/k8s.go`) and the Pods restart for as long as the pool exists; the
-/// DaemonSet never finishes rolling out, which keeps the `storage` ClusterOperator Progressing
-/// (openshift/library-go `csidrivernodeservicecontroller`). The DaemonSet is the driver
-/// operator's: xcsp changes nothing of it (the operator would undo it) and says so.
-fn ebs_csi_problem(model: &Model) -> Option<Problem> {
+/// The AWS EBS CSI driver's node DaemonSet runs on every Linux node and tolerates every taint
+/// (openshift/csi-operator `assets/overlays/aws-ebs/generated/standalone/node.yaml`), so the pool's
+/// Nodes run it too. On an Azure VM its driver finds no EC2 instance metadata and exits at start
+/// ("Failed to initialize metadata when it is required", kubernetes-sigs/aws-ebs-csi-driver
+/// `cmd/main.go`), and its Pods restart for as long as the pool exists. The `storage`
+/// ClusterOperator reports the DaemonSet's rollout (openshift/library-go
+/// `csidrivernodeservicecontroller` `isProgressing`): before 4.21 Progressing while any Pod is
+/// unavailable, so for as long as the pool exists; from 4.21 only while a new generation rolls out,
+/// which with the pool's Pods never finishes, so from the driver's next rollout (an upgrade) on.
+/// The DaemonSet is the driver operator's: xcsp changes nothing of it (the operator would undo it).
+fn ebs_csi_problem(model: &Model, release: Option<&str>) -> Option<Problem> {
     let first = model.pools.first()?;
     let names: Vec<&str> = model.pools.iter().map(|p| p.name.value.as_str()).collect();
+    let minor = release.and_then(|r| r.strip_prefix("4.")?.split('.').next()?.parse::<u32>().ok());
+    let storage = match minor {
+        Some(m) if m < 21 => "the `storage` ClusterOperator stays Progressing while the pool exists".to_string(),
+        _ => format!(
+            "from the driver's next rollout (an upgrade) on, the `storage` ClusterOperator stays Progressing (\"Waiting for DaemonSet to deploy node pods\"){}",
+            release.map(|r| format!(" on this {r} cluster")).unwrap_or_default()
+        ),
+    };
     Some(
         Problem::warning(
             "xcsp::cluster::ebs_csi",
             format!(
-                "the AWS EBS CSI driver's node DaemonSet ({}/{}) will run on pool {}'s Azure Nodes, fail there (no AWS region in an azure:// provider ID) and restart, and the `storage` ClusterOperator will stay Progressing while the pool exists",
+                "the AWS EBS CSI driver's node DaemonSet ({}/{}) tolerates every taint and will run on pool {}'s Azure Nodes, where its driver finds no EC2 instance metadata and exits, restarting for as long as the pool exists; {storage}",
                 xcsp_kube::survey::EBS_CSI_NAMESPACE,
                 xcsp_kube::survey::EBS_CSI_NODE,
                 names.join(", ")
@@ -397,7 +410,7 @@ fn ebs_csi_problem(model: &Model) -> Option<Problem> {
         )
         .label(&first.span, "Azure Nodes")
         .with_help(
-            "expected, and harmless to the pool: its Nodes cannot attach EBS volumes anyway (give their Pods Azure storage); the DaemonSet belongs to the driver's operator, which would undo any change; `xcsp status` shows the operator's condition",
+            "harmless to the pool itself: its Nodes cannot attach EBS volumes anyway (give their Pods Azure storage); the DaemonSet belongs to the driver's operator, which would undo any change; `xcsp status` shows its Pods on the pool's Nodes and the operator's condition",
         ),
     )
 }
@@ -748,7 +761,11 @@ mod tests {
         model.pools[0].egress.value = Egress::NatGateway;
         let problems = check(&model, &s);
         assert_eq!(codes(&problems), [("xcsp::cluster::ecr_mirror", false)]);
-        assert!(problems[0].message.contains(ecr) && problems[0].message.contains("EC2 instance role"), "{}", problems[0].message);
+        assert!(
+            problems[0].message.contains(ecr) && problems[0].message.contains("EC2 instance role"),
+            "{}",
+            problems[0].message
+        );
         s.mirrors = vec![mirror(release, &[ecr], true)];
         assert_eq!(codes(&check(&model, &s)), [("xcsp::cluster::ecr_mirror", true)]);
         // A mirror outside ECR beside it is enough.
@@ -764,6 +781,11 @@ mod tests {
         let problems = check(&model, &s);
         assert_eq!(codes(&problems), [("xcsp::cluster::ebs_csi", false)]);
         assert!(problems[0].message.contains("aws-ebs-csi-driver-node") && problems[0].message.contains("`storage`"));
+        assert!(problems[0].message.contains("next rollout (an upgrade) on") && problems[0].message.contains("4.22.3"));
+        // Before 4.21 every unavailable Pod keeps it Progressing.
+        s.boot_images.as_mut().unwrap().release = "4.20.8".into();
+        let problems = check(&model, &s);
+        assert!(problems[0].message.contains("stays Progressing while the pool exists"), "{}", problems[0].message);
         assert!(describe(&s).contains("EBS CSI:"), "{}", describe(&s));
     }
 

@@ -1002,22 +1002,31 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
     assert!(pool_nodes.contains(&bound), "bound to {bound}, not a pool Node {pool_nodes:?}");
 
     // The EBS CSI node DaemonSet (upstream's DaemonSet controller) puts a Pod on each pool Node,
-    // which never runs there; status names it and the `storage` operator it keeps Progressing.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let said = loop {
-        let out = clouds.xcsp(state).args(["status"]).arg(il5()).output().unwrap();
-        let said = text_of(&out);
-        if said.contains("ClusterOperator storage: Progressing=True") && said.contains("2 of its 2 Pods") {
-            break said;
+    // which never runs there; status names them. On this 4.22 cluster `storage` stays calm (its
+    // controller recorded the generation stable before the pool came) until the driver rolls out
+    // again, as an upgrade does: then the rollout never finishes, and status says so.
+    let status_until = |wanted: &[&str]| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let said = text_of(&clouds.xcsp(state).args(["status"]).arg(il5()).output().unwrap());
+            if wanted.iter().all(|w| said.contains(w)) {
+                break said;
+            }
+            assert!(Instant::now() < deadline, "status does not say {wanted:?}: {said}");
+            std::thread::sleep(Duration::from_millis(500));
         }
-        assert!(Instant::now() < deadline, "status does not name the EBS CSI driver's effect: {said}");
-        std::thread::sleep(Duration::from_millis(500));
     };
-    assert!(
-        said.contains("cluster openshift-cluster-csi-drivers/aws-ebs-csi-driver-node: OnPoolNodes=False (NoAwsRegion)"),
-        "{said}"
-    );
-    assert!(said.contains("Waiting for DaemonSet to deploy node pods"), "{said}");
+    status_until(&[
+        "cluster openshift-cluster-csi-drivers/aws-ebs-csi-driver-node: OnPoolNodes=False (NoEc2Metadata): 2 of its 2 Pods",
+        "cluster ClusterOperator storage: Progressing=False (AsExpected)",
+    ]);
+    let ds = "/apis/apps/v1/namespaces/openshift-cluster-csi-drivers/daemonsets/aws-ebs-csi-driver-node";
+    let stable = clouds.kube_get(ds);
+    assert_eq!(stable["metadata"]["annotations"]["storage.openshift.io/stable-generation"], "1", "{stable}");
+    let rollout =
+        serde_json::json!({"spec": {"template": {"metadata": {"annotations": {"example.com/upgrade": "4.22.4"}}}}});
+    clouds.kube_request("PATCH", ds, Some(("application/merge-patch+json", &rollout.to_string())));
+    status_until(&["cluster ClusterOperator storage: Progressing=True", "Waiting for DaemonSet to deploy node pods"]);
 
     // The link cut: the kubelets' Leases stop, and the node lifecycle controller (the status
     // writer is kube-controller-manager) turns both Nodes Unknown.
@@ -1715,7 +1724,10 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     assert!(said.contains("private (defaultOutboundAccess false) with no NAT gateway"), "{said}");
     let (code, said) = plan(&clouds, state);
     assert_eq!(code, Some(2), "{said}");
-    assert!(said.contains("~ azure_subnet.pool-gpu will be updated in place") && said.contains("nat_gateway"), "{said}");
+    assert!(
+        said.contains("~ azure_subnet.pool-gpu will be updated in place") && said.contains("nat_gateway"),
+        "{said}"
+    );
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     joined(&clouds, 2);
 

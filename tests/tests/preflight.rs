@@ -274,20 +274,28 @@ fn a_cluster_wide_proxy_that_does_not_exclude_the_vnet_is_a_warning_with_the_pat
 fn preflight_names_the_proxy_the_ecr_mirror_and_the_ebs_csi_driver_and_refuses_a_pool_with_no_way_to_pull() {
     let ecr = "123456789012.dkr.ecr.us-gov-west-1.amazonaws.com/ocp";
     let mirror = format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev={ecr}");
-    let cluster = Cluster::start(&["--capz", "--proxy", "http://proxy.example.mil:3128", "--mirror", &mirror, "--ebs-csi"]);
+    let cluster =
+        Cluster::start(&["--capz", "--proxy", "http://proxy.example.mil:3128", "--mirror", &mirror, "--ebs-csi"]);
     let spec = root().join("examples/il5-govcloud");
     let out = cluster.xcsp(&["preflight"], &spec);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "warnings stop nothing: {stdout}{stderr}");
-    assert!(stdout.contains(&format!("Mirror:       quay.io/openshift-release-dev/ocp-v4.0-art-dev -> {ecr}")), "{stdout}");
-    assert!(stdout.contains("EBS CSI:      node DaemonSet openshift-cluster-csi-drivers/aws-ebs-csi-driver-node"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("Mirror:       quay.io/openshift-release-dev/ocp-v4.0-art-dev -> {ecr}")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("EBS CSI:      node DaemonSet openshift-cluster-csi-drivers/aws-ebs-csi-driver-node"),
+        "{stdout}"
+    );
     let words = one_line(&format!("{stdout}{stderr}"));
     for code in ["xcsp::cluster::proxy", "xcsp::cluster::ecr_mirror", "xcsp::cluster::ebs_csi"] {
         assert!(words.contains(code), "{code}: {words}");
     }
     assert!(words.contains("EC2 instance role") && words.contains("`storage` ClusterOperator"), "{words}");
     // The same pool pulling only over the link has no way to its images: refused at plan.
-    let dir = il5_with(|s| s.replace("  zones    = [\"1\", \"2\"]", "  zones    = [\"1\", \"2\"]\n  egress   = \"link\""));
+    let dir =
+        il5_with(|s| s.replace("  zones    = [\"1\", \"2\"]", "  zones    = [\"1\", \"2\"]\n  egress   = \"link\""));
     let out = cluster.xcsp(&["plan"], dir.path());
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");

@@ -292,13 +292,7 @@ pub fn read_public_ip(body: &Json) -> Attributes {
 }
 
 pub fn nat_gateway_body(d: &Reader, stack: &str) -> Result<Json, ProviderError> {
-    let ips: Vec<Json> = d
-        .json("public_ips")?
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|id| json!({ "id": id }))
-        .collect();
+    let ips: Vec<Json> = d.json("public_ips")?.as_array().into_iter().flatten().map(|id| json!({ "id": id })).collect();
     let mut body = json!({
         "location": d.str("location")?,
         "tags": resource_tags(d, stack),

@@ -196,7 +196,8 @@ pub async fn ebs_csi(config: &KubeConfig, pool_nodes: &[String]) -> Result<Optio
     let client = crate::provider::client(config).await?;
     let sets: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), EBS_CSI_NAMESPACE, &resource("apps", "v1", "DaemonSet", "daemonsets"));
-    let Some(ds) = sets.get_opt(EBS_CSI_NODE).await.map_err(|e| format!("cannot read the DaemonSet {EBS_CSI_NODE}: {e}"))?
+    let Some(ds) =
+        sets.get_opt(EBS_CSI_NODE).await.map_err(|e| format!("cannot read the DaemonSet {EBS_CSI_NODE}: {e}"))?
     else {
         return Ok(None);
     };
@@ -212,7 +213,11 @@ pub async fn ebs_csi(config: &KubeConfig, pool_nodes: &[String]) -> Result<Optio
         .map_err(|e| format!("cannot list the Pods of {EBS_CSI_NODE}: {e}"))?
         .items;
     let ready = |p: &DynamicObject| {
-        p.data["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
+        p.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
     };
     let on: Vec<&DynamicObject> = pods
         .iter()
@@ -226,5 +231,9 @@ pub async fn ebs_csi(config: &KubeConfig, pool_nodes: &[String]) -> Result<Optio
         let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
         Some((s("status"), s("reason"), s("message")))
     });
-    Ok(Some(EbsCsi { on_pool: on.len(), on_pool_not_ready: on.iter().filter(|p| !ready(p)).count(), storage_progressing }))
+    Ok(Some(EbsCsi {
+        on_pool: on.len(),
+        on_pool_not_ready: on.iter().filter(|p| !ready(p)).count(),
+        storage_progressing,
+    }))
 }

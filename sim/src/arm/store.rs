@@ -193,7 +193,10 @@ impl Store {
         if std::ptr::eq(kind, &kinds::NSG) {
             body["properties"]["defaultSecurityRules"] = default_security_rules(&r.id);
         }
-        if std::ptr::eq(kind, &kinds::NSG) || std::ptr::eq(kind, &kinds::ROUTE_TABLE) || std::ptr::eq(kind, &kinds::NAT_GATEWAY) {
+        if std::ptr::eq(kind, &kinds::NSG)
+            || std::ptr::eq(kind, &kinds::ROUTE_TABLE)
+            || std::ptr::eq(kind, &kinds::NAT_GATEWAY)
+        {
             let field = if std::ptr::eq(kind, &kinds::NSG) {
                 "networkSecurityGroup"
             } else if std::ptr::eq(kind, &kinds::NAT_GATEWAY) {

@@ -641,19 +641,32 @@ fn image_pull(arm: &crate::arm::store::Store, machine: &str, world: &crate::worl
     let never = covering.iter().any(|m| m.never_contact_source);
     let subnet = super::joins::vm_subnet_resource(arm, machine);
     let props = subnet.map(|s| s.body["properties"].clone()).unwrap_or_default();
-    let nat = props["natGateway"]["id"].as_str().and_then(|id| arm.get(&id.to_ascii_lowercase())).is_some_and(|n| {
-        n.body["properties"]["publicIpAddresses"].as_array().is_some_and(|ips| !ips.is_empty())
-    });
+    let nat = props["natGateway"]["id"]
+        .as_str()
+        .and_then(|id| arm.get(&id.to_ascii_lowercase()))
+        .is_some_and(|n| n.body["properties"]["publicIpAddresses"].as_array().is_some_and(|ips| !ips.is_empty()));
     let default_outbound = props["defaultOutboundAccess"].as_bool().unwrap_or(true);
-    let ecr = if covering.is_empty() { String::new() } else { " (its mirrors are in Amazon ECR, which refuses a VM without an EC2 instance role)".to_string() };
+    let ecr = if covering.is_empty() {
+        String::new()
+    } else {
+        " (its mirrors are in Amazon ECR, which refuses a VM without an EC2 instance role)".to_string()
+    };
     let why = if never {
-        format!("the cluster mirrors {RELEASE_COMPONENTS} only to Amazon ECR, which refuses a VM without an EC2 instance role, and NeverContactSource forbids the source")
+        format!(
+            "the cluster mirrors {RELEASE_COMPONENTS} only to Amazon ECR, which refuses a VM without an EC2 instance role, and NeverContactSource forbids the source"
+        )
     } else if !nat && !default_outbound {
-        format!("the VM cannot pull {RELEASE_COMPONENTS}: its subnet is private (defaultOutboundAccess false) with no NAT gateway, and no mirror of the cluster's serves it over the link{ecr}")
+        format!(
+            "the VM cannot pull {RELEASE_COMPONENTS}: its subnet is private (defaultOutboundAccess false) with no NAT gateway, and no mirror of the cluster's serves it over the link{ecr}"
+        )
     } else {
         return Ok(());
     };
-    Err(held("pull", why, "Microsoft Learn: Default outbound access in Azure; Amazon VPC: VPN edge-to-edge routing; openshift/api ImageDigestMirrorSet"))
+    Err(held(
+        "pull",
+        why,
+        "Microsoft Learn: Default outbound access in Azure; Amazon VPC: VPN edge-to-edge routing; openshift/api ImageDigestMirrorSet",
+    ))
 }
 
 /// What became of a booting machine: where it is held, and its Node once one registered.

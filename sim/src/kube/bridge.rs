@@ -193,8 +193,35 @@ impl Bridge {
                 eprintln!("xcsp-sim: writing {} {}/{}: {e}", obj.kind.kind, k.2, k.3);
             }
         }
-        for node in posting {
-            self.renew(&node).await?;
+        for node in &posting {
+            self.renew(node).await?;
+        }
+        self.finish_pod_deletions(&posting).await
+    }
+
+    /// What a kubelet does for a Pod being deleted on its node once its containers stopped: the
+    /// final delete with a grace period of 0 (kubernetes `pkg/kubelet/status/status_manager.go`
+    /// `syncPod`, `canBeDeleted`). No container runs here, so the world's posting kubelets do it
+    /// at once; without it a DaemonSet's rollout would wait on them forever.
+    async fn finish_pod_deletions(&self, nodes: &[String]) -> Result<(), String> {
+        if nodes.is_empty() {
+            return Ok(());
+        }
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(self.client.clone());
+        let list = pods.list(&Default::default()).await.map_err(|e| format!("listing Pods: {e}"))?;
+        for p in list.items {
+            let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| nodes.iter().any(|x| x == n));
+            if !on || p.metadata.deletion_timestamp.is_none() {
+                continue;
+            }
+            let (ns, name) = (p.metadata.namespace.unwrap_or_default(), p.metadata.name.unwrap_or_default());
+            let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(self.client.clone(), &ns);
+            let now = kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+            match api.delete(&name, &now).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(format!("deleting Pod {ns}/{name}: {e}")),
+            }
         }
         Ok(())
     }
@@ -329,8 +356,10 @@ impl Bridge {
                 | ("", "secrets")
                 | (super::kinds::CERTIFICATES, "certificatesigningrequests")
                 | (super::kinds::MACHINECONFIGURATION, _)
-                // The `storage` operator's report ([`super::openshift::settle_storage_operator`]).
+                // The `storage` operator's report and the node DaemonSet's stable generation
+                // ([`super::openshift::settle_storage_operator`]).
                 | (super::kinds::OPENSHIFT_CONFIG, "clusteroperators")
+                | (super::kinds::APPS, "daemonsets")
         );
         if !owned {
             return Ok(());

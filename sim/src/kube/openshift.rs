@@ -238,17 +238,23 @@ fn seed_ebs_csi(store: &mut Store, now: &str) {
     store.insert(kind("config.openshift.io", "clusteroperators"), storage_operator(None, now));
 }
 
-/// The `storage` ClusterOperator: Progressing while the EBS CSI node DaemonSet has Pods that are
-/// not available (`unavailable`, with the DaemonSet's numbers), as library-go's CSI driver node
-/// service controller reports a rollout that has not finished; `None`: rolled out.
-pub fn storage_operator(unavailable: Option<(i64, i64)>, now: &str) -> Value {
-    let (progressing, reason, message) = match unavailable {
-        Some((n, of)) => (
+/// The annotation where the CSI driver node service controller records the DaemonSet generation
+/// whose rollout finished.
+pub const STABLE_GENERATION: &str = "storage.openshift.io/stable-generation";
+
+/// The `storage` ClusterOperator with Progressing as `progressing` says (the controller's message
+/// while the node service rolls out; `None`: not progressing), as cluster-storage-operator copies
+/// the driver operator's `AWSEBSDriverNodeServiceControllerProgressing` under its
+/// `AWSEBSCSIDriverOperatorCR` prefix (its `crcontroller.go`; the composed names are read from the
+/// code, not seen on a cluster).
+pub fn storage_operator(progressing: Option<&str>, now: &str) -> Value {
+    let (status, reason, message) = match progressing {
+        Some(m) => (
             "True",
             "AWSEBSCSIDriverOperatorCR_AWSEBSDriverNodeServiceController_Deploying",
-            format!("AWSEBSCSIDriverOperatorCRProgressing: AWSEBSDriverNodeServiceControllerProgressing: Waiting for DaemonSet to deploy node pods ({n} of {of} not available)"),
+            format!("AWSEBSCSIDriverOperatorCRProgressing: AWSEBSDriverNodeServiceControllerProgressing: {m}"),
         ),
-        None => ("False", "AsExpected", "All is well".to_string()),
+        None => ("False", "AsExpected", "AWSEBSCSIDriverOperatorCRProgressing: All is well".to_string()),
     };
     // A condition without a message omits it, as the operator writes it.
     let cond = |t: &str, status: &str, reason: &str, message: &str| {
@@ -259,51 +265,63 @@ pub fn storage_operator(unavailable: Option<(i64, i64)>, now: &str) -> Value {
         c
     };
     json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator", "metadata": {"name": "storage"},
-        "spec": {},
-        "status": {"conditions": [
-            cond("Available", "True", "AsExpected", "DefaultStorageClassControllerAvailable: StorageClass provided by supplied CSI Driver instead of the cluster-storage-operator"),
-            cond("Progressing", progressing, reason, &message),
-            cond("Degraded", "False", "AsExpected", ""),
-            cond("Upgradeable", "True", "AsExpected", "All is well"),
-        ]}})
+    "spec": {},
+    "status": {"conditions": [
+        cond("Available", "True", "AsExpected", "DefaultStorageClassControllerAvailable: StorageClass provided by supplied CSI Driver instead of the cluster-storage-operator"),
+        cond("Progressing", status, reason, &message),
+        cond("Degraded", "False", "AsExpected", ""),
+        cond("Upgradeable", "True", "AsExpected", "All is well"),
+    ]}})
 }
 
-/// The `storage` operator's pass: the EBS CSI node DaemonSet's rollout, as its status says
-/// (written by the upstream DaemonSet controller), turned into the ClusterOperator's Progressing
-/// condition; written only when Progressing changes, so a condition keeps its transition time.
-pub fn settle_storage_operator(store: &mut Store, now: &str) {
-    let Some(ds) = store.value("apps", "daemonsets", EBS_CSI_NAMESPACE, EBS_CSI_NODE).cloned() else { return };
-    let status = &ds["status"];
-    let desired = status["desiredNumberScheduled"].as_i64().unwrap_or(0);
-    let unavailable = status["numberUnavailable"].as_i64().unwrap_or(0);
-    let updated = status["updatedNumberScheduled"].as_i64().unwrap_or(0);
-    let rolling = unavailable > 0 || updated < desired;
-    let Some(co) = store.value("config.openshift.io", "clusteroperators", "", "storage").cloned() else { return };
-    let progressing = co["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Progressing" && c["status"] == "True");
-    if progressing == rolling && !rolling {
-        return;
+/// Whether the node service is rolling out, and the controller's message: openshift/library-go
+/// `pkg/operator/csi/csidrivernodeservicecontroller` `isProgressing` at 93ac920 (release 4.21 on):
+/// not once the generation is recorded stable, however many Pods are missing after that; else
+/// waiting for the DaemonSet controller, for updated Pods, for available Pods.
+fn node_service_progressing(ds: &Value) -> Option<String> {
+    let generation = ds["metadata"]["generation"].as_i64().unwrap_or(0);
+    if ds["metadata"]["annotations"][STABLE_GENERATION].as_str() == Some(generation.to_string().as_str()) {
+        return None;
     }
-    let mut next = storage_operator(rolling.then_some((unavailable.max(desired - updated), desired)), now);
-    if progressing == rolling {
-        // Still rolling: the numbers may move, the transition time stays.
-        let since = co["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["type"] == "Progressing")
-            .map(|c| c["lastTransitionTime"].clone());
-        if let (Some(since), Some(conds)) = (since, next["status"]["conditions"].as_array_mut()) {
-            for c in conds.iter_mut().filter(|c| c["type"] == "Progressing") {
-                c["lastTransitionTime"] = since.clone();
+    let status = &ds["status"];
+    let n = |k: &str| status[k].as_i64().unwrap_or(0);
+    if generation != n("observedGeneration") {
+        Some("Waiting for DaemonSet to act on changes".into())
+    } else if n("updatedNumberScheduled") < n("desiredNumberScheduled") {
+        Some(format!("Waiting for DaemonSet to update {} node pods", n("desiredNumberScheduled")))
+    } else if n("numberUnavailable") > 0 {
+        Some("Waiting for DaemonSet to deploy node pods".into())
+    } else {
+        None
+    }
+}
+
+/// The `storage` operator's pass over the EBS CSI node DaemonSet (whose status upstream's
+/// DaemonSet controller writes): a generation whose rollout finished is recorded in
+/// [`STABLE_GENERATION`] on the DaemonSet (library-go `updateLastStableGeneration`), and the
+/// ClusterOperator's Progressing follows [`node_service_progressing`]; written only when it
+/// changes, so a condition keeps its transition time.
+pub fn settle_storage_operator(store: &mut Store, now: &str) {
+    let Some(mut ds) = store.value("apps", "daemonsets", EBS_CSI_NAMESPACE, EBS_CSI_NODE).cloned() else { return };
+    let Some(co) = store.value("config.openshift.io", "clusteroperators", "", "storage").cloned() else { return };
+    let progressing = node_service_progressing(&ds);
+    let generation = ds["metadata"]["generation"].as_i64().unwrap_or(0).to_string();
+    if progressing.is_none() && ds["metadata"]["annotations"][STABLE_GENERATION].as_str() != Some(generation.as_str()) {
+        ds["metadata"]["annotations"][STABLE_GENERATION] = json!(generation);
+        store.insert(kind("apps", "daemonsets"), ds);
+    }
+    let mut next = storage_operator(progressing.as_deref(), now);
+    let old = co["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    // A condition of the same status keeps its transition time.
+    if let Some(conds) = next["status"]["conditions"].as_array_mut() {
+        for c in conds.iter_mut() {
+            if let Some(o) = old.iter().find(|o| o["type"] == c["type"] && o["status"] == c["status"]) {
+                c["lastTransitionTime"] = o["lastTransitionTime"].clone();
             }
         }
-        if next["status"]["conditions"] == co["status"]["conditions"] {
-            return;
-        }
+    }
+    if next["status"]["conditions"] == co["status"]["conditions"] {
+        return;
     }
     next["metadata"] = co["metadata"].clone();
     store.insert(kind("config.openshift.io", "clusteroperators"), next);

@@ -73,6 +73,7 @@ async fn the_il5_azure_side_is_created_in_order_refreshed_in_bulk_and_destroyed(
         ("GET Microsoft.Network/virtualNetworks (list)", 3),
         ("GET Microsoft.Network/networkSecurityGroups (list)", 1),
         ("GET Microsoft.Network/publicIPAddresses (list)", 1),
+        ("GET Microsoft.Network/natGateways (list)", 1),
         ("GET Microsoft.Network/virtualNetworkGateways (list)", 1),
         ("GET Microsoft.Network/localNetworkGateways (list)", 1),
         ("GET Microsoft.Network/connections (list)", 1),

@@ -919,6 +919,44 @@ fn apply_killed_while_work_is_in_flight_leaves_each_resource_once_in_state() {
     assert_eq!(clouds.arm_count(), 0);
 }
 
+/// An apply killed while Azure creates the VPN gateway (its operation checked still running in
+/// ARM): the rerun adopts the gateway and waits for that operation instead of starting another
+/// (ARM counts one PUT of the gateway and no `AnotherOperationInProgress`), says so, and exits 0
+/// only with the gateway `Succeeded`, every tunnel up and every machine a Ready Node; a third run
+/// has nothing to do.
+#[test]
+fn a_rerun_after_a_kill_during_the_gateways_creation_waits_for_that_operation() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    kill_when(
+        &clouds,
+        state,
+        |e: &serde_json::Value| e["event"] == "started" && e["address"] == "azure_virtual_network_gateway.link",
+        Duration::from_millis(800),
+    );
+    let gateway = clouds.arm_resources().into_iter().find(|id| id.contains("/virtualNetworkGateways/")).expect("made");
+    let body = clouds.get(&format!("/_sim/resource?id={gateway}"));
+    assert_ne!(body["properties"]["provisioningState"], "Succeeded", "the LRO was in flight: {body}");
+    let out = clouds.xcsp(state).args(["apply", "--auto-approve", "--json"]).arg(il5()).output().unwrap();
+    let said = ok(&out);
+    assert!(
+        said.lines().any(|l| l.contains("\"waiting\"")
+            && l.contains("azure_virtual_network_gateway.link")
+            && l.contains("the operation an interrupted run started is still running")),
+        "{said}"
+    );
+    let body = clouds.get(&format!("/_sim/resource?id={gateway}"));
+    assert_eq!(body["properties"]["provisioningState"], "Succeeded", "{body}");
+    let counters = clouds.get("/_sim/counters");
+    assert_eq!(counters["requests"]["PUT Microsoft.Network/virtualNetworkGateways"], 1, "{counters}");
+    assert!(counters["errors"]["AnotherOperationInProgress"].is_null(), "{counters}");
+    let status = clouds.xcsp(state).arg("status").arg(il5()).output().unwrap();
+    assert_eq!(status.status.code(), Some(0), "every tunnel up, every machine a Ready Node: {}", text_of(&status));
+    let (code, said) = plan(&clouds, state);
+    assert_eq!(code, Some(0), "{said}");
+}
+
 /// On the upstream cluster: apply of the IL5 example ends with both Nodes Ready, matched to
 /// their Machines by Cluster API's own manager (`nodeRef`, its managed fields), schedulable (the
 /// cloud provider's uninitialized taint removed, kube-scheduler binding a Pod that tolerates only

@@ -63,13 +63,18 @@ fn common(body: &Json, in_group: bool) -> Attributes {
     out
 }
 
-/// Whether ARM finished the resource: `Failed` (or `Canceled`) as it is, anything else as
-/// `Succeeded`. The plan wants `Succeeded`, so a resource whose create or update failed is drift
-/// the plan shows, and apply sends its PUT again (ARM's answer to a failed resource: a gateway
-/// in `Failed` is put back by updating it, Microsoft Learn "Reset a VPN gateway" / troubleshooting).
+/// Whether ARM finished the resource: `Failed` (or `Canceled`) as it is; `Updating` while an
+/// operation still runs on it (the Network provider's `Updating`, `Creating` or `Deleting`: one an
+/// interrupted run started, say); `Succeeded` otherwise. The plan wants `Succeeded`, so a resource
+/// whose create or update failed is drift the plan shows, and apply sends its PUT again (ARM's
+/// answer to a failed resource: a gateway in `Failed` is put back by updating it, Microsoft Learn
+/// "Reset a VPN gateway" / troubleshooting); one still `Updating` is an update that waits for the
+/// running operation and sends nothing more when it ends as the spec asks
+/// (`AzureProvider::adopt_in_flight`).
 fn provisioning(out: &mut Attributes, body: &Json) {
     let state = match body["properties"]["provisioningState"].as_str() {
         Some("Failed" | "Canceled") => "Failed",
+        Some("Updating" | "Creating" | "Deleting" | "Provisioning" | "Accepted") => "Updating",
         _ => "Succeeded",
     };
     out.insert("provisioning_state".into(), Value::string(state));

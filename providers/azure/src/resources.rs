@@ -108,6 +108,63 @@ impl AzureProvider {
         }
     }
 
+    /// An update of a resource on which Azure still runs an operation that an interrupted run
+    /// started (`provisioningState` not yet `Succeeded`, `Failed` or `Canceled`, the terminal
+    /// states of the resource provider contract, Azure/azure-resource-manager-rpc
+    /// `v1.0/async-api-reference.md`): waits for that operation, as the run that started it would
+    /// have, rather than meeting it with a PUT, which ARM answers 409 `AnotherOperationInProgress`
+    /// until it ends and which, for a VPN gateway, would start a second operation of tens of
+    /// minutes. Answers the resource when the operation ended with it as the write asks (the write
+    /// is then done); else `None`, and the write goes on.
+    async fn adopt_in_flight<G, GF>(
+        &self,
+        req: &Request<'_>,
+        progress: &dyn Progress,
+        activity: &str,
+        get: G,
+        read: fn(&Json) -> Attributes,
+    ) -> Result<Option<Json>, ProviderError>
+    where
+        G: Fn() -> GF,
+        GF: Future<Output = azure_core::Result<Json>>,
+    {
+        let address = req.address;
+        if req.is_create() {
+            return Ok(None);
+        }
+        let state = |j: &Json| j["properties"]["provisioningState"].as_str().unwrap_or("Succeeded").to_string();
+        let terminal = |s: &str| matches!(s, "Succeeded" | "Failed" | "Canceled");
+        let mut got = match self.retry(address, progress, &get).await {
+            Ok(j) => j,
+            Err(e) if gone(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if terminal(&state(&got)) {
+            return Ok(None);
+        }
+        while !terminal(&state(&got)) {
+            progress.waiting(
+                address,
+                &format!(
+                    "{activity}: the operation an interrupted run started is still running (provisioningState {}); waiting for it",
+                    state(&got)
+                ),
+            );
+            tokio::time::sleep(self.session.poll_interval).await;
+            got = self.retry(address, progress, &get).await?;
+        }
+        if state(&got) != "Succeeded" {
+            return Ok(None);
+        }
+        let have = read(&got);
+        let same = req
+            .attributes
+            .iter()
+            .filter(|(k, _)| k.as_str() != "provisioning_state")
+            .all(|(k, want)| have.get(k).is_some_and(|h| want.matches_recorded(h)));
+        Ok(same.then_some(got))
+    }
+
     /// Sends a delete and waits until the resource is gone; gone already is fine.
     async fn delete_with<S, SF>(
         &self,
@@ -306,14 +363,20 @@ impl AzureProvider {
                 } else {
                     doing("VPN gateway")
                 };
-                self.write(
-                    address,
-                    progress,
-                    &activity,
-                    || raw!(c.create_or_update(rg, &name, m.clone(), sub).send()),
-                    || as_json!(c.get(rg, &name, sub)),
-                )
-                .await?
+                let get = || as_json!(c.get(rg, &name, sub));
+                match self.adopt_in_flight(req, progress, "Azure is making the VPN gateway", get, read).await? {
+                    Some(done) => done,
+                    None => {
+                        self.write(
+                            address,
+                            progress,
+                            &activity,
+                            || raw!(c.create_or_update(rg, &name, m.clone(), sub).send()),
+                            get,
+                        )
+                        .await?
+                    }
+                }
             }
             T::AzureLocalNetworkGateway => {
                 read = arm::read_local_gateway;

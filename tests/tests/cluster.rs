@@ -170,7 +170,7 @@ fn the_spec_kubeconfig_comes_first_and_a_missing_one_is_an_error_not_a_fall_thro
 fn render_leaves_the_objects_out_and_needs_no_cluster() {
     let w = Workspace::new("  kubernetes_objects  = \"render\"\n");
     let out = w.xcsp(&["apply"], &[]);
-    reached_confirmation(&out, 36);
+    reached_confirmation(&out, 38);
     let said = text(&out);
     assert!(
         said.contains(

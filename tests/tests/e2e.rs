@@ -1878,23 +1878,8 @@ fn a_link_outage_deletes_no_machine_and_a_hung_machine_is_replaced_alone() {
     assert_eq!(names(&held), before, "no machine was replaced for the outage: {held:#?}");
 
     // watch holds it while the link is down, and releases it once the link and the Nodes are back.
-    let log = dir.path().join("watch.log");
-    let mut watch = clouds
-        .xcsp(state)
-        .args(["watch", "--interval", "1s", "--auto-approve"])
-        .arg(il5())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let said = || std::fs::read_to_string(&log).unwrap_or_default();
-    let wait_for = |what: &str| {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while !said().contains(what) {
-            assert!(Instant::now() < deadline, "no `{what}` in: {}", said());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
+    let watch = Watch::start(&clouds, state);
+    let wait_for = |what: &str| watch.wait_for(what, 0, Duration::from_secs(90));
     wait_for(&format!("health check {check} held (paused)"));
     let annotations = clouds.kube_get(&path)["metadata"]["annotations"].clone();
     assert_eq!(annotations["cluster.x-k8s.io/paused"], "", "{annotations}");
@@ -1902,9 +1887,7 @@ fn a_link_outage_deletes_no_machine_and_a_hung_machine_is_replaced_alone() {
     clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
     wait_for(&format!("health check {check} released"));
     assert!(clouds.kube_get(&path)["metadata"]["annotations"].get("cluster.x-k8s.io/paused").is_none());
-    let status = Command::new("kill").args(["-INT", &watch.id().to_string()]).status().unwrap();
-    assert!(status.success());
-    assert_eq!(watch.wait().unwrap().code(), Some(0), "{}", said());
+    watch.interrupt();
     assert_eq!(names(&joined(&clouds, 2)), before, "the same machines are back");
 
     // One machine hangs while the link is fine: the health check replaces it, and only it.
@@ -1924,6 +1907,49 @@ fn a_link_outage_deletes_no_machine_and_a_hung_machine_is_replaced_alone() {
     clouds.configure(&serde_json::json!({"faults": {"hung_vms": []}}));
     joined(&clouds, 2);
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+}
+
+/// `xcsp watch --interval 1s --auto-approve` of the IL5 example, its output in a file.
+struct Watch {
+    child: Child,
+    log: tempfile::NamedTempFile,
+}
+
+impl Watch {
+    fn start(clouds: &Clouds, state: &Path) -> Watch {
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let child = clouds
+            .xcsp(state)
+            .args(["watch", "--interval", "1s", "--auto-approve"])
+            .arg(il5())
+            .stdout(log.reopen().unwrap())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        Watch { child, log }
+    }
+
+    /// What it printed so far.
+    fn said(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// Waits until it prints `what` after byte `from` of its output.
+    fn wait_for(&self, what: &str, from: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        while !self.said()[from..].contains(what) {
+            assert!(Instant::now() < deadline, "no `{what}` in: {}", self.said());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Ctrl-C: it ends between cycles with exit 0; answers all it said.
+    fn interrupt(mut self) -> String {
+        let status = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status().unwrap();
+        assert!(status.success());
+        assert_eq!(self.child.wait().unwrap().code(), Some(0), "{}", self.said());
+        self.said()
+    }
 }
 
 /// Deletes the IL5 pool's Machine `victim` (if any) as a person would; answers the machines the
@@ -2424,23 +2450,9 @@ fn rotate_keys_one_tunnel_at_a_time_resumes_after_a_failure_and_a_kill_and_never
 fn watch_repairs_a_vpn_connection_deleted_out_of_band_and_stops_on_ctrl_c() {
     let (clouds, dir) = applied();
     let state = dir.path();
-    let log = dir.path().join("watch.log");
-    let mut watch = clouds
-        .xcsp(state)
-        .args(["watch", "--interval", "1s", "--auto-approve"])
-        .arg(il5())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let said = || std::fs::read_to_string(&log).unwrap_or_default();
-    let wait_for = |what: &str, from: usize| {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !said()[from..].contains(what) {
-            assert!(Instant::now() < deadline, "no `{what}` in: {}", said());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
+    let watch = Watch::start(&clouds, state);
+    let said = || watch.said();
+    let wait_for = |what: &str, from: usize| watch.wait_for(what, from, Duration::from_secs(60));
     wait_for("no drift", 0);
     // A tunnel whose path is cut: named with both clouds' view, and nothing to repair.
     let cut = clouds.get("/_sim/tunnels")["tunnels"][2]["outside_ip"].as_str().unwrap().to_string();
@@ -2466,11 +2478,8 @@ fn watch_repairs_a_vpn_connection_deleted_out_of_band_and_stops_on_ctrl_c() {
         repaired_after.as_secs_f64()
     );
     // Ctrl-C ends the watch between cycles, exit 0.
-    let status = Command::new("kill").args(["-INT", &watch.id().to_string()]).status().unwrap();
-    assert!(status.success());
-    let code = watch.wait().unwrap();
-    assert_eq!(code.code(), Some(0), "{}", said());
-    assert!(said().contains("stopped"), "{}", said());
+    let said = watch.interrupt();
+    assert!(said.contains("stopped"), "{said}");
     assert_whole(&clouds, state);
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
 }

@@ -2,8 +2,9 @@
 //! VPN connection deleted out of band, a rule revoked, a setting changed by hand), plan the
 //! repair and, with `--auto-approve`, apply it: the same engine, lock and state as `apply`. The
 //! lock is held for one cycle at a time, so other commands can run between cycles. Each cycle
-//! says one line (tunnels up, what changed, what was done); Ctrl-C ends the watch after the
-//! cycle in progress, exit 0.
+//! says one line (tunnels up, what changed, what was done); a cycle that cannot finish (the lock
+//! held by another command, a cloud call failing) says why and the next one tries again; Ctrl-C
+//! ends the watch after the cycle in progress, exit 0.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -82,7 +83,7 @@ async fn hold_health_checks(
 }
 
 pub async fn watch(l: &Loaded, args: &StateArgs, run_args: &RunArgs, every: Duration) -> miette::Result<ExitCode> {
-    let mut cancel = interrupts();
+    let cancel = interrupts();
     let repair = run_args.auto_approve;
     println!(
         "Watching stack `{}` every {}s ({}); Ctrl-C stops.",
@@ -91,86 +92,138 @@ pub async fn watch(l: &Loaded, args: &StateArgs, run_args: &RunArgs, every: Dura
         if repair { "repairs are applied" } else { "repairs are only shown: --auto-approve applies them" }
     );
     // The backend and the providers (credential chains, token caches, clients) are made once;
-    // each cycle takes the lock, refreshes and, if asked, repairs.
+    // each cycle takes the lock, refreshes and, if asked, repairs. A spec or a configuration that
+    // cannot work stops the watch here; what can pass (a lock another command holds, a cloud
+    // that fails a call) is said, and the next cycle tries again.
     let backend = backend(l, args).await?;
-    let (_, providers) = {
-        let (_held, state) = locked(l, &backend, "watch").await?;
-        reach(l, &state, repair).await?
+    let providers = loop {
+        let attempt = async {
+            let (_held, state) = locked(l, &backend, "watch").await?;
+            reach(l, &state, repair).await.map(|(_, p)| p)
+        };
+        match attempt.await {
+            Ok(p) => break p,
+            Err(e) if passing(&e) => {
+                println!("{} cannot start a cycle: {}; trying again in {}s", now(), said(&e), every.as_secs());
+                if stopped_during(every, &cancel).await {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            Err(e) => return Err(e),
+        }
     };
     loop {
         let started = Instant::now();
-        {
-            let (_held, mut state) = locked(l, &backend, "watch").await?;
-            let graph = in_reach(l, &state);
-            refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
-            backend.write(&mut state).await?;
-            let p = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes());
-            let h = health::health(&l.model, &state);
-            let changes: Vec<String> = p
-                .changes
-                .iter()
-                .filter(|c| c.action != Action::NoOp)
-                .map(|c| format!("{} {}", c.action.words(), c.address))
-                .collect();
-            let tunnels = format!("{} of {} tunnels up", h.up, h.expected);
-            // Machines CAPI made since the last cycle (a scale-up, a remediation) register
-            // tainted until someone initializes their Nodes (xcsp_kube::nodes); with --auto-approve
-            // watch does, as apply does.
-            let sets = crate::run::machine_sets(&state);
-            if repair
-                && !sets.is_empty()
-                && let Ok(found) = crate::cluster::find(&l.model)
-            {
-                match xcsp_kube::nodes::initialize_in(&found.client_config(), &sets).await {
-                    Ok(done) => {
-                        for n in done.lifted {
-                            println!("{} Node {n}: removed {}", now(), xcsp_kube::nodes::UNINITIALIZED);
-                        }
-                    }
-                    Err(e) => println!("{} cannot make the pool's Nodes schedulable: {e}", now()),
-                }
-                hold_health_checks(&found, &state, &sets, &h).await;
-            }
-            // A tunnel down with nothing to change is an outage on the path or a cloud's side,
-            // not drift: it is named with both clouds' view, for someone to look at.
-            for t in h.tunnels.iter().filter(|t| !t.up) {
-                println!(
-                    "{} down: {} ({}): AWS {} ({}), Azure {}",
-                    now(),
-                    t.tunnel,
-                    t.outside_ip,
-                    t.aws_status,
-                    t.aws_detail,
-                    t.azure_status
-                );
-            }
-            if changes.is_empty() {
-                let outage = if h.up < h.expected { ", nothing in the spec to change" } else { "" };
-                println!("{} {tunnels}; no drift{outage}", now());
-            } else if !repair {
-                println!("{} {tunnels}; drift, not repaired: {}", now(), changes.join(", "));
-            } else {
-                println!("{} {tunnels}; repairing: {}", now(), changes.join(", "));
-                let mut run = new_run(l, providers.clone(), run_args, Events::none(), cancel.clone());
-                run.approved = Some(p.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
-                let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut Saver(backend.clone())).await?;
-                if summary.succeeded() {
-                    println!("{} repaired in {:.1} s", now(), started.elapsed().as_secs_f64());
-                } else {
-                    print_failures(&summary);
-                    println!("{} the repair did not finish; trying again next cycle", now());
-                }
-            }
+        if let Err(e) = cycle(l, &backend, &providers, run_args, &cancel, started).await {
+            println!("{} this cycle did not finish: {}; trying again in {}s", now(), said(&e), every.as_secs());
         }
-        tokio::select! {
-            _ = tokio::time::sleep(every.saturating_sub(started.elapsed())) => {}
-            _ = cancel.changed() => {}
-        }
-        if *cancel.borrow() > 0 {
-            println!("{} stopped", now());
+        if stopped_during(every.saturating_sub(started.elapsed()), &cancel).await {
             return Ok(ExitCode::SUCCESS);
         }
     }
+}
+
+/// Sleeps `wait`, or less if Ctrl-C comes; whether it came (and the watch stops).
+async fn stopped_during(wait: Duration, cancel: &tokio::sync::watch::Receiver<u32>) -> bool {
+    let mut cancel = cancel.clone();
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => {}
+        _ = cancel.changed() => {}
+    }
+    if *cancel.borrow() > 0 {
+        println!("{} stopped", now());
+        return true;
+    }
+    false
+}
+
+/// An error a later cycle may not meet: the state's lock held by another command, a cloud's or
+/// the state backend's call failing. A spec or configuration error is not.
+fn passing(e: &miette::Report) -> bool {
+    let code = e.code().map(|c| c.to_string()).unwrap_or_default();
+    code.starts_with("xcsp::state::locked")
+        || code.starts_with("xcsp::provider::")
+        || code.starts_with("xcsp::state::backend")
+}
+
+/// An error on one line: its message, and its help when it has one.
+fn said(e: &miette::Report) -> String {
+    let help = e.help().map(|h| format!(" ({h})")).unwrap_or_default();
+    format!("{e}{help}").replace('\n', " ")
+}
+
+/// One cycle: lock, refresh, save, plan and, with `--auto-approve`, repair.
+async fn cycle(
+    l: &Loaded,
+    backend: &std::sync::Arc<dyn xcsp_state::backend::Backend>,
+    providers: &xcsp_engine::Providers,
+    run_args: &RunArgs,
+    cancel: &tokio::sync::watch::Receiver<u32>,
+    started: Instant,
+) -> miette::Result<()> {
+    let repair = run_args.auto_approve;
+    let (_held, mut state) = locked(l, backend, "watch").await?;
+    let graph = in_reach(l, &state);
+    refresh(providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
+    backend.write(&mut state).await?;
+    let p = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes());
+    let h = health::health(&l.model, &state);
+    let changes: Vec<String> = p
+        .changes
+        .iter()
+        .filter(|c| c.action != Action::NoOp)
+        .map(|c| format!("{} {}", c.action.words(), c.address))
+        .collect();
+    let tunnels = format!("{} of {} tunnels up", h.up, h.expected);
+    // Machines CAPI made since the last cycle (a scale-up, a remediation) register tainted until
+    // someone initializes their Nodes (xcsp_kube::nodes); with --auto-approve watch does, as
+    // apply does.
+    let sets = crate::run::machine_sets(&state);
+    if repair
+        && !sets.is_empty()
+        && let Ok(found) = crate::cluster::find(&l.model)
+    {
+        match xcsp_kube::nodes::initialize_in(&found.client_config(), &sets).await {
+            Ok(done) => {
+                for n in done.lifted {
+                    println!("{} Node {n}: removed {}", now(), xcsp_kube::nodes::UNINITIALIZED);
+                }
+            }
+            Err(e) => println!("{} cannot make the pool's Nodes schedulable: {e}", now()),
+        }
+        hold_health_checks(&found, &state, &sets, &h).await;
+    }
+    // A tunnel down with nothing to change is an outage on the path or a cloud's side, not
+    // drift: it is named with both clouds' view, for someone to look at.
+    for t in h.tunnels.iter().filter(|t| !t.up) {
+        println!(
+            "{} down: {} ({}): AWS {} ({}), Azure {}",
+            now(),
+            t.tunnel,
+            t.outside_ip,
+            t.aws_status,
+            t.aws_detail,
+            t.azure_status
+        );
+    }
+    if changes.is_empty() {
+        let outage = if h.up < h.expected { ", nothing in the spec to change" } else { "" };
+        println!("{} {tunnels}; no drift{outage}", now());
+    } else if !repair {
+        println!("{} {tunnels}; drift, not repaired: {}", now(), changes.join(", "));
+    } else {
+        println!("{} {tunnels}; repairing: {}", now(), changes.join(", "));
+        let mut run = new_run(l, providers.clone(), run_args, Events::none(), cancel.clone());
+        run.approved = Some(p.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
+        let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut Saver(backend.clone())).await?;
+        if summary.succeeded() {
+            println!("{} repaired in {:.1} s", now(), started.elapsed().as_secs_f64());
+        } else {
+            print_failures(&summary);
+            println!("{} the repair did not finish; trying again next cycle", now());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

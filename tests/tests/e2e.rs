@@ -2446,6 +2446,9 @@ fn rotate_keys_one_tunnel_at_a_time_resumes_after_a_failure_and_a_kill_and_never
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
 }
 
+/// `xcsp watch --auto-approve`: outlives a lock another command holds and a cloud failing every
+/// call (each cycle says why it did not finish, and the next tries again), names a cut tunnel,
+/// repairs a VPN connection deleted out of band, and stops on Ctrl-C.
 #[test]
 fn watch_repairs_a_vpn_connection_deleted_out_of_band_and_stops_on_ctrl_c() {
     let (clouds, dir) = applied();
@@ -2454,6 +2457,23 @@ fn watch_repairs_a_vpn_connection_deleted_out_of_band_and_stops_on_ctrl_c() {
     let said = || watch.said();
     let wait_for = |what: &str, from: usize| watch.wait_for(what, from, Duration::from_secs(60));
     wait_for("no drift", 0);
+    // The lock held by another command: the cycle says who holds it, and the watch goes on.
+    let from = said().len();
+    let other = xcsp_state::local::LocalBackend::new(state).lock("someone else", "apply").unwrap();
+    wait_for("this cycle did not finish", from);
+    let cycle = said()[from..].to_string();
+    assert!(cycle.contains("someone else") && cycle.contains("trying again"), "{cycle}");
+    drop(other);
+    let from = said().len();
+    wait_for("no drift", from);
+    // Resource Manager refusing every call (403, which no retry clears): the cycle says so, and
+    // the watch outlives it.
+    let from = said().len();
+    clouds.configure(&serde_json::json!({"faults": {"error_rate": 1.0, "error_status": 403}}));
+    wait_for("this cycle did not finish", from);
+    clouds.configure(&serde_json::json!({"faults": {"error_rate": 0.0}}));
+    let from = said().len();
+    wait_for("no drift", from);
     // A tunnel whose path is cut: named with both clouds' view, and nothing to repair.
     let cut = clouds.get("/_sim/tunnels")["tunnels"][2]["outside_ip"].as_str().unwrap().to_string();
     let from = said().len();

@@ -198,6 +198,42 @@ pub static VM: Kind = Kind {
     etag: false,
 };
 
+/// What a subnet references in its `properties`: the field, the type it names, and what ARM says
+/// when one still in use is deleted (its code and the resource's name in the message). One table for
+/// the reference check, the delete check and the `subnets` back-reference GET shows.
+pub struct SubnetReference {
+    pub field: &'static str,
+    pub kind: &'static Kind,
+    pub in_use_code: &'static str,
+    pub what: &'static str,
+}
+
+pub static SUBNET_REFERENCES: &[SubnetReference] = &[
+    SubnetReference {
+        field: "networkSecurityGroup",
+        kind: &NSG,
+        in_use_code: "InUseNetworkSecurityGroupCannotBeDeleted",
+        what: "Network security group",
+    },
+    SubnetReference {
+        field: "routeTable",
+        kind: &ROUTE_TABLE,
+        in_use_code: "InUseRouteTableCannotBeDeleted",
+        what: "Route table",
+    },
+    SubnetReference {
+        field: "natGateway",
+        kind: &NAT_GATEWAY,
+        in_use_code: "InUseNatGatewayCannotBeDeleted",
+        what: "Nat gateway",
+    },
+];
+
+/// The subnet reference naming a resource of `kind`, if subnets reference that type.
+pub fn subnet_reference(kind: &Kind) -> Option<&'static SubnetReference> {
+    SUBNET_REFERENCES.iter().find(|r| std::ptr::eq(r.kind, kind))
+}
+
 /// Every type addressed as `/subscriptions/{s}/resourceGroups/{rg}/providers/{ns}/{type}/{name}[/{child}/{name}]`.
 pub static KINDS: &[&Kind] = &[
     &VNET,

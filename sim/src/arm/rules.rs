@@ -129,13 +129,9 @@ fn check_subnets(store: &Store, vnet_id: &str, space: &[IpNet], subnets: &[(Stri
             }
             seen.push((name.clone(), net));
         }
-        for (field, kind) in [
-            ("networkSecurityGroup", &kinds::NSG),
-            ("routeTable", &kinds::ROUTE_TABLE),
-            ("natGateway", &kinds::NAT_GATEWAY),
-        ] {
-            if let Some(r) = props[field]["id"].as_str() {
-                resolve(store, r, &format!("{vnet_id}/subnets/{name}"), kind)?;
+        for reference in kinds::SUBNET_REFERENCES {
+            if let Some(r) = props[reference.field]["id"].as_str() {
+                resolve(store, r, &format!("{vnet_id}/subnets/{name}"), reference.kind)?;
             }
         }
     }
@@ -712,20 +708,14 @@ pub fn check_delete(store: &Store, kind: &'static Kind, r: &Resource) -> Result<
                 ),
             ));
         }
-    } else if is(kind, &kinds::NSG) || is(kind, &kinds::ROUTE_TABLE) || is(kind, &kinds::NAT_GATEWAY) {
-        let (field, code, what) = if is(kind, &kinds::NSG) {
-            ("networkSecurityGroup", "InUseNetworkSecurityGroupCannotBeDeleted", "Network security group")
-        } else if is(kind, &kinds::NAT_GATEWAY) {
-            ("natGateway", "InUseNatGatewayCannotBeDeleted", "Nat gateway")
-        } else {
-            ("routeTable", "InUseRouteTableCannotBeDeleted", "Route table")
-        };
-        let users = store.subnets_referencing(field, &key);
+    } else if let Some(reference) = kinds::subnet_reference(kind) {
+        let users = store.subnets_referencing(reference.field, &key);
         if !users.is_empty() {
             return Err(ArmError::bad_request(
-                code,
+                reference.in_use_code,
                 format!(
-                    "{what} {} cannot be deleted because it is in use by the following resources: {}.",
+                    "{} {} cannot be deleted because it is in use by the following resources: {}.",
+                    reference.what,
                     r.id,
                     users.join(", ")
                 ),

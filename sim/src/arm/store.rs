@@ -193,19 +193,9 @@ impl Store {
         if std::ptr::eq(kind, &kinds::NSG) {
             body["properties"]["defaultSecurityRules"] = default_security_rules(&r.id);
         }
-        if std::ptr::eq(kind, &kinds::NSG)
-            || std::ptr::eq(kind, &kinds::ROUTE_TABLE)
-            || std::ptr::eq(kind, &kinds::NAT_GATEWAY)
-        {
-            let field = if std::ptr::eq(kind, &kinds::NSG) {
-                "networkSecurityGroup"
-            } else if std::ptr::eq(kind, &kinds::NAT_GATEWAY) {
-                "natGateway"
-            } else {
-                "routeTable"
-            };
+        if let Some(reference) = kinds::subnet_reference(kind) {
             let subnets: Vec<Value> =
-                self.subnets_referencing(field, &key).into_iter().map(|id| json!({"id": id})).collect();
+                self.subnets_referencing(reference.field, &key).into_iter().map(|id| json!({"id": id})).collect();
             if !subnets.is_empty() {
                 body["properties"]["subnets"] = Value::Array(subnets);
             }

@@ -427,7 +427,6 @@ fn rules(state: &State, link: &str) -> Condition {
     }
 }
 
-/// What keeps a Machine from being a Ready node, as far as xcsp can tell.
 /// The EBS CSI driver's node Pods on the pool's Nodes and the `storage` ClusterOperator: a side
 /// effect preflight named, shown with what it is doing now. It does not make the pool unhealthy.
 pub fn ebs_csi(e: &xcsp_kube::pool::EbsCsi) -> Vec<Named> {
@@ -471,6 +470,7 @@ pub fn ebs_csi(e: &xcsp_kube::pool::EbsCsi) -> Vec<Named> {
     out
 }
 
+/// What keeps a Machine from being a Ready node, as far as xcsp can tell.
 pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
     let dns = h.failing("DnsOverLink");
     if let Some(n) = &m.node {

@@ -23,6 +23,11 @@ fn with_severity(severity: Severity, p: Problem) -> Problem {
     Problem { severity, ..p }
 }
 
+/// An error at `severity` (a warning where the objects are only rendered); a warning as it is.
+fn errors_at(severity: Severity, p: Problem) -> Problem {
+    if p.is_error() { with_severity(severity, p) } else { p }
+}
+
 /// The spec against the cluster. Errors stop plan and apply; warnings are said and the run goes on.
 pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
     let applying = model.cluster.kubernetes_objects.value == KubernetesObjects::Apply;
@@ -105,21 +110,13 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
     if let Some((https, no_proxy)) = &s.proxy {
         problems.extend(proxy_problems(model, https, no_proxy));
     }
-    problems.extend(
-        image_pull_problems(model, &s.mirrors)
-            .into_iter()
-            .map(|p| if p.is_error() { with_severity(stop, p) } else { p }),
-    );
+    problems.extend(image_pull_problems(model, &s.mirrors).into_iter().map(|p| errors_at(stop, p)));
     if s.ebs_csi_node {
         problems.extend(ebs_csi_problem(model, s.boot_images.as_ref().map(|b| b.release.as_str())));
     }
     if let Some(images) = &s.boot_images {
         // A pinned version is a warning either way.
-        problems.extend(
-            boot_image_problems(model, images)
-                .into_iter()
-                .map(|p| if p.is_error() { with_severity(stop, p) } else { p }),
-        );
+        problems.extend(boot_image_problems(model, images).into_iter().map(|p| errors_at(stop, p)));
     }
     match &s.capz {
         None => problems.push(with_severity(

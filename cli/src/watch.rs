@@ -137,13 +137,11 @@ async fn stopped_during(wait: Duration, cancel: &tokio::sync::watch::Receiver<u3
     false
 }
 
-/// An error a later cycle may not meet: the state's lock held by another command, a cloud's or
-/// the state backend's call failing. A spec or configuration error is not.
+/// An error a later cycle may not meet: the state's lock held by another command, a cloud's call
+/// failing. A spec or configuration error is not.
 fn passing(e: &miette::Report) -> bool {
     let code = e.code().map(|c| c.to_string()).unwrap_or_default();
-    code.starts_with("xcsp::state::locked")
-        || code.starts_with("xcsp::provider::")
-        || code.starts_with("xcsp::state::backend")
+    code == "xcsp::state::locked" || code.starts_with("xcsp::provider::")
 }
 
 /// An error on one line: its message, and its help when it has one.

@@ -35,10 +35,7 @@ async fn apply_survives_throttling_faults_and_replication_lag_then_updates_in_pl
     // can only come from a write sent again after its answer was lost (a dropped connection
     // whose request the emulator applied, and which the retry meets, once per attempt, until the
     // operation ends), never from two writes the callers let overlap.
-    assert!(
-        count(&["errors", "AnotherOperationInProgress"]) == 0 || count(&["dropped_connections"]) > 0,
-        "{counters}"
-    );
+    assert!(count(&["errors", "AnotherOperationInProgress"]) == 0 || count(&["dropped_connections"]) > 0, "{counters}");
     assert!(progress.said("azure_role_assignment.capz", "Entra ID does not know the new identity yet"));
 
     // Everything is there, exactly once, and a plan against it is empty.

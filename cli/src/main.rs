@@ -2,27 +2,18 @@
 //! progress. Only this crate knows about terminals and exit codes; what it says on stderr goes
 //! through [`report`].
 
-mod backend;
-mod capacity;
-mod clouds;
-mod cluster;
-mod cost;
-mod discovery;
-mod health;
-mod preflight;
+mod commands;
 mod progress;
 mod report;
-mod rotate;
-mod run;
 mod state_cmd;
-mod timeline;
-mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use xcsp_plans::{Loaded, VarInputs};
+use xcsp_engine::Order;
+use xcsp_plans::VarInputs;
+use xcsp_stack::{Notice, RunOptions, Say, Source, Stack, StateSettings, timeline, watch};
 
 /// The version and the commit it was built from (`build.rs`; `unknown` outside a git checkout).
 const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("XCSP_COMMIT"), ")");
@@ -303,25 +294,47 @@ fn inputs(args: &SpecArgs) -> VarInputs {
     VarInputs { env, files: args.var_files.clone(), flags: args.vars.clone(), computed: Default::default() }
 }
 
-/// The spec's outputs, with what `state` records filled in for values known only after apply.
-pub fn outputs(args: &SpecArgs, l: &Loaded, state: &xcsp_state::State) -> Vec<xcsp_plans::spec::Output> {
-    let recorded =
-        |a: &xcsp_core::Address| state.resources.get(a).and_then(|r| Some((r.id.as_deref()?, &r.attributes)));
-    let mut with_state = inputs(args);
-    with_state.computed = xcsp_plans::exports::computed(&l.model, recorded);
-    match xcsp_plans::load(&args.path, &with_state) {
-        Ok(again) => again.model.outputs,
-        Err(_) => l.model.outputs.clone(),
-    }
-}
-
 /// Reads and checks the spec; its warnings are shown, its errors end the command.
-fn load(args: &SpecArgs) -> miette::Result<Loaded> {
-    let l = xcsp_plans::load(&args.path, &inputs(args))?;
+fn load(args: &SpecArgs) -> miette::Result<(Source, xcsp_plans::Loaded)> {
+    let (source, l) = Source::load(&args.path, inputs(args))?;
     for w in l.warnings.iter() {
         report::diag(w);
     }
-    Ok(l)
+    Ok((source, l))
+}
+
+/// What the library says, where the command line says it: warnings, notes and diagnostics on
+/// stderr, the steps of long operations on stdout.
+fn say() -> Say {
+    Say::new(|n| match n {
+        Notice::Warning(t) => report::warn(t),
+        Notice::Note(t) => report::note(t),
+        Notice::Diagnostic(d) => report::diag(d.as_ref()),
+        Notice::Progress(t) => println!("{t}"),
+    })
+}
+
+fn settings(args: &StateArgs) -> StateSettings {
+    StateSettings {
+        state_dir: args.state_dir.clone(),
+        backend: args.backend.clone(),
+        backend_config: args.backend_config.clone(),
+    }
+}
+
+fn options(args: &RunArgs) -> RunOptions {
+    RunOptions {
+        parallelism: args.parallelism,
+        order: if args.order == "fifo" { Order::Fifo } else { Order::CriticalPath },
+        offline: args.offline,
+        wait_for_nodes: args.wait_for_nodes,
+    }
+}
+
+/// The stack the command works on: the spec, where its state is, how runs go.
+fn stack(spec: &SpecArgs, state: Option<&StateArgs>, options: RunOptions) -> miette::Result<Stack> {
+    let (source, l) = load(spec)?;
+    Ok(Stack::new(source, l, state.map(settings).unwrap_or_default(), options, say()))
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -347,68 +360,68 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Validate(args) => {
-            let l = load(&args)?;
+            let (_, l) = load(&args)?;
             println!("The spec is valid: {} resources in stack `{}`.", l.graph.len(), l.model.stack);
             Ok(ExitCode::SUCCESS)
         }
         Command::Graph(args) => {
-            print!("{}", load(&args)?.graph.to_dot());
+            print!("{}", load(&args)?.1.graph.to_dot());
             Ok(ExitCode::SUCCESS)
         }
         Command::Plan { spec, state, json, detailed_exitcode, out, refresh, offline, replace } => {
-            let l = load(&spec)?;
-            let opts = run::PlanOptions { json, detailed_exitcode, out, refresh, offline, replace };
-            runtime().block_on(run::plan(&l, &state, opts))
+            let s = stack(&spec, Some(&state), RunOptions { offline, ..RunOptions::default() })?;
+            let opts = commands::PlanOptions { json, detailed_exitcode, out, refresh, replace };
+            runtime().block_on(commands::plan(&s, opts))
         }
         Command::Apply { spec, state, run: args, plan, replace } => {
-            let l = load(&spec)?;
-            runtime().block_on(run::apply(&spec, &l, &state, &args, plan, &replace))
+            let s = stack(&spec, Some(&state), options(&args))?;
+            runtime().block_on(commands::apply(&s, args.json, args.auto_approve, plan, replace))
         }
         Command::Timeline { events, spec } => {
-            let l = load(&spec)?;
-            let text = std::fs::read_to_string(&events).map_err(|source| report::CliError::Read {
+            let (_, l) = load(&spec)?;
+            let text = std::fs::read_to_string(&events).map_err(|source| xcsp_stack::StackError::Read {
                 what: "the events",
                 path: events.clone(),
                 source,
             })?;
-            let mut bars = timeline::bars(&text).map_err(report::CliError::Events)?;
+            let mut bars = timeline::bars(&text).map_err(xcsp_stack::StackError::Events)?;
             timeline::mark_critical(&mut bars, &l.graph);
             print!("{}", timeline::svg(&bars));
             Ok(ExitCode::SUCCESS)
         }
         Command::Watch { spec, state, run: args, interval } => {
-            let l = load(&spec)?;
-            runtime().block_on(watch::watch(&l, &state, &args, interval))
+            let s = stack(&spec, Some(&state), options(&args))?;
+            runtime().block_on(commands::watch(&s, args.auto_approve, interval))
         }
         Command::RotateKeys { spec, state, run: args, link, timeout } => {
-            let l = load(&spec)?;
-            let opts = rotate::Options { link, timeout: std::time::Duration::from_secs(timeout) };
-            runtime().block_on(rotate::rotate(&l, &state, &args, opts))
+            let s = stack(&spec, Some(&state), options(&args))?;
+            let opts = xcsp_stack::rotate::Options { link, timeout: std::time::Duration::from_secs(timeout) };
+            runtime().block_on(commands::rotate(&s, args.auto_approve, opts))
         }
         Command::Destroy { spec, state, run: args, sweep } => {
-            let l = load(&spec)?;
-            runtime().block_on(run::destroy(&l, &state, &args, sweep))
+            let s = stack(&spec, Some(&state), options(&args))?;
+            runtime().block_on(commands::destroy(&s, args.json, args.auto_approve, sweep))
         }
         Command::Status { spec, state, json } => {
-            let l = load(&spec)?;
-            runtime().block_on(run::status(&spec, &l, &state, json))
+            let s = stack(&spec, Some(&state), RunOptions::default())?;
+            runtime().block_on(commands::status(&s, json))
         }
         Command::Preflight { spec, json } => {
-            let l = load(&spec)?;
-            runtime().block_on(preflight::command(&l, json))
+            let s = stack(&spec, None, RunOptions::default())?;
+            runtime().block_on(commands::preflight(&s, json))
         }
         Command::Render { dir, spec, state, capi_version } => {
-            let l = load(&spec)?;
-            runtime().block_on(run::render(&l, &state, &dir, &capi_version))
+            let s = stack(&spec, Some(&state), RunOptions::default())?;
+            runtime().block_on(commands::render(&s, &dir, &capi_version))
         }
         Command::State { command } => {
             let (spec, state) = command.args();
-            let l = load(spec)?;
-            runtime().block_on(state_cmd::run(&l, state, &command))
+            let s = stack(spec, Some(state), RunOptions::default())?;
+            runtime().block_on(state_cmd::run(&s, &command))
         }
         Command::ForceUnlock { lock_id, spec, state } => {
-            let l = load(&spec)?;
-            runtime().block_on(run::force_unlock(&l, &state, &lock_id))
+            let s = stack(&spec, Some(&state), RunOptions::default())?;
+            runtime().block_on(commands::force_unlock(&s, &lock_id))
         }
     }
 }

@@ -6,11 +6,11 @@
 use std::process::ExitCode;
 
 use xcsp_core::{Address, Value};
-use xcsp_plans::Loaded;
+use xcsp_stack::backend::{codec, open};
+use xcsp_stack::{Stack, StackError};
 
-use crate::backend::{codec, open};
+use crate::StateCommand;
 use crate::report::CliError;
-use crate::{StateArgs, StateCommand};
 
 /// Secrets as a marker: what `show` prints.
 fn redact(v: &Value) -> serde_json::Value {
@@ -22,12 +22,13 @@ fn redact(v: &Value) -> serde_json::Value {
     }
 }
 
-fn address(text: &str) -> Result<Address, CliError> {
-    text.parse().map_err(|e| CliError::NotAnAddress { text: text.into(), detail: format!("{e}") })
+fn address(text: &str) -> Result<Address, StackError> {
+    text.parse().map_err(|e| StackError::NotAnAddress { text: text.into(), detail: format!("{e}") })
 }
 
-pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> miette::Result<ExitCode> {
-    let (backend, _held, mut state) = open(l, args, "state").await?;
+pub async fn run(s: &Stack, command: &StateCommand) -> miette::Result<ExitCode> {
+    let l = &s.loaded;
+    let (backend, _held, mut state) = open(s, "state").await?;
     match command {
         StateCommand::List { .. } => {
             for (a, r) in &state.resources {
@@ -40,7 +41,7 @@ pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> miette
         StateCommand::Show { address: text, show_sensitive, .. } => {
             let a = address(text)?;
             let Some(r) = state.resources.get(&a) else {
-                return Err(CliError::NotInState(a).into());
+                return Err(StackError::NotInState(a).into());
             };
             let attrs: serde_json::Map<String, serde_json::Value> = r
                 .attributes
@@ -53,7 +54,7 @@ pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> miette
         StateCommand::Rm { address: text, .. } => {
             let a = address(text)?;
             if state.resources.remove(&a).is_none() {
-                return Err(CliError::NotInState(a).into());
+                return Err(StackError::NotInState(a).into());
             }
             backend.write(&mut state).await?;
             println!(
@@ -62,14 +63,14 @@ pub async fn run(l: &Loaded, args: &StateArgs, command: &StateCommand) -> miette
         }
         StateCommand::Pull { .. } => {
             // Sealed with the configured key, so the copy is as safe as the stored one.
-            let codec = codec(l, args)?;
+            let codec = codec(s)?;
             let bytes = codec.seal(&serde_json::to_vec_pretty(&state).expect("state serializes"))?;
             use std::io::Write;
             let _ = std::io::stdout().write_all(&bytes);
         }
         StateCommand::Push { file, force, .. } => {
-            let codec = codec(l, args)?;
-            let bytes = std::fs::read(file).map_err(|source| CliError::Read {
+            let codec = codec(s)?;
+            let bytes = std::fs::read(file).map_err(|source| StackError::Read {
                 what: "the file",
                 path: file.clone(),
                 source,

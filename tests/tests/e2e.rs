@@ -2388,7 +2388,7 @@ fn rotate_keys_one_tunnel_at_a_time_resumes_after_a_failure_and_a_kill_and_never
         clouds.xcsp(state).args(["rotate-keys", "--auto-approve", "--link", "other"]).arg(il5()).output().unwrap();
     let said = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(said.contains("xcsp::cli::rotation_under_way"), "{said}");
+    assert!(said.contains("xcsp::stack::rotation_under_way"), "{said}");
     // 2. The fault is gone; the rotation resumes and is killed (SIGKILL) once the third key is
     //    given to its tunnel.
     clouds.configure(&serde_json::json!({"faults": {"aws_fail_actions": []}}));

@@ -10,7 +10,6 @@
 //! twice, and the keys it had finished are left alone.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use time::format_description::well_known::Rfc3339;
@@ -20,10 +19,9 @@ use xcsp_plans::Loaded;
 use xcsp_plans::plan;
 use xcsp_state::Rotation;
 
-use crate::backend::{Saver, open};
-use crate::report::CliError;
-use crate::run::{confirm, interrupts, new_run, print_failures, reach, refresh};
-use crate::{RunArgs, StateArgs, health};
+use crate::backend::open;
+use crate::run::{Walk, carry_out, reach, refresh};
+use crate::{Approver, Stack, StackError, health};
 
 pub struct Options {
     /// Only this link's keys (all IPsec links' otherwise).
@@ -32,8 +30,11 @@ pub struct Options {
     pub timeout: Duration,
 }
 
-pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Options) -> miette::Result<ExitCode> {
-    let (backend, _held, mut state) = open(l, args, "rotate-keys").await?;
+/// `xcsp rotate-keys`: the keys rotated one at a time, once `approver` approves the rotation (a
+/// plan replacing each key); `walk` stops it between keys and within one.
+pub async fn rotate(s: &Stack, approver: &dyn Approver, opts: Options, walk: Walk) -> miette::Result<usize> {
+    let l = &s.loaded;
+    let (backend, _held, mut state) = open(s, "rotate-keys").await?;
     // A rotation under way resumes with the keys it has left (none left: it is over).
     let resumed = state.rotation.clone().map(|mut r| {
         r.keys.retain(|k| rotatable(l, &state, k));
@@ -42,13 +43,13 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
     let rotation = match resumed.filter(|r| !r.keys.is_empty()) {
         Some(r) => {
             if let Some(link) = opts.link.as_ref().filter(|link| r.keys.iter().any(|k| k.name != **link)) {
-                return Err(CliError::RotationUnderWay {
+                return Err(StackError::RotationUnderWay {
                     link: link.clone(),
                     keys: r.keys.iter().map(|k| k.to_string()).collect(),
                 }
                 .into());
             }
-            println!("Resuming the rotation started {}: {} keys left.", r.started, r.keys.len());
+            s.say.progress(format_args!("Resuming the rotation started {}: {} keys left.", r.started, r.keys.len()));
             r
         }
         None => {
@@ -61,14 +62,14 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
                 .map(|n| n.address.clone())
                 .collect();
             if keys.is_empty() {
-                return Err(CliError::NoKeys { link: opts.link.clone() }.into());
+                return Err(StackError::NoKeys { link: opts.link.clone() }.into());
             }
             Rotation { started: now(), keys, made: BTreeMap::new() }
         }
     };
     let keys = rotation.keys.clone();
-    let (graph, providers) = reach(l, &state, false).await?;
-    refresh(&providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
+    let (graph, providers) = reach(s, &state, false).await?;
+    refresh(s, &providers, &mut state, Adopt::All, &Events::none()).await?;
     backend.write(&mut state).await?;
     // Nothing else may be pending: a rotation changes the keys and what uses them, no more. A key
     // this rotation made may not have reached its tunnel yet (the run stopped between the two):
@@ -81,27 +82,45 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
         .map(|c| c.address.to_string())
         .collect();
     if !pending.is_empty() {
-        return Err(CliError::Pending { pending }.into());
+        return Err(StackError::Pending { pending }.into());
     }
-    println!("xcsp will replace {} pre-shared keys, one tunnel at a time:", keys.len());
+    s.say.progress(format_args!("xcsp will replace {} pre-shared keys, one tunnel at a time:", keys.len()));
     for k in &keys {
         if fresh.contains(&k) {
-            println!("  - {k} (already new: given to its tunnel and waited for, not replaced again)");
+            s.say.progress(format_args!(
+                "  - {k} (already new: given to its tunnel and waited for, not replaced again)"
+            ));
             continue;
         }
         let age =
             state.resources[k].attributes.get("created").and_then(|v| v.as_str()).unwrap_or("before xcsp recorded it");
-        println!("  - {k} (made {age})");
+        s.say.progress(format_args!("  - {k} (made {age})"));
     }
-    confirm(run_args, "Do you want to rotate these keys?")?;
+    // What is asked: each key replaced (and, in the runs, what takes it updated).
+    let asked = plan::Plan {
+        stack: l.model.stack.clone(),
+        spec_digest: l.model.digest.clone(),
+        changes: keys
+            .iter()
+            .map(|k| plan::Change {
+                address: k.clone(),
+                action: Action::Replace,
+                before: None,
+                after: None,
+                replace_because: vec![("key".into(), "xcsp rotate-keys".into())],
+                finishes_wait: None,
+            })
+            .collect(),
+    };
+    approver.approve(&asked, "Do you want to rotate these keys?")?;
     // What is left of the rotation is in state before the first key changes, and after each.
     state.rotation = Some(rotation);
     backend.write(&mut state).await?;
-    let cancel = interrupts();
+    let cancel = walk.cancel.clone();
     for key in &keys {
         if *cancel.borrow() > 0 {
             return Err(
-                CliError::RotationStopped { key: key.clone(), why: "interrupted before its turn".into() }.into()
+                StackError::RotationStopped { key: key.clone(), why: "interrupted before its turn".into() }.into()
             );
         }
         let started_key = Instant::now();
@@ -114,11 +133,7 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
             [(key.clone(), "xcsp rotate-keys".to_string())].into_iter().collect()
         };
         let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
-        let mut run = new_run(l, providers.clone(), run_args, Events::none(), cancel.clone());
-        run.approved = Some(p.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
-        run.replace = replace.into_keys().collect();
-        let mut store = Saver(backend.clone());
-        let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut store).await?;
+        let summary = carry_out(s, &providers, &graph, &mut state, &backend, &p, walk.clone()).await?;
         // The key this run made is this rotation's, whether or not its tunnel took it.
         if let Some(made) = created(&state, key).filter(|c| Some(c) != made_before.as_ref()) {
             if let Some(r) = state.rotation.as_mut() {
@@ -127,14 +142,16 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
             backend.write(&mut state).await?;
         }
         if !summary.succeeded() {
-            print_failures(&summary);
-            return Err(CliError::RotationStopped { key: key.clone(), why: "its change did not apply".into() }.into());
+            for (_, _, error) in &summary.failed {
+                s.say.diag(error.clone());
+            }
+            return Err(StackError::RotationStopped { key: key.clone(), why: "its change did not apply".into() }.into());
         }
         let changed: Vec<String> = summary.done.iter().filter(|(a, _)| a != key).map(|(a, _)| a.to_string()).collect();
         if changed.is_empty() {
-            println!("{key}: its tunnel has the new key already");
+            s.say.progress(format_args!("{key}: its tunnel has the new key already"));
         } else {
-            println!("{key}: new key given to {}", changed.join(", "));
+            s.say.progress(format_args!("{key}: new key given to {}", changed.join(", ")));
         }
         // The tunnel is back when every tunnel of its link is up on both sides again: only what
         // the tunnels' health is read from is polled.
@@ -146,18 +163,18 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
             let h = health::health(&l.model, &state);
             let link = h.links.iter().find(|x| x.name == key.name);
             if link.is_some_and(|x| x.conditions.iter().any(|c| c.kind == "TunnelEstablished" && c.status == "True")) {
-                println!(
+                s.say.progress(format_args!(
                     "{key}: every tunnel of `{}` up on both sides after {:.1} s",
                     key.name,
                     started_key.elapsed().as_secs_f64()
-                );
+                ));
                 break;
             }
             if started_key.elapsed() > opts.timeout {
                 let why = link
                     .and_then(|x| x.conditions.first())
                     .map_or("the link is not in the spec".to_string(), |c| c.message.clone());
-                return Err(CliError::RotationStopped { key: key.clone(), why }.into());
+                return Err(StackError::RotationStopped { key: key.clone(), why }.into());
             }
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
@@ -168,15 +185,14 @@ pub async fn rotate(l: &Loaded, args: &StateArgs, run_args: &RunArgs, opts: Opti
     }
     state.rotation = None;
     backend.write(&mut state).await?;
-    println!("\nRotated {} keys; every tunnel up on both sides.", keys.len());
-    Ok(ExitCode::SUCCESS)
+    Ok(keys.len())
 }
 
 /// Said by plan and apply while a rotation is under way: they finish what a stopped rotation left
 /// half-done (a key not yet given to its tunnel), but only `rotate-keys` goes on to the next key.
-pub fn note_under_way(state: &xcsp_state::State) {
+pub fn note_under_way(s: &Stack, state: &xcsp_state::State) {
     if let Some(r) = state.rotation.as_ref().filter(|r| !r.keys.is_empty()) {
-        crate::report::note(format_args!(
+        s.say.note(format_args!(
             "a key rotation started {} has {} keys left ({}): `xcsp rotate-keys` resumes it.",
             r.started,
             r.keys.len(),

@@ -12,7 +12,7 @@ use xcsp_plans::spec::KubernetesObjects;
 use xcsp_plans::validate::Model;
 
 use crate::cluster::Kubeconfig;
-use crate::report::{self, CliError};
+use crate::{Say, StackError};
 
 /// Reads the cluster `found` names.
 pub async fn survey(found: &Kubeconfig) -> Result<Survey, String> {
@@ -523,7 +523,7 @@ fn mtu_problem(model: &Model, mtu: i64, ipsec: bool) -> Option<Problem> {
 
 /// Plan and apply: reads the cluster when a kubeconfig is in reach (and not `--offline`); says
 /// the warnings; stops on errors. Without a kubeconfig, nothing is read.
-pub async fn before_changes(model: &Model, offline: bool) -> miette::Result<()> {
+pub async fn before_changes(model: &Model, offline: bool, say: &Say) -> miette::Result<()> {
     if offline {
         return Ok(());
     }
@@ -531,50 +531,32 @@ pub async fn before_changes(model: &Model, offline: bool) -> miette::Result<()> 
     let survey = match survey(&found).await {
         Ok(s) => s,
         Err(e) => {
-            report::warn(format_args!("cannot read the cluster ({e}); its values are taken from the spec"));
+            say.warn(format_args!("cannot read the cluster ({e}); its values are taken from the spec"));
             return Ok(());
         }
     };
-    stop_on_errors(check(model, &survey))
+    stop_on_errors(check(model, &survey), say)
 }
 
 /// Says the warnings; the errors become the command's error.
-pub fn stop_on_errors(problems: Vec<Problem>) -> miette::Result<()> {
+pub fn stop_on_errors(problems: Vec<Problem>, say: &Say) -> miette::Result<()> {
     let (errors, warnings): (Vec<_>, Vec<_>) = problems.into_iter().partition(Problem::is_error);
-    for w in &warnings {
-        report::diag(w);
+    for w in warnings {
+        say.diag(w);
     }
-    if errors.is_empty() { Ok(()) } else { Err(CliError::Cluster { problems: errors }.into()) }
+    if errors.is_empty() { Ok(()) } else { Err(StackError::Cluster { problems: errors }.into()) }
 }
 
-/// `xcsp preflight`: what the cluster is, then the verdict; exit 1 when something stops the pool.
-pub async fn command(l: &xcsp_plans::Loaded, json: bool) -> miette::Result<std::process::ExitCode> {
-    let found = crate::cluster::find(&l.model)?;
-    let s = survey(&found).await.map_err(|detail| CliError::Kubeconfig { detail, from: found.from.into() })?;
-    let problems = check(&l.model, &s);
-    if json {
-        let said: Vec<serde_json::Value> = problems
-            .iter()
-            .map(|p| serde_json::json!({"severity": if p.is_error() { "error" } else { "warning" }, "code": p.code, "message": p.message}))
-            .collect();
-        let out = serde_json::json!({"cluster": s, "problems": said});
-        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
-    } else {
-        print!("{}", describe(&s));
-        let ns = xcsp_plans::spec::pool_namespace(&l.model.stack, &l.model.cluster);
-        println!(
-            "Pool objects: namespace {ns} (the pool's own: {OPENSHIFT_CAPI_NAMESPACE} admits one Cluster, OpenShift's)"
-        );
-    }
-    stop_on_errors(problems)?;
-    if !json {
-        println!("\nThe cluster can take the pool.");
-    }
-    Ok(std::process::ExitCode::SUCCESS)
+/// `xcsp preflight`: the cluster as read, and what it says of the pool (errors stop it).
+pub async fn read(model: &Model) -> miette::Result<(Survey, Vec<Problem>)> {
+    let found = crate::cluster::find(model)?;
+    let s = survey(&found).await.map_err(|detail| StackError::Kubeconfig { detail, from: found.from.into() })?;
+    let problems = check(model, &s);
+    Ok((s, problems))
 }
 
 /// What the survey found, one line per fact.
-fn describe(s: &Survey) -> String {
+pub fn describe(s: &Survey) -> String {
     let versions = |v: &[String]| if v.is_empty() { "not served".to_string() } else { v.join(", ") };
     let mut out = match &s.openshift {
         Some(i) => format!(

@@ -12,8 +12,7 @@ use xcsp_state::local::LocalBackend;
 use xcsp_state::s3::{S3Backend, S3Config};
 use xcsp_state::{State, StateWarning, Warnings};
 
-use crate::StateArgs;
-use crate::report::{self, CliError};
+use crate::{Say, Stack, StackError, StateSettings};
 
 /// The settings `--backend-config KEY=VALUE` accepts, and the variable each can also come from.
 const SETTINGS: &[(&str, &str)] = &[
@@ -33,12 +32,12 @@ struct Settings<'a> {
 }
 
 impl<'a> Settings<'a> {
-    fn new(l: &'a Loaded, args: &StateArgs) -> miette::Result<Settings<'a>> {
+    fn new(l: &'a Loaded, args: &StateSettings) -> miette::Result<Settings<'a>> {
         let mut flags = Vec::new();
         for pair in &args.backend_config {
             let Some((k, v)) = pair.split_once('=').filter(|(k, _)| SETTINGS.iter().any(|(s, _)| s == k)) else {
                 let known: Vec<&str> = SETTINGS.iter().map(|(s, _)| *s).collect();
-                return Err(CliError::BackendConfig { pair: pair.clone(), known: known.join(", ") }.into());
+                return Err(StackError::BackendConfig { pair: pair.clone(), known: known.join(", ") }.into());
             };
             flags.push((k.to_string(), v.to_string()));
         }
@@ -72,7 +71,7 @@ impl<'a> Settings<'a> {
             match mode.as_str() {
                 "enforced" => enforced = true,
                 "optional" => {}
-                other => return Err(CliError::EncryptionMode(other.into()).into()),
+                other => return Err(StackError::EncryptionMode(other.into()).into()),
             }
         }
         Ok(enforced)
@@ -113,7 +112,7 @@ fn key_from_env(suffix: &str) -> miette::Result<Option<KeySource>> {
     match values {
         [Some(k), _, _] => Ok(Some(KeySource::from_base64(&k)?)),
         [_, Some(path), _] => {
-            let content = std::fs::read(&path).map_err(|source| CliError::Read {
+            let content = std::fs::read(&path).map_err(|source| StackError::Read {
                 what: "the state key file",
                 path: path.into(),
                 source,
@@ -127,23 +126,24 @@ fn key_from_env(suffix: &str) -> miette::Result<Option<KeySource>> {
 /// How state and plan files are sealed: the key (and, during a rotation, the old key, suffix
 /// `_OLD`) from the environment, enforced when the spec, `XCSP_STATE_ENCRYPTION` or
 /// `--backend-config encryption=enforced` says so.
-pub fn codec(l: &Loaded, args: &StateArgs) -> miette::Result<Codec> {
-    let enforced = Settings::new(l, args)?.enforced()?;
+pub fn codec(s: &Stack) -> miette::Result<Codec> {
+    let enforced = Settings::new(&s.loaded, &s.state)?.enforced()?;
     Ok(Codec::new(key_from_env("")?).with_old_key(key_from_env("_OLD")?).enforced(enforced))
 }
 
 /// The stack's state store: `local` (the default: `--state-dir`, `path`, or `.xcsp/<stack>`) or
 /// `s3` (`bucket`; `key` defaults to `<stack>/state.json`, `region` to the spec's AWS region),
 /// sealing state with [`codec`].
-pub async fn backend(l: &Loaded, args: &StateArgs) -> miette::Result<Arc<dyn Backend>> {
+pub async fn backend(s: &Stack) -> miette::Result<Arc<dyn Backend>> {
+    let (l, args) = (&s.loaded, &s.state);
     let settings = Settings::new(l, args)?;
-    let codec = codec(l, args)?;
+    let codec = codec(s)?;
     let kind =
         args.backend.clone().or_else(|| settings.block.map(|b| b.kind.clone())).unwrap_or_else(|| "local".into());
     match kind.as_str() {
         "s3" => {
             let Some(bucket) = settings.get("bucket") else {
-                return Err(CliError::NoBucket.into());
+                return Err(StackError::NoBucket.into());
             };
             let config = S3Config {
                 bucket,
@@ -154,7 +154,8 @@ pub async fn backend(l: &Loaded, args: &StateArgs) -> miette::Result<Arc<dyn Bac
                 static_credentials: None,
             };
             // Warnings (older plaintext versions left behind) are shown as they come.
-            let warnings: Warnings = Arc::new(|w: &StateWarning| report::diag(w));
+            let say = s.say.clone();
+            let warnings: Warnings = Arc::new(move |w: &StateWarning| say.diag_ref(w));
             Ok(Arc::new(S3Backend::new(config, codec).await.with_warnings(warnings)))
         }
         "local" => {
@@ -167,7 +168,7 @@ pub async fn backend(l: &Loaded, args: &StateArgs) -> miette::Result<Arc<dyn Bac
                 .unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
             Ok(Arc::new(LocalBackend::new(dir).with_codec(codec)))
         }
-        other => Err(CliError::UnknownBackend(other.into()).into()),
+        other => Err(StackError::UnknownBackend(other.into()).into()),
     }
 }
 
@@ -215,6 +216,7 @@ fn os_user() -> Option<String> {
 pub struct Held {
     backend: Arc<dyn Backend>,
     id: String,
+    say: Say,
 }
 
 impl Drop for Held {
@@ -222,23 +224,23 @@ impl Drop for Held {
         let (backend, id) = (self.backend.clone(), self.id.clone());
         let release = async move { backend.unlock(&id).await };
         if let Err(e) = tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(release)) {
-            report::warn(format_args!("the state lock {} was not released: {e}", self.id));
+            self.say.warn(format_args!("the state lock {} was not released: {e}", self.id));
         }
     }
 }
 
 /// The stack's backend, locked for `operation`, and its state (new if there is none yet).
-pub async fn open(l: &Loaded, args: &StateArgs, operation: &str) -> miette::Result<(Arc<dyn Backend>, Held, State)> {
-    let backend = backend(l, args).await?;
-    let (held, state) = locked(l, &backend, operation).await?;
+pub async fn open(s: &Stack, operation: &str) -> miette::Result<(Arc<dyn Backend>, Held, State)> {
+    let backend = backend(s).await?;
+    let (held, state) = locked(s, &backend, operation).await?;
     Ok((backend, held, state))
 }
 
 /// `backend` locked for `operation`, and its state (new if there is none yet).
-pub async fn locked(l: &Loaded, backend: &Arc<dyn Backend>, operation: &str) -> miette::Result<(Held, State)> {
+pub async fn locked(s: &Stack, backend: &Arc<dyn Backend>, operation: &str) -> miette::Result<(Held, State)> {
     let lock = backend.lock(&holder(), operation).await?;
-    let held = Held { backend: backend.clone(), id: lock.id };
-    let state = backend.read().await?.unwrap_or_else(|| State::new(&l.model.stack));
+    let held = Held { backend: backend.clone(), id: lock.id, say: s.say.clone() };
+    let state = backend.read().await?.unwrap_or_else(|| State::new(s.name()));
     Ok((held, state))
 }
 

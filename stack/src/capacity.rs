@@ -17,7 +17,7 @@ use xcsp_core::{Problem, ResourceType};
 use xcsp_plans::plan::{Action, Plan};
 use xcsp_plans::validate::Model;
 
-use crate::report::{self, CliError};
+use crate::{Say, StackError};
 
 /// The machines a plan adds, per pool and zone.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,7 +169,7 @@ pub fn check(model: &Model, added: &[Added], sizes: &[SizeOffer], quotas: &[Quot
 /// Plan and apply: reads the location's offer and quotas when the plan adds machines (and not
 /// `--offline`); stops on what Azure would refuse. A failed read is a warning: the check is
 /// skipped, never guessed.
-pub async fn before_changes(model: &Model, p: &Plan, offline: bool) -> miette::Result<()> {
+pub async fn before_changes(model: &Model, p: &Plan, offline: bool, say: &Say) -> miette::Result<()> {
     let added = added(p);
     if offline || added.is_empty() {
         return Ok(());
@@ -182,7 +182,7 @@ pub async fn before_changes(model: &Model, p: &Plan, offline: bool) -> miette::R
     let (sizes, quotas) = match read.await {
         Ok(r) => r,
         Err(e) => {
-            report::warn(format_args!(
+            say.warn(format_args!(
                 "cannot read what the subscription may run in {location} ({e}); the VM sizes, zones and quotas are not checked"
             ));
             return Ok(());
@@ -195,13 +195,12 @@ pub async fn before_changes(model: &Model, p: &Plan, offline: bool) -> miette::R
         let xcsp_plans::spec::Image::Marketplace { publisher, offer, sku, .. } = &pool.image.value else { continue };
         match azure.image_versions(location, publisher, offer, sku).await {
             Ok(versions) => problems.extend(image_problem(model, pool, versions.as_deref())),
-            Err(e) => report::warn(format_args!(
-                "cannot read the image of pool `{}` ({e}); it is not checked",
-                pool.name.value
-            )),
+            Err(e) => {
+                say.warn(format_args!("cannot read the image of pool `{}` ({e}); it is not checked", pool.name.value))
+            }
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(CliError::Capacity { problems }.into()) }
+    if problems.is_empty() { Ok(()) } else { Err(StackError::Capacity { problems }.into()) }
 }
 
 #[cfg(test)]

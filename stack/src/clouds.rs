@@ -13,8 +13,8 @@ use xcsp_local::LocalProvider;
 use xcsp_plans::spec::AzureCloud;
 use xcsp_plans::validate::Model;
 
+use crate::StackError;
 use crate::cluster::Kubeconfig;
-use crate::report::CliError;
 
 /// The providers for `kinds`, configured from the spec, with the usual environment overrides:
 /// AWS reads its default credential chain and `AWS_ENDPOINT_URL`; Azure its credential chain
@@ -41,7 +41,7 @@ pub async fn providers(
     {
         let p = KubeProvider::new(found.client_config())
             .await
-            .map_err(|e| CliError::Kubeconfig { detail: e.to_string(), from: found.from.to_string() })?;
+            .map_err(|e| StackError::Kubeconfig { detail: e.to_string(), from: found.from.to_string() })?;
         providers = providers.with(Arc::new(p));
     }
     Ok(providers)

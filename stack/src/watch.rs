@@ -6,16 +6,14 @@
 //! held by another command, a cloud call failing) says why and the next one tries again; Ctrl-C
 //! ends the watch after the cycle in progress, exit 0.
 
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use xcsp_engine::{Action, Adopt, Events};
-use xcsp_plans::Loaded;
+use xcsp_engine::{Action, Adopt, Events, Summary};
 use xcsp_plans::plan;
 
-use crate::backend::{Saver, backend, locked};
-use crate::run::{in_reach, interrupts, new_run, print_failures, reach, refresh};
-use crate::{RunArgs, StateArgs, health};
+use crate::backend::{backend, locked};
+use crate::run::{Walk, carry_out, in_reach, reach, refresh};
+use crate::{Approver, Stack, StackError, health};
 
 /// `30s`, `2m`, `1h` or plain seconds.
 pub fn interval(text: &str) -> Result<Duration, String> {
@@ -44,6 +42,7 @@ fn now() -> String {
 /// With the link down (no tunnel up), the pool's health checks are held (paused, as Cluster API
 /// pauses an object); back up, released once the Nodes are Ready again (xcsp_kube::health_check).
 async fn hold_health_checks(
+    s: &Stack,
     found: &crate::cluster::Kubeconfig,
     state: &xcsp_state::State,
     sets: &[(String, String)],
@@ -70,43 +69,58 @@ async fn hold_health_checks(
         Ok(changes) => {
             for c in changes {
                 match c {
-                    Change::Held(name) => println!(
+                    Change::Held(name) => s.say.progress(format_args!(
                         "{} the link is down: health check {name} held (paused) so that it deletes no machine for it",
                         now()
-                    ),
-                    Change::Released(name) => println!("{} the link is back: health check {name} released", now()),
+                    )),
+                    Change::Released(name) => {
+                        s.say.progress(format_args!("{} the link is back: health check {name} released", now()))
+                    }
                 }
             }
         }
-        Err(e) => println!("{} cannot hold or release the pool's health checks: {e}", now()),
+        Err(e) => s.say.progress(format_args!("{} cannot hold or release the pool's health checks: {e}", now())),
     }
 }
 
-pub async fn watch(l: &Loaded, args: &StateArgs, run_args: &RunArgs, every: Duration) -> miette::Result<ExitCode> {
-    let cancel = interrupts();
-    let repair = run_args.auto_approve;
-    println!(
+/// `xcsp watch`: a cycle every `every` until `walk.cancel` says stop. With `repair`, drift is
+/// planned and, if `approver` approves, carried out, and the pool's Nodes and health checks are
+/// looked after; without it, drift is only said.
+pub async fn watch(
+    s: &Stack,
+    approver: &dyn Approver,
+    repair: bool,
+    every: Duration,
+    walk: Walk,
+) -> miette::Result<()> {
+    let cancel = walk.cancel.clone();
+    s.say.progress(format_args!(
         "Watching stack `{}` every {}s ({}); Ctrl-C stops.",
-        l.model.stack,
+        s.name(),
         every.as_secs(),
         if repair { "repairs are applied" } else { "repairs are only shown: --auto-approve applies them" }
-    );
+    ));
     // The backend and the providers (credential chains, token caches, clients) are made once;
     // each cycle takes the lock, refreshes and, if asked, repairs. A spec or a configuration that
     // cannot work stops the watch here; what can pass (a lock another command holds, a cloud
     // that fails a call) is said, and the next cycle tries again.
-    let backend = backend(l, args).await?;
+    let backend = backend(s).await?;
     let providers = loop {
         let attempt = async {
-            let (_held, state) = locked(l, &backend, "watch").await?;
-            reach(l, &state, repair).await.map(|(_, p)| p)
+            let (_held, state) = locked(s, &backend, "watch").await?;
+            reach(s, &state, repair).await.map(|(_, p)| p)
         };
         match attempt.await {
             Ok(p) => break p,
             Err(e) if passing(&e) => {
-                println!("{} cannot start a cycle: {}; trying again in {}s", now(), said(&e), every.as_secs());
-                if stopped_during(every, &cancel).await {
-                    return Ok(ExitCode::SUCCESS);
+                s.say.progress(format_args!(
+                    "{} cannot start a cycle: {}; trying again in {}s",
+                    now(),
+                    said(&e),
+                    every.as_secs()
+                ));
+                if stopped_during(s, every, &cancel).await {
+                    return Ok(());
                 }
             }
             Err(e) => return Err(e),
@@ -114,24 +128,29 @@ pub async fn watch(l: &Loaded, args: &StateArgs, run_args: &RunArgs, every: Dura
     };
     loop {
         let started = Instant::now();
-        if let Err(e) = cycle(l, &backend, &providers, run_args, &cancel, started).await {
-            println!("{} this cycle did not finish: {}; trying again in {}s", now(), said(&e), every.as_secs());
+        if let Err(e) = cycle(s, &backend, &providers, approver, repair, walk.clone(), started).await {
+            s.say.progress(format_args!(
+                "{} this cycle did not finish: {}; trying again in {}s",
+                now(),
+                said(&e),
+                every.as_secs()
+            ));
         }
-        if stopped_during(every.saturating_sub(started.elapsed()), &cancel).await {
-            return Ok(ExitCode::SUCCESS);
+        if stopped_during(s, every.saturating_sub(started.elapsed()), &cancel).await {
+            return Ok(());
         }
     }
 }
 
 /// Sleeps `wait`, or less if Ctrl-C comes; whether it came (and the watch stops).
-async fn stopped_during(wait: Duration, cancel: &tokio::sync::watch::Receiver<u32>) -> bool {
+async fn stopped_during(s: &Stack, wait: Duration, cancel: &tokio::sync::watch::Receiver<u32>) -> bool {
     let mut cancel = cancel.clone();
     tokio::select! {
         _ = tokio::time::sleep(wait) => {}
         _ = cancel.changed() => {}
     }
     if *cancel.borrow() > 0 {
-        println!("{} stopped", now());
+        s.say.progress(format_args!("{} stopped", now()));
         return true;
     }
     false
@@ -150,19 +169,29 @@ fn said(e: &miette::Report) -> String {
     format!("{e}{help}").replace('\n', " ")
 }
 
-/// One cycle: lock, refresh, save, plan and, with `--auto-approve`, repair.
-async fn cycle(
-    l: &Loaded,
+/// What one cycle found and did.
+pub struct Cycle {
+    pub health: health::Health,
+    /// The changes the spec needs (drift), as `action address`.
+    pub changes: Vec<String>,
+    /// The repair's summary, when one was carried out.
+    pub repaired: Option<Summary>,
+}
+
+/// One cycle: lock, refresh, save, plan and, with `repair` and the approver's yes, repair.
+pub async fn cycle(
+    s: &Stack,
     backend: &std::sync::Arc<dyn xcsp_state::backend::Backend>,
     providers: &xcsp_engine::Providers,
-    run_args: &RunArgs,
-    cancel: &tokio::sync::watch::Receiver<u32>,
+    approver: &dyn Approver,
+    repair: bool,
+    walk: Walk,
     started: Instant,
-) -> miette::Result<()> {
-    let repair = run_args.auto_approve;
-    let (_held, mut state) = locked(l, backend, "watch").await?;
-    let graph = in_reach(l, &state);
-    refresh(providers, &l.model.stack, &mut state, Adopt::All, &Events::none()).await?;
+) -> miette::Result<Cycle> {
+    let l = &s.loaded;
+    let (_held, mut state) = locked(s, backend, "watch").await?;
+    let graph = in_reach(s, &state);
+    refresh(s, providers, &mut state, Adopt::All, &Events::none()).await?;
     backend.write(&mut state).await?;
     let p = plan::diff(&l.model.stack, &l.model.digest, &graph, &state.attributes());
     let h = health::health(&l.model, &state);
@@ -184,17 +213,17 @@ async fn cycle(
         match xcsp_kube::nodes::initialize_in(&found.client_config(), &sets).await {
             Ok(done) => {
                 for n in done.lifted {
-                    println!("{} Node {n}: removed {}", now(), xcsp_kube::nodes::UNINITIALIZED);
+                    s.say.progress(format_args!("{} Node {n}: removed {}", now(), xcsp_kube::nodes::UNINITIALIZED));
                 }
             }
-            Err(e) => println!("{} cannot make the pool's Nodes schedulable: {e}", now()),
+            Err(e) => s.say.progress(format_args!("{} cannot make the pool's Nodes schedulable: {e}", now())),
         }
-        hold_health_checks(&found, &state, &sets, &h).await;
+        hold_health_checks(s, &found, &state, &sets, &h).await;
     }
     // A tunnel down with nothing to change is an outage on the path or a cloud's side, not
     // drift: it is named with both clouds' view, for someone to look at.
     for t in h.tunnels.iter().filter(|t| !t.up) {
-        println!(
+        s.say.progress(format_args!(
             "{} down: {} ({}): AWS {} ({}), Azure {}",
             now(),
             t.tunnel,
@@ -202,26 +231,36 @@ async fn cycle(
             t.aws_status,
             t.aws_detail,
             t.azure_status
-        );
+        ));
     }
+    let mut repaired = None;
     if changes.is_empty() {
         let outage = if h.up < h.expected { ", nothing in the spec to change" } else { "" };
-        println!("{} {tunnels}; no drift{outage}", now());
+        s.say.progress(format_args!("{} {tunnels}; no drift{outage}", now()));
     } else if !repair {
-        println!("{} {tunnels}; drift, not repaired: {}", now(), changes.join(", "));
+        s.say.progress(format_args!("{} {tunnels}; drift, not repaired: {}", now(), changes.join(", ")));
     } else {
-        println!("{} {tunnels}; repairing: {}", now(), changes.join(", "));
-        let mut run = new_run(l, providers.clone(), run_args, Events::none(), cancel.clone());
-        run.approved = Some(p.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
-        let summary = xcsp_engine::apply(&run, &graph, &mut state, &mut Saver(backend.clone())).await?;
-        if summary.succeeded() {
-            println!("{} repaired in {:.1} s", now(), started.elapsed().as_secs_f64());
-        } else {
-            print_failures(&summary);
-            println!("{} the repair did not finish; trying again next cycle", now());
+        match approver.approve(&p, "Do you want to repair this drift?") {
+            Err(e) if matches!(e.downcast_ref::<StackError>(), Some(StackError::NotApproved { .. })) => {
+                s.say.progress(format_args!("{} {tunnels}; drift, not approved: {}", now(), changes.join(", ")));
+            }
+            Err(e) => return Err(e),
+            Ok(()) => {
+                s.say.progress(format_args!("{} {tunnels}; repairing: {}", now(), changes.join(", ")));
+                let summary = carry_out(s, providers, &graph, &mut state, backend, &p, walk).await?;
+                if summary.succeeded() {
+                    s.say.progress(format_args!("{} repaired in {:.1} s", now(), started.elapsed().as_secs_f64()));
+                } else {
+                    for (_, _, error) in &summary.failed {
+                        s.say.diag(error.clone());
+                    }
+                    s.say.progress(format_args!("{} the repair did not finish; trying again next cycle", now()));
+                }
+                repaired = Some(summary);
+            }
         }
     }
-    Ok(())
+    Ok(Cycle { health: h, changes, repaired })
 }
 
 #[cfg(test)]

@@ -1,0 +1,517 @@
+//! The operations that read state and talk to clouds: plan, apply, destroy, status, render,
+//! force-unlock; and [`carry_out`], the one way any of them (and `rotate-keys` and `watch`)
+//! changes the clouds: a plan the caller's [`Approver`] approved, walked by the engine doing
+//! exactly that plan.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use xcsp_core::{Address, ProviderKind};
+use xcsp_engine::{Adopt, Events, Limits, Providers, Run, Summary};
+use xcsp_plans::graph::ResourceGraph;
+use xcsp_plans::plan::{self, Action, Plan, SavedPlan};
+use xcsp_plans::spec::{KubernetesObjects, Output};
+use xcsp_state::State;
+use xcsp_state::backend::{Backend, LockInfo};
+
+use crate::backend::{Saver, backend, codec, open};
+use crate::cluster::{self, Kubeconfig};
+use crate::{Approver, Stack, StackError, clouds};
+
+/// What this run replaces whatever its attributes say, and why: the `--replace` addresses (each a
+/// resource of the spec that state records), and a key due for rotation per link
+/// (`psk_rotation_days`).
+fn replacing(s: &Stack, state: &State, asked: &[String]) -> miette::Result<BTreeMap<Address, String>> {
+    let l = &s.loaded;
+    let mut out = crate::rotate::overdue(l, state);
+    for text in asked {
+        let a: Address =
+            text.parse().map_err(|e| StackError::NotAnAddress { text: text.clone(), detail: format!("{e}") })?;
+        if l.graph.get(&a).is_none() {
+            return Err(StackError::NotInSpec(a).into());
+        }
+        if state.resources.get(&a).and_then(|r| r.id.as_ref()).is_none() {
+            return Err(StackError::NotInState(a).into());
+        }
+        out.insert(a, "asked for on the command line (--replace)".into());
+    }
+    Ok(out)
+}
+
+/// The OIDC issuer check (unless offline): warnings are said, a mismatch stops the operation.
+async fn check_issuers(s: &Stack) -> miette::Result<()> {
+    let l = &s.loaded;
+    if s.options.offline {
+        return Ok(());
+    }
+    // The keys the cluster signs with, when it can be read (else only the documents are checked).
+    let keys = match cluster::find(&l.model) {
+        Ok(found) if !l.model.identities.is_empty() => {
+            xcsp_kube::survey::signing_keys(&found.client_config()).await.ok()
+        }
+        _ => None,
+    };
+    let (errors, warnings): (Vec<_>, Vec<_>) =
+        crate::discovery::check(&l.model, keys.as_deref()).await.into_iter().partition(|p| p.is_error());
+    for w in warnings {
+        s.say.diag(w);
+    }
+    if errors.is_empty() { Ok(()) } else { Err(StackError::Issuer { problems: errors }.into()) }
+}
+
+/// What plan and apply check before anything changes (unless offline): the OIDC issuers and the
+/// cluster's preflight.
+async fn checks_before_changes(s: &Stack) -> miette::Result<()> {
+    check_issuers(s).await?;
+    crate::preflight::before_changes(&s.loaded.model, s.options.offline, &s.say).await
+}
+
+/// The part of the graph this run applies: everything, unless the spec says
+/// `kubernetes_objects = "render"`; then the Kubernetes objects are left out (said once, with
+/// `xcsp render DIR` as the way to deliver them), except when state records some: those an
+/// earlier run applied stay xcsp's, so the run never plans to delete them.
+pub fn in_reach(s: &Stack, state: &State) -> ResourceGraph {
+    let l = &s.loaded;
+    let recorded = state.resources.keys().filter(|a| a.rtype.provider() == ProviderKind::Kubernetes).count();
+    if l.model.cluster.kubernetes_objects.value == KubernetesObjects::Apply {
+        return l.graph.clone();
+    }
+    if recorded > 0 {
+        s.say.note(format_args!(
+            "kubernetes_objects = \"render\", but state records {recorded} Kubernetes objects an earlier run applied: they stay in this run (applied, refreshed and destroyed by xcsp) until `xcsp state rm ADDR` hands them over."
+        ));
+        return l.graph.clone();
+    }
+    let kept: Vec<_> =
+        l.graph.nodes().filter(|n| n.address.rtype.provider() != ProviderKind::Kubernetes).cloned().collect();
+    let left_out = l.graph.len() - kept.len();
+    if left_out > 0 {
+        s.say.note(format_args!(
+            "kubernetes_objects = \"render\", so the {left_out} Kubernetes objects of the spec (the CAPZ/CAPI objects, the pool's machine configuration, CAPI's access to the cluster, and their namespace) are left out of this run: write them with `xcsp render DIR` for oc apply or GitOps."
+        ));
+    }
+    ResourceGraph::new(kept).expect("no resource depends on a Kubernetes object")
+}
+
+/// The kubeconfig of the cluster, when Kubernetes objects are among `kinds`. Without one, `strict`
+/// operations (apply, destroy) stop before changing anything; plan and status warn and go on,
+/// taking the objects state records as recorded.
+pub fn kubeconfig(s: &Stack, kinds: &BTreeSet<ProviderKind>, strict: bool) -> miette::Result<Option<Kubeconfig>> {
+    if !kinds.contains(&ProviderKind::Kubernetes) {
+        return Ok(None);
+    }
+    match cluster::find(&s.loaded.model) {
+        Ok(found) => Ok(Some(found)),
+        Err(p) if strict => Err(p.into()),
+        Err(p) => {
+            s.say.diag(cluster::warning(p));
+            Ok(None)
+        }
+    }
+}
+
+/// The part of the graph a run applies and the providers it needs (`strict`: stop without a
+/// kubeconfig when Kubernetes objects are in reach, as apply does).
+pub async fn reach(s: &Stack, state: &State, strict: bool) -> miette::Result<(ResourceGraph, Providers)> {
+    reach_waiting(s, state, strict, false).await
+}
+
+/// [`reach`], the Kubernetes provider waiting after a MachineSet's write for its Nodes to be
+/// Ready when `wait_for_nodes` (apply's `--wait-for-nodes`).
+async fn reach_waiting(
+    s: &Stack,
+    state: &State,
+    strict: bool,
+    wait_for_nodes: bool,
+) -> miette::Result<(ResourceGraph, Providers)> {
+    let graph = in_reach(s, state);
+    let kinds = needed(&graph, state);
+    let mut kube = kubeconfig(s, &kinds, strict)?;
+    if let Some(k) = kube.as_mut() {
+        k.wait_for_nodes = wait_for_nodes;
+    }
+    let providers = clouds::providers(&s.loaded.model, &kinds, kube.as_ref()).await?;
+    Ok((graph, providers))
+}
+
+/// The providers kinds a run needs: those of the graph and of what state records.
+pub fn needed(graph: &ResourceGraph, state: &State) -> BTreeSet<ProviderKind> {
+    graph
+        .nodes()
+        .map(|n| n.address.rtype.provider())
+        .chain(state.resources.keys().map(|a| a.rtype.provider()))
+        .collect()
+}
+
+/// Reads the stack's resources from the clouds into `state`; a cloud without access configured is
+/// said, and its resources are taken as recorded.
+pub async fn refresh(
+    s: &Stack,
+    providers: &Providers,
+    state: &mut State,
+    adopt: Adopt,
+    events: &Events,
+) -> miette::Result<()> {
+    let found = xcsp_engine::refresh(providers, s.name(), state, adopt, events).await?;
+    for kind in found.not_refreshed {
+        s.say.warn(format_args!(
+            "no {} access configured; its resources are taken as state records them.",
+            kind.title()
+        ));
+    }
+    Ok(())
+}
+
+/// A plan as `xcsp plan` makes it: refreshed (when `refresh` and state exists), checked against
+/// the cluster and the location's capacity, with its monthly cost.
+pub struct Planned {
+    pub plan: Plan,
+    pub cost: crate::cost::Estimate,
+    /// The state it was made from, for a saved plan's staleness check.
+    pub lineage: Option<String>,
+    pub serial: u64,
+}
+
+impl Planned {
+    /// The plan as `plan --out` writes it (secrets redacted), sealed like state when a state key
+    /// is configured; apply refuses it once the spec or the state moves.
+    pub fn sealed(&self, s: &Stack) -> miette::Result<Vec<u8>> {
+        let saved = SavedPlan::new(self.plan.redacted(), self.lineage.clone(), self.serial);
+        Ok(codec(s)?.seal(&serde_json::to_vec_pretty(&saved).expect("plans serialize"))?)
+    }
+}
+
+/// `xcsp plan`: what apply would do, nothing changed.
+pub async fn plan(s: &Stack, refresh_first: bool, replace: &[String]) -> miette::Result<Planned> {
+    checks_before_changes(s).await?;
+    let (_, guard, mut state) = open(s, "plan").await?;
+    crate::rotate::note_under_way(s, &state);
+    let graph = in_reach(s, &state);
+    let kinds = needed(&graph, &state);
+    let kube = kubeconfig(s, &kinds, false)?;
+    if refresh_first && !state.resources.is_empty() {
+        let providers = clouds::providers(&s.loaded.model, &kinds, kube.as_ref()).await?;
+        refresh(s, &providers, &mut state, Adopt::All, &Events::none()).await?;
+    }
+    drop(guard);
+    let replace = replacing(s, &state, replace)?;
+    let l = &s.loaded;
+    let mut p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
+    plan::finish_waits(&mut p, &state.unsettled());
+    crate::capacity::before_changes(&l.model, &p, s.options.offline, &s.say).await?;
+    let cost = crate::cost::of_run(l, &p, &graph);
+    let lineage = (state.serial > 0).then(|| state.lineage.clone());
+    Ok(Planned { plan: p, cost, lineage, serial: state.serial })
+}
+
+/// A run of the engine over `s`'s providers, with its options, events and cancellation (a count
+/// of requests to stop: one stops starting operations, two abandon those running).
+pub fn new_run(s: &Stack, providers: Providers, events: Events, cancel: watch::Receiver<u32>) -> Run {
+    let mut run = Run::new(s.name(), providers);
+    run.limits = Limits::default().capped(s.options.parallelism);
+    run.order = s.options.order;
+    run.events = events;
+    run.cancel = cancel;
+    run.protected = s.loaded.graph.nodes().filter(|n| n.prevent_destroy).map(|n| n.address.clone()).collect();
+    run
+}
+
+/// Where a run of [`carry_out`] reports and what stops it.
+#[derive(Clone)]
+pub struct Walk {
+    pub events: Events,
+    pub cancel: watch::Receiver<u32>,
+}
+
+impl Walk {
+    /// No events, never cancelled.
+    pub fn quiet() -> Walk {
+        Walk { events: Events::none(), cancel: watch::channel(0).1 }
+    }
+}
+
+/// The one way a change reaches the clouds: `approved` (a plan the caller's approver said yes to)
+/// walked over `graph` by the engine, doing exactly that plan and no more (an operation bigger
+/// than its planned action is refused as `BeyondPlan`), replacing what the plan replaces, and
+/// saving state through `backend` after every step.
+pub async fn carry_out(
+    s: &Stack,
+    providers: &Providers,
+    graph: &ResourceGraph,
+    state: &mut State,
+    backend: &Arc<dyn Backend>,
+    approved: &Plan,
+    walk: Walk,
+) -> miette::Result<Summary> {
+    let mut run = new_run(s, providers.clone(), walk.events, walk.cancel);
+    run.approved = Some(approved.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
+    // What the approved plan replaces is replaced, also where only `--replace` asked for it.
+    run.replace = approved.changes.iter().filter(|c| c.action == Action::Replace).map(|c| c.address.clone()).collect();
+    let mut store = Saver(backend.clone());
+    Ok(xcsp_engine::apply(&run, graph, state, &mut store).await?)
+}
+
+/// What apply is given besides the stack.
+pub struct ApplyOptions {
+    /// A saved plan (`plan --out`), sealed as written, and where it came from: apply does that
+    /// plan or nothing.
+    pub saved: Option<(std::path::PathBuf, Vec<u8>)>,
+    /// Addresses to replace whatever their attributes say.
+    pub replace: Vec<String>,
+    pub walk: Walk,
+}
+
+/// What an apply did.
+pub struct Applied {
+    /// The engine's summary; `None` when the plan changed nothing and nothing ran.
+    pub summary: Option<Summary>,
+    /// The spec's outputs with what state now records.
+    pub outputs: Vec<Output>,
+}
+
+/// `xcsp apply`: plan, shown to `approver` with its cost; if it changes something and the approver
+/// says yes, carried out.
+pub async fn apply(s: &Stack, approver: &dyn Approver, opts: ApplyOptions) -> miette::Result<Applied> {
+    let l = &s.loaded;
+    let (backend, _held, mut state) = open(s, "apply").await?;
+    crate::rotate::note_under_way(s, &state);
+    let mut from_file: Option<SavedPlan> = None;
+    if let Some((path, bytes)) = opts.saved {
+        let text = codec(s)?.open(&bytes)?;
+        let saved: SavedPlan = serde_json::from_slice(&text)
+            .map_err(|e| StackError::NotAPlan { path: path.clone(), detail: e.to_string() })?;
+        let lineage = (state.serial > 0).then_some(state.lineage.as_str());
+        saved.check_fresh(&l.model.digest, lineage, state.serial)?;
+        from_file = Some(saved);
+    }
+    checks_before_changes(s).await?;
+    let (graph, providers) = reach_waiting(s, &state, true, s.options.wait_for_nodes).await?;
+    if !state.resources.is_empty() {
+        refresh(s, &providers, &mut state, Adopt::All, &opts.walk.events).await?;
+        backend.write(&mut state).await?;
+    }
+    let replace = replacing(s, &state, &opts.replace)?;
+    let mut p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
+    plan::finish_waits(&mut p, &state.unsettled());
+    crate::capacity::before_changes(&l.model, &p, s.options.offline, &s.say).await?;
+    approver.review(&p, &crate::cost::of_run(l, &p, &graph));
+    if !p.has_changes() {
+        return Ok(Applied { summary: None, outputs: outputs(s, &state) });
+    }
+    approver.approve(&p, "Do you want to perform these actions?")?;
+    // Apply does what the approved plan showed and no more: the saved plan when one is given (the
+    // clouds may have moved since it was made; what now needs more than it showed is refused as
+    // BeyondPlan, as Terraform applies a saved plan or nothing), else the plan just shown.
+    let approved = from_file.as_ref().map_or(&p, |f| &f.plan);
+    let summary = carry_out(s, &providers, &graph, &mut state, &backend, approved, opts.walk).await?;
+    Ok(Applied { summary: Some(summary), outputs: outputs(s, &state) })
+}
+
+/// `xcsp destroy`: every resource state records (and, with `sweep`, whatever carries the stack's
+/// tags) deleted, once `approver` says yes. `None` when there was nothing to destroy.
+pub async fn destroy(s: &Stack, approver: &dyn Approver, sweep: bool, walk: Walk) -> miette::Result<Option<Summary>> {
+    let l = &s.loaded;
+    let (backend, _held, mut state) = open(s, "destroy").await?;
+    let kinds = if sweep {
+        needed(&in_reach(s, &state), &state)
+    } else {
+        state.resources.keys().map(|a| a.rtype.provider()).collect()
+    };
+    let kube = kubeconfig(s, &kinds, true)?;
+    let providers = clouds::providers(&l.model, &kinds, kube.as_ref()).await?;
+    if sweep || !state.resources.is_empty() {
+        let adopt = if sweep { Adopt::All } else { Adopt::Known };
+        refresh(s, &providers, &mut state, adopt, &walk.events).await?;
+        backend.write(&mut state).await?;
+    }
+    let doomed: Vec<Address> = state.resources.iter().filter(|(_, r)| r.id.is_some()).map(|(a, _)| a.clone()).collect();
+    // What the approver is asked about: every recorded resource deleted.
+    let gone = Plan {
+        stack: l.model.stack.clone(),
+        spec_digest: l.model.digest.clone(),
+        changes: doomed
+            .iter()
+            .map(|a| plan::Change {
+                address: a.clone(),
+                action: Action::Delete,
+                before: None,
+                after: None,
+                replace_because: vec![],
+                finishes_wait: None,
+            })
+            .collect(),
+    };
+    approver.review_destroy(&doomed);
+    let summary = if !doomed.is_empty() {
+        approver.approve(&gone, "Do you really want to destroy all resources of this stack?")?;
+        let run = new_run(s, providers.clone(), walk.events.clone(), walk.cancel.clone());
+        let mut store = Saver(backend.clone());
+        let summary = xcsp_engine::destroy(&run, &mut state, &mut store).await?;
+        drop(run);
+        // A rotation under way ends with the keys it was rotating.
+        if state.rotation.is_some() && !state.resources.keys().any(|a| a.rtype == xcsp_core::ResourceType::PresharedKey)
+        {
+            state.rotation = None;
+            backend.write(&mut state).await?;
+        }
+        Some(summary)
+    } else {
+        state.resources.clear();
+        state.rotation = None;
+        backend.write(&mut state).await?;
+        None
+    };
+    if sweep {
+        // Whatever still carries the stack's tags, seen from a state that knows nothing.
+        let mut fresh = State::new(&l.model.stack);
+        refresh(s, &providers, &mut fresh, Adopt::All, &Events::none()).await?;
+        if !fresh.resources.is_empty() {
+            if let Some(done) = &summary {
+                for (_, _, error) in &done.failed {
+                    s.say.diag(error.clone());
+                }
+            }
+            let remaining =
+                fresh.resources.iter().map(|(a, r)| format!("{a} ({})", r.id.as_deref().unwrap_or("?"))).collect();
+            return Err(StackError::Remaining { remaining }.into());
+        }
+    }
+    Ok(summary)
+}
+
+/// The MachineSets state records, as (namespace, name).
+pub fn machine_sets(state: &State) -> Vec<(String, String)> {
+    state
+        .resources
+        .iter()
+        .filter(|(a, _)| a.rtype == xcsp_core::ResourceType::K8sMachineSet)
+        .filter_map(|(_, r)| r.id.as_deref()?.split_once('/').map(|(ns, n)| (ns.to_string(), n.to_string())))
+        .collect()
+}
+
+/// What `xcsp status` finds.
+pub struct Status {
+    pub health: crate::health::Health,
+    pub outputs: Vec<Output>,
+}
+
+impl Status {
+    /// Every tunnel up on both sides and every machine of the pool a Ready Node.
+    pub fn fine(&self) -> bool {
+        self.health.healthy() && self.health.pool_ready()
+    }
+}
+
+/// `xcsp status`: the stack refreshed (state is not written), each link's tunnels and conditions,
+/// the identities, the pool's machines and what keeps each from being a Ready Node.
+pub async fn status(s: &Stack) -> miette::Result<Status> {
+    let (_, guard, mut state) = open(s, "status").await?;
+    if !state.resources.is_empty() {
+        let (_, providers) = reach(s, &state, false).await?;
+        refresh(s, &providers, &mut state, Adopt::Known, &Events::none()).await?;
+    }
+    drop(guard);
+    Ok(Status { health: health_of(s, &state).await, outputs: outputs(s, &state) })
+}
+
+/// The stack's health from `state` as refreshed, with the cluster's view of the pool when it can be
+/// read (a read that fails is said and left out).
+pub async fn health_of(s: &Stack, state: &State) -> crate::health::Health {
+    let l = &s.loaded;
+    let mut health = crate::health::health(&l.model, state);
+    health.pools = crate::health::pools(&l.graph, state);
+    // The pool's machines, when state records MachineSets and the cluster can be read.
+    let sets = machine_sets(state);
+    let federated = state.resources.keys().any(|a| a.rtype == xcsp_core::ResourceType::AzureFederatedCredential);
+    if (federated || !sets.is_empty())
+        && let Ok(found) = cluster::find(&l.model)
+    {
+        if !sets.is_empty() {
+            match xcsp_kube::pool::machines(&found.client_config(), &sets).await {
+                Ok(m) => health.machines = m,
+                Err(e) => s.say.warn(format_args!("cannot read the pool's machines: {e}")),
+            }
+            let nodes: Vec<String> =
+                health.machines.iter().filter_map(|m| m.node.as_ref().map(|n| n.name.clone())).collect();
+            match xcsp_kube::pool::ebs_csi(&found.client_config(), &nodes).await {
+                Ok(Some(e)) => health.cluster = crate::health::ebs_csi(&e),
+                Ok(None) => {}
+                Err(e) => s.say.warn(format_args!("cannot read the EBS CSI driver: {e}")),
+            }
+        }
+        // The federated credentials against the token CAPZ presents (plan checked the spec's
+        // values, unless it ran `--offline`; this reads what Azure holds now).
+        if federated {
+            match crate::preflight::survey(&found).await {
+                Ok(survey) => health.identities = crate::health::identities(state, &survey),
+                Err(e) => s.say.warn(format_args!("cannot read the cluster: {e}")),
+            }
+        }
+    }
+    // The identities' role assignments, with or without the cluster.
+    for r in crate::health::roles(&l.model, state) {
+        match health.identities.iter_mut().find(|n| n.name == r.name) {
+            Some(n) => n.conditions.extend(r.conditions),
+            None => health.identities.push(r),
+        }
+    }
+    health
+}
+
+/// The spec's outputs, with what `state` records filled in for values known only after apply.
+/// The spec is evaluated again from the sources loaded at the start (not read again), with the
+/// computed exports as values.
+pub fn outputs(s: &Stack, state: &State) -> Vec<Output> {
+    let l = &s.loaded;
+    let recorded =
+        |a: &xcsp_core::Address| state.resources.get(a).and_then(|r| Some((r.id.as_deref()?, &r.attributes)));
+    let mut with_state = s.source.inputs.clone();
+    with_state.computed = xcsp_plans::exports::computed(&l.model, recorded);
+    match xcsp_plans::check_sources(s.source.files.clone(), &with_state) {
+        Ok(again) => again.model.outputs,
+        Err(_) => l.model.outputs.clone(),
+    }
+}
+
+/// One object `render` writes, or why an object of the spec is not written.
+pub enum Rendered {
+    Object(serde_json::Value),
+    /// Its content is read from the cluster (an operator or controller writes the source).
+    OnlyInCluster {
+        address: Address,
+        name: String,
+        what: &'static str,
+    },
+}
+
+/// `xcsp render`: the spec's Kubernetes objects with the values state records, in `capi_version`.
+pub async fn render(s: &Stack, capi_version: &str) -> miette::Result<Vec<Rendered>> {
+    let l = &s.loaded;
+    let (_, guard, state) = open(s, "render").await?;
+    drop(guard);
+    let output_of = |from: &xcsp_core::Address, output: &str| {
+        let r = state.resources.get(from)?;
+        r.attributes
+            .get(output)
+            .cloned()
+            .or_else(|| (output == "id").then(|| r.id.clone().map(xcsp_core::Value::string)).flatten())
+    };
+    let mut out = Vec::new();
+    for node in l.graph.in_order().into_iter().filter(|n| n.address.rtype.provider() == ProviderKind::Kubernetes) {
+        if let Some(what) = xcsp_kube::copied_at_apply(node.address.rtype) {
+            let name = node.attributes.get("name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+            out.push(Rendered::OnlyInCluster { address: node.address.clone(), name, what });
+            continue;
+        }
+        let object = xcsp_kube::object(&l.model.stack, &node.address, &node.filled(output_of))
+            .map_err(|e| StackError::Render(e.to_string()))?;
+        out.push(Rendered::Object(xcsp_kube::in_capi_version(object, capi_version)));
+    }
+    Ok(out)
+}
+
+/// `xcsp force-unlock`: removes the lock `id`, returning who held it.
+pub async fn force_unlock(s: &Stack, id: &str) -> miette::Result<LockInfo> {
+    Ok(backend(s).await?.force_unlock(id).await?)
+}

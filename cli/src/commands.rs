@@ -211,14 +211,7 @@ pub async fn status(s: &Stack, json: bool) -> miette::Result<ExitCode> {
     let status = run::status(s).await?;
     let health = &status.health;
     if json {
-        let mut shown = serde_json::to_value(health).expect("status serializes");
-        // What keeps each machine from being a Ready node, as the table says it.
-        if let Some(list) = shown["machines"].as_array_mut() {
-            for (shown, m) in list.iter_mut().zip(&health.machines) {
-                shown["cause"] = serde_json::json!(health::cause(health, m));
-            }
-        }
-        println!("{}", serde_json::to_string_pretty(&shown).expect("status serializes"));
+        println!("{}", serde_json::to_string_pretty(&health::to_json(health)).expect("status serializes"));
     } else {
         print!("{}", health::render(health));
         print!("{}", plan::render_outputs(&status.outputs));

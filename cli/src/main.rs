@@ -43,13 +43,26 @@ pub struct StateArgs {
     /// Where the local backend keeps state (default: .xcsp/<stack>).
     #[arg(long, env = "XCSP_STATE_DIR")]
     state_dir: Option<PathBuf>,
-    /// The state backend, `local` or `s3` (wins over the spec's `backend` block).
-    #[arg(long, env = "XCSP_BACKEND", value_parser = ["local", "s3"])]
+    /// The state backend, `local`, `s3` or `kubernetes` (wins over the spec's `backend` block).
+    #[arg(long, env = "XCSP_BACKEND", value_parser = ["local", "s3", "kubernetes"])]
     backend: Option<String>,
     /// A backend setting, KEY=VALUE (repeatable; wins over XCSP_BACKEND_* and the spec's
-    /// `backend` block): bucket, key, region, endpoint, server_side_encryption, path, encryption.
+    /// `backend` block): bucket, key, region, endpoint, server_side_encryption, path, encryption,
+    /// namespace.
     #[arg(long = "backend-config", value_name = "KEY=VALUE")]
     backend_config: Vec<String>,
+    /// How long to wait for the stack's lock when another run holds it (`30s`, `5m`; default:
+    /// refuse at once), as Terraform's `-lock-timeout`.
+    #[arg(long, env = "XCSP_LOCK_TIMEOUT", default_value = "0s", value_parser = lock_timeout)]
+    lock_timeout: std::time::Duration,
+}
+
+/// `0s` (no wait) or an interval.
+fn lock_timeout(text: &str) -> Result<std::time::Duration, String> {
+    if text.trim().trim_end_matches(['s', 'm', 'h']) == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    watch::interval(text)
 }
 
 #[derive(clap::Args)]
@@ -226,6 +239,57 @@ enum Command {
     },
     /// Print a shell completion script (e.g. `xcsp completions bash > /etc/bash_completion.d/xcsp`).
     Completions { shell: clap_complete::Shell },
+    /// xcsp in the cluster: reconcile XcspStack resources, or print what installs it.
+    Controller {
+        #[command(subcommand)]
+        command: ControllerCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ControllerCommand {
+    /// Reconcile XcspStack resources until SIGTERM (one replica leads, through a Lease).
+    ///
+    /// In a Pod it reaches the cluster as its service account; elsewhere through KUBECONFIG.
+    Run {
+        /// Only this namespace's resources (all namespaces otherwise).
+        #[arg(long, env = "XCSP_WATCH_NAMESPACE")]
+        namespace: Option<String>,
+        /// Keep each resource's state in DIR/<namespace>/<name>. Without it, state is where the
+        /// spec's `backend` block says, else a Secret in the resource's namespace (`kubernetes`).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// Where /metrics and /healthz are served.
+        #[arg(long, default_value = "0.0.0.0:9464")]
+        metrics_addr: std::net::SocketAddr,
+        /// The namespace of the leader's Lease (the controller's own).
+        #[arg(long, env = "POD_NAMESPACE", default_value = "xcsp-system")]
+        lease_namespace: String,
+        /// This replica's name in the Lease, the Events and the state locks (default: the Pod's).
+        #[arg(long, env = "POD_NAME")]
+        identity: Option<String>,
+        /// Skip the checks that reach outside the clouds (the OIDC issuer's discovery document).
+        #[arg(long, env = "XCSP_OFFLINE", value_parser = clap::builder::BoolishValueParser::new())]
+        offline: bool,
+    },
+    /// Print the manifests that install the controller: CRD, RBAC, volume, Deployment.
+    Manifests {
+        #[arg(long, default_value = "xcsp-system")]
+        namespace: String,
+        /// The image that holds this `xcsp` binary.
+        #[arg(long, default_value = concat!("ghcr.io/xcsp/xcsp:", env!("CARGO_PKG_VERSION")))]
+        image: String,
+        /// The AWS IAM role the controller's service account token is exchanged for.
+        #[arg(long)]
+        aws_role_arn: Option<String>,
+        /// The Entra application (client id) whose federated credential trusts the controller's token.
+        #[arg(long, requires = "azure_tenant_id")]
+        azure_client_id: Option<String>,
+        #[arg(long, requires = "azure_client_id")]
+        azure_tenant_id: Option<String>,
+    },
+    /// Print only the XcspStack CRD.
+    Crd,
 }
 
 #[derive(Subcommand)]
@@ -319,6 +383,8 @@ fn settings(args: &StateArgs) -> StateSettings {
         state_dir: args.state_dir.clone(),
         backend: args.backend.clone(),
         backend_config: args.backend_config.clone(),
+        holder: None,
+        lock_timeout: args.lock_timeout,
     }
 }
 
@@ -419,9 +485,81 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
             let s = stack(spec, Some(state), RunOptions::default())?;
             runtime().block_on(state_cmd::run(&s, &command))
         }
+        Command::Controller { command } => controller(command),
         Command::ForceUnlock { lock_id, spec, state } => {
             let s = stack(&spec, Some(&state), RunOptions::default())?;
             runtime().block_on(commands::force_unlock(&s, &lock_id))
         }
     }
+}
+
+fn controller(command: ControllerCommand) -> miette::Result<ExitCode> {
+    match command {
+        ControllerCommand::Crd => {
+            let crd = <xcsp_controller::XcspStack as kube::CustomResourceExt>::crd();
+            let value = serde_json::to_value(crd).expect("the CRD serializes");
+            print!("{}", xcsp_controller::manifests::yaml(&[value]));
+        }
+        ControllerCommand::Manifests { namespace, image, aws_role_arn, azure_client_id, azure_tenant_id } => {
+            let options = xcsp_controller::manifests::Options {
+                namespace,
+                image,
+                aws_role_arn,
+                azure_client_id,
+                azure_tenant_id,
+            };
+            print!("{}", xcsp_controller::manifests::yaml(&xcsp_controller::manifests::objects(&options)));
+        }
+        ControllerCommand::Run { namespace, state_dir, metrics_addr, lease_namespace, identity, offline } => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_env("XCSP_LOG")
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                )
+                .with_writer(std::io::stderr)
+                .init();
+            in_cluster_kubeconfig()?;
+            let identity = identity.unwrap_or_else(|| {
+                let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "xcsp-controller".into());
+                format!("{host}-{}", std::process::id())
+            });
+            let config = xcsp_controller::Config {
+                namespace,
+                state_root: state_dir,
+                metrics_addr,
+                lease_namespace,
+                identity,
+                offline,
+            };
+            runtime().block_on(xcsp_controller::run(config))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// In a Pod without KUBECONFIG: a kubeconfig for the service account, written before any thread
+/// starts, so the stack's Kubernetes provider (which reads a kubeconfig) reaches the cluster as
+/// the controller does. It names the token file, not the token: the kubelet's rotations are read.
+fn in_cluster_kubeconfig() -> miette::Result<()> {
+    const SA: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let (Ok(host), Ok(port)) = (std::env::var("KUBERNETES_SERVICE_HOST"), std::env::var("KUBERNETES_SERVICE_PORT"))
+    else {
+        return Ok(());
+    };
+    if std::env::var_os("KUBECONFIG").is_some() {
+        return Ok(());
+    }
+    let host = if host.contains(':') { format!("[{host}]") } else { host };
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: in-cluster\n  cluster:\n    server: https://{host}:{port}\n    certificate-authority: {SA}/ca.crt\nusers:\n- name: service-account\n  user:\n    tokenFile: {SA}/token\ncontexts:\n- name: in-cluster\n  context:\n    cluster: in-cluster\n    user: service-account\ncurrent-context: in-cluster\n"
+    );
+    let path = std::env::temp_dir().join("xcsp-in-cluster.kubeconfig");
+    std::fs::write(&path, text).map_err(|source| report::CliError::Write {
+        what: "write",
+        path: path.clone(),
+        source,
+    })?;
+    // SAFETY: called from main before the runtime (or any other thread) starts.
+    unsafe { std::env::set_var("KUBECONFIG", &path) };
+    Ok(())
 }

@@ -229,7 +229,8 @@ pub const OUTPUT: BlockSpec = BlockSpec {
     computed: &[],
 };
 
-/// Where state lives: `backend "local" { path = ... }` or `backend "s3" { bucket = ... }`.
+/// Where state lives: `backend "local" { path = ... }`, `backend "s3" { bucket = ... }` or
+/// `backend "kubernetes" { namespace = ... }`.
 pub const BACKEND: BlockSpec = BlockSpec {
     kind: "backend",
     labelled: true,
@@ -241,6 +242,7 @@ pub const BACKEND: BlockSpec = BlockSpec {
         opt("endpoint", Ty::String),
         opt("server_side_encryption", Ty::String),
         opt("encryption", Ty::String),
+        opt("namespace", Ty::String),
     ],
     blocks: &[],
     computed: &[],

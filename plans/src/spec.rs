@@ -340,7 +340,7 @@ pub struct Spec {
 /// Where the stack's state lives (the `backend` block; the environment may override it).
 #[derive(Debug, Clone)]
 pub struct Backend {
-    /// `local` or `s3`.
+    /// `local`, `s3` or `kubernetes`.
     pub kind: String,
     pub path: Option<String>,
     pub bucket: Option<String>,
@@ -350,6 +350,8 @@ pub struct Backend {
     pub server_side_encryption: Option<String>,
     /// Client-side encryption: `enforced` refuses to read or write plaintext state and plans.
     pub encryption: Option<String>,
+    /// `kubernetes`: the namespace of the state's Secret and the lock's Lease.
+    pub namespace: Option<String>,
 }
 
 #[cfg(test)]

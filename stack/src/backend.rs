@@ -23,6 +23,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ("server_side_encryption", "XCSP_BACKEND_SSE"),
     ("path", "XCSP_STATE_DIR"),
     ("encryption", "XCSP_STATE_ENCRYPTION"),
+    ("namespace", "XCSP_BACKEND_NAMESPACE"),
 ];
 
 /// The backend settings after precedence: flag, then environment, then the spec's block.
@@ -55,6 +56,7 @@ impl<'a> Settings<'a> {
             "server_side_encryption" => b.server_side_encryption.clone(),
             "path" => b.path.clone(),
             "encryption" => b.encryption.clone(),
+            "namespace" => b.namespace.clone(),
             _ => None,
         });
         flag.or(env).or(block)
@@ -131,8 +133,9 @@ pub fn codec(s: &Stack) -> miette::Result<Codec> {
     Ok(Codec::new(key_from_env("")?).with_old_key(key_from_env("_OLD")?).enforced(enforced))
 }
 
-/// The stack's state store: `local` (the default: `--state-dir`, `path`, or `.xcsp/<stack>`) or
-/// `s3` (`bucket`; `key` defaults to `<stack>/state.json`, `region` to the spec's AWS region),
+/// The stack's state store: `local` (the default: `--state-dir`, `path`, or `.xcsp/<stack>`),
+/// `s3` (`bucket`; `key` defaults to `<stack>/state.json`, `region` to the spec's AWS region) or
+/// `kubernetes` (`namespace`: a Secret and a Lease in the cluster the spec's kubeconfig reaches),
 /// sealing state with [`codec`].
 pub async fn backend(s: &Stack) -> miette::Result<Arc<dyn Backend>> {
     let (l, args) = (&s.loaded, &s.state);
@@ -167,6 +170,15 @@ pub async fn backend(s: &Stack) -> miette::Result<Arc<dyn Backend>> {
                 .or_else(|| settings.block.and_then(|b| b.path.clone()).map(PathBuf::from))
                 .unwrap_or_else(|| PathBuf::from(".xcsp").join(&l.model.stack));
             Ok(Arc::new(LocalBackend::new(dir).with_codec(codec)))
+        }
+        "kubernetes" => {
+            let Some(namespace) = settings.get("namespace") else {
+                return Err(StackError::NoNamespace.into());
+            };
+            let found = crate::cluster::find(&l.model)?;
+            let backend =
+                xcsp_kube::state::KubeBackend::new(&found.client_config(), &namespace, &l.model.stack, codec).await?;
+            Ok(Arc::new(backend))
         }
         other => Err(StackError::UnknownBackend(other.into()).into()),
     }
@@ -238,7 +250,23 @@ pub async fn open(s: &Stack, operation: &str) -> miette::Result<(Arc<dyn Backend
 
 /// `backend` locked for `operation`, and its state (new if there is none yet).
 pub async fn locked(s: &Stack, backend: &Arc<dyn Backend>, operation: &str) -> miette::Result<(Held, State)> {
-    let lock = backend.lock(&holder(), operation).await?;
+    let who = s.state.holder.clone().unwrap_or_else(holder);
+    let started = std::time::Instant::now();
+    let mut said = false;
+    // A lock another run holds is waited for up to the lock timeout, never taken over.
+    let lock = loop {
+        match backend.lock(&who, operation).await {
+            Ok(lock) => break lock,
+            Err(e @ xcsp_state::StateError::Locked { .. }) if started.elapsed() < s.state.lock_timeout => {
+                if !said {
+                    s.say.note(format_args!("{e}; waiting up to {}s for it", s.state.lock_timeout.as_secs()));
+                    said = true;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     let held = Held { backend: backend.clone(), id: lock.id, say: s.say.clone() };
     let state = backend.read().await?.unwrap_or_else(|| State::new(s.name()));
     Ok((held, state))

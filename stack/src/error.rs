@@ -17,7 +17,7 @@ pub enum StackError {
     #[diagnostic(code(xcsp::stack::encryption_mode))]
     EncryptionMode(String),
 
-    #[error("unknown backend `{0}`: `local` or `s3`")]
+    #[error("unknown backend `{0}`: `local`, `s3` or `kubernetes`")]
     #[diagnostic(code(xcsp::stack::backend))]
     UnknownBackend(String),
 
@@ -124,6 +124,13 @@ pub enum StackError {
         help("finish it first: `xcsp rotate-keys` without --link resumes it; then rotate link `{link}`")
     )]
     RotationUnderWay { link: String, keys: Vec<String> },
+
+    #[error("the kubernetes backend needs a namespace")]
+    #[diagnostic(
+        code(xcsp::stack::no_namespace),
+        help("`namespace` in the backend block, XCSP_BACKEND_NAMESPACE or --backend-config namespace=NAME")
+    )]
+    NoNamespace,
 
     #[error("not approved: nothing was changed ({question})")]
     #[diagnostic(code(xcsp::stack::not_approved))]

@@ -57,6 +57,8 @@ pub struct Health {
     pub tunnels: Vec<Tunnel>,
     /// The pool's Machines and their Nodes, when the cluster could be read.
     pub machines: Vec<xcsp_kube::pool::Machine>,
+    /// How many machines the recorded MachineSets ask for, once the machines were read (0 before).
+    pub machines_wanted: usize,
     pub links: Vec<Named>,
     /// Per workload identity, whether Entra would take CAPZ's token (when the cluster was read).
     pub identities: Vec<Named>,
@@ -84,9 +86,11 @@ impl Health {
             .find(|c| c.kind == kind && c.status == "False")
     }
 
-    /// Every machine read is a Node that is Ready (none read: nothing to say against it).
+    /// Every machine the MachineSets ask for exists and is a Node that is Ready (the cluster not
+    /// read: nothing to say against it).
     pub fn pool_ready(&self) -> bool {
-        self.machines.iter().all(|m| m.node.as_ref().is_some_and(|n| n.ready == "True" && !n.uninitialized))
+        self.machines.len() >= self.machines_wanted
+            && self.machines.iter().all(|m| m.node.as_ref().is_some_and(|n| n.ready == "True" && !n.uninitialized))
     }
 }
 
@@ -200,6 +204,7 @@ pub fn health(model: &Model, state: &State) -> Health {
         up,
         expected,
         machines: Vec::new(),
+        machines_wanted: 0,
     }
 }
 
@@ -550,6 +555,18 @@ pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
     })
 }
 
+/// The health as `xcsp status --json` prints it, and as the controller's resource carries it:
+/// each machine with what keeps it from being a Ready Node (`cause`, null when nothing does).
+pub fn to_json(h: &Health) -> serde_json::Value {
+    let mut shown = serde_json::to_value(h).expect("health serializes");
+    if let Some(list) = shown["machines"].as_array_mut() {
+        for (shown, m) in list.iter_mut().zip(&h.machines) {
+            shown["cause"] = serde_json::json!(cause(h, m));
+        }
+    }
+    shown
+}
+
 /// The table `xcsp status` prints.
 pub fn render(h: &Health) -> String {
     let mut out = String::new();
@@ -583,6 +600,13 @@ pub fn render(h: &Health) -> String {
                 out += &format!("    AWS side {} since {since}\n", t.aws_status);
             }
         }
+    }
+    if h.machines.len() < h.machines_wanted {
+        out += &format!(
+            "\nThe MachineSets ask for {} machines; Cluster API has made {} so far.\n",
+            h.machines_wanted,
+            h.machines.len()
+        );
     }
     if !h.machines.is_empty() {
         out += &format!("\n{:<44} {:<13} {:<30} READY\n", "MACHINE", "PHASE", "NODE");

@@ -47,6 +47,11 @@ pub struct StateSettings {
     pub backend: Option<String>,
     /// `KEY=VALUE` settings, winning over the environment and the spec.
     pub backend_config: Vec<String>,
+    /// Who holds the lock while an operation runs, as a refused command shows it (default:
+    /// `XCSP_LOCK_HOLDER`, else the user).
+    pub holder: Option<String>,
+    /// How long to wait for a lock another run holds before refusing (zero: refuse at once).
+    pub lock_timeout: std::time::Duration,
 }
 
 /// How a run goes.

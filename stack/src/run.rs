@@ -390,10 +390,24 @@ pub fn machine_sets(state: &State) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The replicas of the MachineSets state records, as the spec sets them.
+fn machines_wanted(l: &xcsp_plans::Loaded, state: &State) -> usize {
+    l.graph
+        .nodes()
+        .filter(|n| {
+            n.address.rtype == xcsp_core::ResourceType::K8sMachineSet && state.resources.contains_key(&n.address)
+        })
+        .filter_map(|n| n.attributes.get("replicas").and_then(|v| v.as_i64()))
+        .map(|r| r.max(0) as usize)
+        .sum()
+}
+
 /// What `xcsp status` finds.
 pub struct Status {
     pub health: crate::health::Health,
     pub outputs: Vec<Output>,
+    /// State as refreshed (not written back).
+    pub state: State,
 }
 
 impl Status {
@@ -404,15 +418,15 @@ impl Status {
 }
 
 /// `xcsp status`: the stack refreshed (state is not written), each link's tunnels and conditions,
-/// the identities, the pool's machines and what keeps each from being a Ready Node.
+/// the identities, the pool's machines and what keeps each from being a Ready Node. It writes
+/// nothing, so it takes no lock: it can follow an apply another run (or the controller) is making.
 pub async fn status(s: &Stack) -> miette::Result<Status> {
-    let (_, guard, mut state) = open(s, "status").await?;
+    let mut state = backend(s).await?.read().await?.unwrap_or_else(|| State::new(s.name()));
     if !state.resources.is_empty() {
         let (_, providers) = reach(s, &state, false).await?;
         refresh(s, &providers, &mut state, Adopt::Known, &Events::none()).await?;
     }
-    drop(guard);
-    Ok(Status { health: health_of(s, &state).await, outputs: outputs(s, &state) })
+    Ok(Status { health: health_of(s, &state).await, outputs: outputs(s, &state), state })
 }
 
 /// The stack's health from `state` as refreshed, with the cluster's view of the pool when it can be
@@ -429,7 +443,10 @@ pub async fn health_of(s: &Stack, state: &State) -> crate::health::Health {
     {
         if !sets.is_empty() {
             match xcsp_kube::pool::machines(&found.client_config(), &sets).await {
-                Ok(m) => health.machines = m,
+                Ok(m) => {
+                    health.machines = m;
+                    health.machines_wanted = machines_wanted(l, state);
+                }
                 Err(e) => s.say.warn(format_args!("cannot read the pool's machines: {e}")),
             }
             let nodes: Vec<String> =

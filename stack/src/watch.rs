@@ -62,7 +62,17 @@ async fn hold_health_checks(
     let link = if h.up == 0 {
         Link::Down
     } else {
-        let machines = xcsp_kube::pool::machines(&config, sets).await.unwrap_or_default();
+        // Unread machines are not Ready ones: the holds stay as they are until they can be read.
+        let machines = match xcsp_kube::pool::machines(&config, sets).await {
+            Ok(m) => m,
+            Err(e) => {
+                s.say.progress(format_args!(
+                    "{} cannot read the pool's machines ({e}): health checks left as they are",
+                    now()
+                ));
+                return;
+            }
+        };
         Link::Up { nodes_ready: machines.iter().all(|m| m.node.as_ref().is_some_and(|n| n.ready == "True")) }
     };
     match hold(&config, &checks, link).await {
@@ -169,6 +179,26 @@ fn said(e: &miette::Report) -> String {
     format!("{e}{help}").replace('\n', " ")
 }
 
+/// Looks after the pool between applies: machines CAPI made since (a scale-up, a remediation)
+/// register tainted until someone initializes their Nodes (xcsp_kube::nodes), as apply does;
+/// with the link down the pool's health checks are held, and released once it is back.
+pub async fn tend_pool(s: &Stack, state: &xcsp_state::State, h: &health::Health) {
+    let sets = crate::run::machine_sets(state);
+    if sets.is_empty() {
+        return;
+    }
+    let Ok(found) = crate::cluster::find(&s.loaded.model) else { return };
+    match xcsp_kube::nodes::initialize_in(&found.client_config(), &sets).await {
+        Ok(done) => {
+            for n in done.lifted {
+                s.say.progress(format_args!("{} Node {n}: removed {}", now(), xcsp_kube::nodes::UNINITIALIZED));
+            }
+        }
+        Err(e) => s.say.progress(format_args!("{} cannot make the pool's Nodes schedulable: {e}", now())),
+    }
+    hold_health_checks(s, &found, state, &sets, h).await;
+}
+
 /// What one cycle found and did.
 pub struct Cycle {
     pub health: health::Health,
@@ -202,23 +232,8 @@ pub async fn cycle(
         .map(|c| format!("{} {}", c.action.words(), c.address))
         .collect();
     let tunnels = format!("{} of {} tunnels up", h.up, h.expected);
-    // Machines CAPI made since the last cycle (a scale-up, a remediation) register tainted until
-    // someone initializes their Nodes (xcsp_kube::nodes); with --auto-approve watch does, as
-    // apply does.
-    let sets = crate::run::machine_sets(&state);
-    if repair
-        && !sets.is_empty()
-        && let Ok(found) = crate::cluster::find(&l.model)
-    {
-        match xcsp_kube::nodes::initialize_in(&found.client_config(), &sets).await {
-            Ok(done) => {
-                for n in done.lifted {
-                    s.say.progress(format_args!("{} Node {n}: removed {}", now(), xcsp_kube::nodes::UNINITIALIZED));
-                }
-            }
-            Err(e) => s.say.progress(format_args!("{} cannot make the pool's Nodes schedulable: {e}", now())),
-        }
-        hold_health_checks(s, &found, &state, &sets, &h).await;
+    if repair {
+        tend_pool(s, &state, &h).await;
     }
     // A tunnel down with nothing to change is an outage on the path or a cloud's side, not
     // drift: it is named with both clouds' view, for someone to look at.

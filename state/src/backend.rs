@@ -75,7 +75,7 @@ impl LockInfo {
     }
 
     /// What a lock whose record cannot be read is reported as.
-    pub(crate) fn unreadable(id: &str) -> LockInfo {
+    pub fn unreadable(id: &str) -> LockInfo {
         LockInfo {
             id: id.to_string(),
             holder: "unknown (the lock record is unreadable)".into(),

@@ -314,7 +314,9 @@ fn tunnels_up(clouds: &Clouds, state: &Path) -> usize {
         assert_eq!(established["status"], if up == 4 { "True" } else { "False" }, "{v}");
         // Exit 0 needs every machine a Ready Node too: after a restored link the kubelets post
         // again a moment after the tunnels are up, so 2 then means a machine is still catching up.
-        let machines_ready = v["machines"].as_array().is_none_or(|m| m.iter().all(|m| m["cause"].is_null()));
+        let machines_ready = v["machines"].as_array().is_none_or(|m| {
+            m.iter().all(|m| m["cause"].is_null()) && m.len() as u64 >= v["machines_wanted"].as_u64().unwrap_or(0)
+        });
         assert_eq!(out.status.code(), Some(if up == 4 && machines_ready { 0 } else { 2 }), "{v}");
         if (up == 4 && machines_ready) || Instant::now() > deadline {
             return up;
@@ -2667,4 +2669,267 @@ fn a_zone_without_the_size_and_a_quota_below_the_replicas_are_plan_errors() {
         "family_vcpus": {"standardNDASv4_A100Family": null}}}));
     let (code, said) = plan(&clouds);
     assert_eq!(code, Some(0), "{said}");
+}
+
+/// `xcsp controller run` as a process, as the service account the rendered manifests install
+/// (so the manifests' RBAC is what every call of the stack runs under), logging to a file.
+struct Controller {
+    child: Child,
+    log: tempfile::NamedTempFile,
+    metrics: String,
+}
+
+impl Controller {
+    fn said(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Clouds {
+    /// Installs what `xcsp controller manifests` renders (all but the volume and the Deployment:
+    /// the world runs no Pods of its own) and answers a kubeconfig holding a token of its service
+    /// account.
+    fn install_controller(&self) -> PathBuf {
+        let out = Command::new(bin("xcsp")).args(["controller", "manifests"]).output().unwrap();
+        let manifests = ok(&out);
+        let kept: String = manifests
+            .split("---\n")
+            .filter(|d| !d.trim().is_empty())
+            .filter(|d| !d.contains("kind: Deployment") && !d.contains("kind: PersistentVolumeClaim"))
+            .map(|d| format!("---\n{d}"))
+            .collect();
+        let file = self._dir.path().join("controller.yaml");
+        std::fs::write(&file, kept).unwrap();
+        let applied = self.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+        assert!(applied["items"].as_array().is_some_and(|i| i.len() == 7), "{applied}");
+        // The API server serves the CRD once it is Established.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let crd = self.kubectl(&["get", "crd", "xcspstacks.xcsp.io"]);
+            let established = crd["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
+            if established {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the CRD is not Established: {crd}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let bin = PathBuf::from(std::env::var_os("XCSP_UPSTREAM_BIN").unwrap()).join("kubectl");
+        let token = Command::new(bin)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["create", "token", "xcsp-controller", "-n", "xcsp-system", "--duration", "2h"])
+            .output()
+            .unwrap();
+        let token = ok(&token).trim().to_string();
+        let admin = std::fs::read_to_string(&self.kubeconfig).unwrap();
+        let mine: String = admin
+            .lines()
+            .map(|l| match l.split_once("token:") {
+                Some((indent, _)) => format!("{indent}token: {token}\n"),
+                None => format!("{l}\n"),
+            })
+            .collect();
+        assert!(mine.contains(&token) && mine != admin);
+        let path = self._dir.path().join("controller.kubeconfig");
+        std::fs::write(&path, mine).unwrap();
+        path
+    }
+
+    /// The controller, its state in each resource's namespace (the `kubernetes` backend).
+    fn start_controller(&self, kubeconfig: &Path) -> Controller {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let child = self
+            .xcsp(self._dir.path())
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("XCSP_STATE_DIR")
+            .args(["controller", "run"])
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}"), "--lease-namespace", "xcsp-system"])
+            .args(["--identity", "controller-e2e"])
+            .stdout(Stdio::null())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .unwrap();
+        Controller { child, log, metrics: format!("http://127.0.0.1:{port}/metrics") }
+    }
+
+    /// The resource, as the API server holds it.
+    fn xstack(&self) -> serde_json::Value {
+        self.kube_get("/apis/xcsp.io/v1alpha1/namespaces/gpu/xcspstacks/il5")
+    }
+
+    /// Waits until the resource's condition `kind` has `status`; answers the resource.
+    fn xstack_until(&self, controller: &Controller, kind: &str, status: &str, within: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let o = self.xstack();
+            let found = o["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == kind).cloned())
+                .unwrap_or_default();
+            if found["status"] == status {
+                return o;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {kind}={status} within {within:?}: {}\ncontroller said:\n{}",
+                serde_json::to_string_pretty(&o["status"]).unwrap(),
+                controller.said()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// `xcsp` on the stack the controller keeps: its state in namespace `gpu` of the cluster.
+    fn xcsp_in_cluster(&self) -> Command {
+        let mut c = self.xcsp(self._dir.path());
+        c.env_remove("XCSP_STATE_DIR").env("XCSP_BACKEND", "kubernetes").env("XCSP_BACKEND_NAMESPACE", "gpu");
+        c
+    }
+
+    /// The state the controller keeps, as `xcsp state pull` prints it.
+    fn recorded_in_cluster(&self) -> serde_json::Value {
+        // The controller takes the lock each reconcile: this waits its turn.
+        let out = self.xcsp_in_cluster().args(["state", "pull", "--lock-timeout", "2m"]).arg(il5()).output().unwrap();
+        ok(&out);
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn patch_xstack(&self, patch: &serde_json::Value) {
+        let patched = self.kube_request(
+            "PATCH",
+            "/apis/xcsp.io/v1alpha1/namespaces/gpu/xcspstacks/il5",
+            Some(("application/merge-patch+json", &patch.to_string())),
+        );
+        assert!(patched["spec"].is_object(), "{patched}");
+    }
+}
+
+/// The controller on the world's real API server, running as its service account under the
+/// manifests' RBAC, its state in the resource's namespace: the IL5 example in an XcspStack reaches
+/// Nodes Ready; its conditions are what `xcsp status --json` says on that state; the CLI is
+/// refused while the controller holds the stack's lock; a
+/// cut tunnel shows in the conditions, and a deleted VPN connection is restored by the Repair
+/// policy; deleting the resource with `onDelete: Destroy` leaves nothing in either cloud.
+#[test]
+fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_destroys_it_on_delete() {
+    let clouds = Clouds::start();
+    let kubeconfig = clouds.install_controller();
+    let source = std::fs::read_to_string(il5().join("pool.xcsp.hcl")).unwrap();
+    clouds.kube_request("POST", "/api/v1/namespaces", Some(("application/json", r#"{"metadata":{"name":"gpu"}}"#)));
+    let resource = serde_json::json!({
+        "apiVersion": "xcsp.io/v1alpha1", "kind": "XcspStack", "metadata": { "name": "il5", "namespace": "gpu" },
+        "spec": { "source": source, "policy": "Apply", "interval": "3s", "onDelete": "Destroy" },
+    });
+    let made = clouds.kube_request(
+        "POST",
+        "/apis/xcsp.io/v1alpha1/namespaces/gpu/xcspstacks",
+        Some(("application/json", &resource.to_string())),
+    );
+    assert_eq!(made["metadata"]["name"], "il5", "{made}");
+    let controller = clouds.start_controller(&kubeconfig);
+
+    // While the first apply runs, the command line is refused the stack's lock (a Lease in the
+    // resource's namespace), naming who holds it.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let refused = loop {
+        if clouds.kube_get("/apis/coordination.k8s.io/v1/namespaces/gpu/leases/xcsp-lock-il5-gpu").is_object() {
+            let out = clouds.xcsp_in_cluster().args(["apply", "--auto-approve"]).arg(il5()).output().unwrap();
+            if !out.status.success() {
+                break text_of(&out);
+            }
+        }
+        assert!(Instant::now() < deadline, "the controller took no lock: {}", controller.said());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(refused.contains("controller-e2e (gpu/il5)") && refused.contains("apply"), "{refused}");
+
+    let o = clouds.xstack_until(&controller, "Ready", "True", Duration::from_secs(600));
+    let status = &o["status"];
+    assert_eq!(status["observedGeneration"], o["metadata"]["generation"], "{status}");
+    assert_eq!(status["tunnels"], "4/4", "{status}");
+    let conditions = status["conditions"].as_array().unwrap();
+    let condition = |t: &str| conditions.iter().find(|c| c["type"] == t).cloned().unwrap_or_default();
+    assert_eq!(condition("Reconciled")["status"], "True", "{status}");
+    assert_eq!(condition("Link.link.TunnelEstablished")["status"], "True", "{status}");
+    let machines: Vec<&serde_json::Value> =
+        conditions.iter().filter(|c| c["type"].as_str().is_some_and(|t| t.starts_with("Machine."))).collect();
+    assert!(!machines.is_empty() && machines.iter().all(|c| c["status"] == "True"), "{status}");
+    // The same conditions as `xcsp status --json` on the same state.
+    let out = clouds.xcsp_in_cluster().args(["status", "--json"]).arg(il5()).output().unwrap();
+    let cli: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text_of(&out)));
+    assert_eq!(out.status.code(), Some(0), "{cli}");
+    for group in ["links", "identities", "pools"] {
+        assert_eq!(status["health"][group], cli[group], "{group}");
+    }
+    let causes = |v: &serde_json::Value| -> Vec<serde_json::Value> {
+        v["machines"].as_array().unwrap().iter().map(|m| serde_json::json!([m["name"], m["cause"]])).collect()
+    };
+    assert_eq!(causes(&status["health"]), causes(&cli));
+    // Its Events and metrics say the same.
+    let events = clouds.kubectl(&["get", "events.events.k8s.io", "-n", "gpu"]);
+    assert!(
+        events["items"].as_array().unwrap().iter().any(|e| e["reason"] == "Applied" && e["regarding"]["name"] == "il5"),
+        "{events}"
+    );
+    let metrics = Command::new("curl").args(["-sf", &controller.metrics]).output().unwrap();
+    let metrics = ok(&metrics);
+    assert!(metrics.contains(r#"xcsp_tunnels_up{namespace="gpu",name="il5"} 4"#), "{metrics}");
+    let nodes = machines.len();
+    assert!(metrics.contains(&format!(r#"xcsp_nodes_ready{{namespace="gpu",name="il5"}} {nodes}"#)), "{metrics}");
+
+    // A tunnel whose path is cut: the next reconciles say so in the conditions (nothing to repair).
+    clouds.patch_xstack(&serde_json::json!({ "spec": { "policy": "Repair" } }));
+    let cut = clouds.get("/_sim/tunnels")["tunnels"][2]["outside_ip"].as_str().unwrap().to_string();
+    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": [cut.clone()]}}));
+    let o = clouds.xstack_until(&controller, "Link.link.TunnelEstablished", "False", Duration::from_secs(60));
+    assert_eq!(o["status"]["tunnels"], "3/4", "{}", o["status"]);
+    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
+    clouds.xstack_until(&controller, "Ready", "True", Duration::from_secs(120));
+
+    // A VPN connection deleted out of band: drift, which the Repair policy applies.
+    let conn =
+        clouds.recorded_in_cluster()["resources"]["aws_vpn_connection.link[0]"]["id"].as_str().unwrap().to_string();
+    let first = clouds.xstack()["status"]["lastApplied"]["digest"].clone();
+    assert!(clouds.ec2_with("DeleteVpnConnection", &[("VpnConnectionId", &conn)]).contains("true"));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let o = clouds.xstack();
+        let plan = &o["status"]["lastApplied"];
+        let repaired = plan["digest"] != first
+            && plan["changes"].as_array().is_some_and(|c| c.iter().any(|c| c == "create aws_vpn_connection.link[0]"));
+        if repaired && plan["outcome"].as_str().is_some_and(|t| t.starts_with("applied")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not repaired: {}\n{}", o["status"], controller.said());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    clouds.xstack_until(&controller, "Ready", "True", Duration::from_secs(300));
+    let now =
+        clouds.recorded_in_cluster()["resources"]["aws_vpn_connection.link[0]"]["id"].as_str().unwrap().to_string();
+    assert_ne!(now, conn);
+
+    // Deleted with `onDelete: Destroy`: the stack goes, then the resource.
+    clouds.kube_request("DELETE", "/apis/xcsp.io/v1alpha1/namespaces/gpu/xcspstacks/il5", None);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while !clouds.xstack().is_null() {
+        assert!(Instant::now() < deadline, "the resource stayed: {}\n{}", clouds.xstack()["status"], controller.said());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(clouds.aws_live(), (0, 0, 0));
+    assert_eq!(clouds.arm_resources(), Vec::<String>::new());
+    let events = clouds.kubectl(&["get", "events.events.k8s.io", "-n", "gpu"]);
+    assert!(events["items"].as_array().unwrap().iter().any(|e| e["reason"] == "Destroyed"), "{events}");
+    // Its state stays, recording nothing; its lock is gone.
+    assert_eq!(clouds.recorded_in_cluster()["resources"], serde_json::json!({}));
+    assert!(clouds.kube_get("/apis/coordination.k8s.io/v1/namespaces/gpu/leases/xcsp-lock-il5-gpu").is_null());
 }

@@ -125,11 +125,11 @@ pub(super) fn decode_backend(blocks: &[&RawBlock], env: &Env, problems: &mut Pro
             );
             continue;
         }
-        if kind != "local" && kind != "s3" {
+        if !["local", "s3", "kubernetes"].contains(&kind.as_str()) {
             problems.push(
                 Problem::error("xcsp::backend::kind", format!("unknown backend `{kind}`"))
                     .label(&span, "")
-                    .with_help("backends are `local` and `s3`"),
+                    .with_help("backends are `local`, `s3` and `kubernetes`"),
             );
             continue;
         }
@@ -142,6 +142,7 @@ pub(super) fn decode_backend(blocks: &[&RawBlock], env: &Env, problems: &mut Pro
             endpoint: get("endpoint", problems),
             server_side_encryption: get("server_side_encryption", problems),
             encryption: get("encryption", problems),
+            namespace: get("namespace", problems),
             kind,
         };
         if let Some(e) = decoded.encryption.as_deref().filter(|e| !["enforced", "optional"].contains(e)) {
@@ -156,6 +157,13 @@ pub(super) fn decode_backend(blocks: &[&RawBlock], env: &Env, problems: &mut Pro
                 Problem::error("xcsp::backend::bucket", "an `s3` backend needs `bucket`")
                     .label(&b.head_span(), "")
                     .with_help("add `bucket = \"...\"` (the key defaults to `<stack>/state.json`)"),
+            );
+        }
+        if decoded.kind == "kubernetes" && decoded.namespace.is_none() {
+            problems.push(
+                Problem::error("xcsp::backend::namespace", "a `kubernetes` backend needs `namespace`")
+                    .label(&b.head_span(), "")
+                    .with_help("add `namespace = \"...\"`: the state's Secret and the lock's Lease go there (not the pool's own namespace, which destroy deletes)"),
             );
         }
         backend = Some(decoded);

@@ -14,6 +14,7 @@ pub mod machine_config;
 pub mod nodes;
 pub mod pool;
 mod provider;
+pub mod state;
 pub mod survey;
 
 pub use kubeconfig::server;

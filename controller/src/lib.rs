@@ -1,0 +1,127 @@
+//! `xcsp controller`: xcsp in the cluster. Each `XcspStack` resource holds an xcsp spec and a
+//! policy; the controller keeps its stack as they say, on the same library (`xcsp_stack`) as the
+//! command line: refresh, plan, apply within the policy, tend the pool, and report the conditions
+//! `xcsp status` gives in the resource's status, as Kubernetes Events and as metrics. One replica
+//! leads (a Lease); the others wait. State is where the command line finds it (by default a
+//! Secret in the resource's namespace, locked by a Lease there), so the two take turns on one stack.
+
+pub mod lease;
+pub mod manifests;
+pub mod metrics;
+pub mod reconcile;
+pub mod resource;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kube::api::ListParams;
+use kube::runtime::Controller;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+
+pub use resource::XcspStack;
+
+/// How the controller runs (`xcsp controller run`'s flags).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Watch only this namespace's resources (all namespaces otherwise).
+    pub namespace: Option<String>,
+    /// Each resource's state goes to `<state_root>/<namespace>/<name>` when given; else where its
+    /// spec's `backend` block says; else in its namespace (the `kubernetes` backend).
+    pub state_root: Option<PathBuf>,
+    pub metrics_addr: SocketAddr,
+    /// Where the leader's Lease is (the controller's own namespace).
+    pub lease_namespace: String,
+    /// This replica, in the Lease, the Events and the state locks it holds.
+    pub identity: String,
+    /// Skip the checks that reach outside the clouds (the OIDC issuer's discovery document).
+    pub offline: bool,
+}
+
+/// Why the controller stopped.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum ControllerError {
+    #[error("cannot reach the cluster: {0}")]
+    #[diagnostic(
+        code(xcsp::controller::client),
+        help("in a Pod it uses its service account; elsewhere KUBECONFIG or ~/.kube/config")
+    )]
+    Client(String),
+
+    #[error("the cluster does not serve XcspStack resources: {0}")]
+    #[diagnostic(
+        code(xcsp::controller::no_crd),
+        help("install the CRD first: `xcsp controller manifests | oc apply -f -` (or `xcsp controller crd`)")
+    )]
+    NoCrd(String),
+
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Lost(#[from] lease::Lost),
+}
+
+/// Runs until SIGTERM or Ctrl-C (after the reconciles in flight end), or until the Lease is lost.
+pub async fn run(config: Config) -> miette::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = Client::try_default().await.map_err(|e| ControllerError::Client(e.to_string()))?;
+    let stacks: Api<XcspStack> = match &config.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    stacks.list(&ListParams::default().limit(1)).await.map_err(|e| ControllerError::NoCrd(e.to_string()))?;
+    let metrics = metrics::Metrics::new();
+    let served = metrics.clone();
+    let addr = config.metrics_addr;
+    tokio::spawn(async move {
+        if let Err(e) = metrics::serve(addr, served).await {
+            tracing::error!("cannot serve the metrics on {addr}: {e}");
+        }
+    });
+    let elector = lease::Elector::new(
+        Api::namespaced(client.clone(), &config.lease_namespace),
+        "xcsp-controller",
+        &config.identity,
+    );
+    elector.acquire(|holder| tracing::info!("waiting for the Lease xcsp-controller, held by {holder}")).await;
+    tracing::info!(identity = %config.identity, "leading: the Lease xcsp-controller is this replica's");
+    // SIGTERM (or Ctrl-C): an apply in flight starts nothing more, and ends at what runs.
+    let (stop, cancel) = tokio::sync::watch::channel(0u32);
+    tokio::spawn(async move {
+        let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else { return };
+        loop {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            stop.send_modify(|n| *n += 1);
+        }
+    });
+    let reporter = Reporter { controller: "xcsp-controller".into(), instance: Some(config.identity.clone()) };
+    let ctx = Arc::new(reconcile::Context {
+        client: client.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
+        metrics,
+        state_root: config.state_root.clone(),
+        identity: config.identity.clone(),
+        offline: config.offline,
+        cancel,
+        failures: Mutex::new(Default::default()),
+        last: Mutex::new(Default::default()),
+    });
+    let controller = Controller::new(stacks, watcher::Config::default())
+        .shutdown_on_signal()
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|r| async move {
+            match r {
+                Ok((o, _)) => tracing::debug!("reconciled {}/{}", o.namespace.unwrap_or_default(), o.name),
+                Err(e) => tracing::debug!("reconcile: {e}"),
+            }
+        });
+    tokio::select! {
+        _ = controller => Ok(()),
+        lost = elector.keep() => Err(ControllerError::Lost(lost).into()),
+    }
+}

@@ -15,6 +15,7 @@ pub mod net;
 pub mod plan;
 pub mod regions;
 pub mod schema;
+pub mod served;
 pub mod spec;
 pub mod syntax;
 pub mod topology;
@@ -32,6 +33,8 @@ pub use validate::Model;
 pub struct Loaded {
     pub model: Model,
     pub graph: ResourceGraph,
+    /// Each resource that serves a computed export, and how (for [`exports::computed`]).
+    pub exports: Vec<(xcsp_core::Address, served::Served)>,
     /// Warnings (errors stop loading).
     pub warnings: Problems,
 }
@@ -72,8 +75,9 @@ pub fn check_sources(
     let Some(model) = model.filter(|_| !problems.has_errors()) else {
         return Err(LoadFailure::Problems(problems));
     };
-    match ResourceGraph::new(expand::expand(&model)) {
-        Ok(graph) => Ok(Loaded { model, graph, warnings: problems }),
+    let expanded = expand::expanded(&model);
+    match ResourceGraph::new(expanded.nodes) {
+        Ok(graph) => Ok(Loaded { model, graph, exports: expanded.exports, warnings: problems }),
         Err(e) => {
             problems.push(Problem::error("xcsp::graph::invalid", e.to_string()));
             Err(LoadFailure::Problems(problems))

@@ -45,7 +45,7 @@ fn every_served_export_is_a_computed_attribute_of_its_block_and_a_node_of_the_gr
 fn computed_reads_each_export_from_the_nodes_that_serve_it() {
     let l = example("il5-govcloud");
     let mut records = recorded(&l);
-    let computed = xcsp_plans::exports::computed(&l.model, |a| records.get(a).map(|(id, at)| (id.as_str(), at)));
+    let computed = xcsp_plans::exports::computed(&l.exports, |a| records.get(a).map(|(id, at)| (id.as_str(), at)));
     let keys: Vec<&str> = computed.keys().map(String::as_str).collect();
     assert_eq!(
         keys,
@@ -91,7 +91,7 @@ fn computed_reads_each_export_from_the_nodes_that_serve_it() {
     records.get_mut(&conn).unwrap().1.shift_remove("tunnel2_address");
     let pip: Address = "azure_public_ip.link[0]".parse().unwrap();
     records.remove(&pip);
-    let computed = xcsp_plans::exports::computed(&l.model, |a| records.get(a).map(|(id, at)| (id.as_str(), at)));
+    let computed = xcsp_plans::exports::computed(&l.exports, |a| records.get(a).map(|(id, at)| (id.as_str(), at)));
     assert!(!computed.contains_key("network.link.tunnels"));
     assert!(!computed.contains_key("network.link.gateway_public_ips"));
     assert!(computed.contains_key("network.link.vpn_gateway_id"));

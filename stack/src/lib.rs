@@ -19,6 +19,7 @@ pub mod cost;
 pub mod discovery;
 mod error;
 pub mod health;
+pub mod keys;
 pub mod preflight;
 pub mod rotate;
 pub mod run;

@@ -20,6 +20,7 @@ use xcsp_plans::plan;
 use xcsp_state::Rotation;
 
 use crate::backend::open;
+use crate::keys::created;
 use crate::run::{Walk, carry_out, reach, refresh};
 use crate::{Approver, Stack, StackError, health};
 
@@ -188,19 +189,6 @@ pub async fn rotate(s: &Stack, approver: &dyn Approver, opts: Options, walk: Wal
     Ok(keys.len())
 }
 
-/// Said by plan and apply while a rotation is under way: they finish what a stopped rotation left
-/// half-done (a key not yet given to its tunnel), but only `rotate-keys` goes on to the next key.
-pub fn note_under_way(s: &Stack, state: &xcsp_state::State) {
-    if let Some(r) = state.rotation.as_ref().filter(|r| !r.keys.is_empty()) {
-        s.say.note(format_args!(
-            "a key rotation started {} has {} keys left ({}): `xcsp rotate-keys` resumes it.",
-            r.started,
-            r.keys.len(),
-            r.keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ")
-        ));
-    }
-}
-
 /// A generated key of the spec that state records as made.
 fn rotatable(l: &Loaded, state: &xcsp_state::State, key: &Address) -> bool {
     l.graph.get(key).is_some() && state.resources.get(key).is_some_and(|r| r.id.is_some())
@@ -208,11 +196,6 @@ fn rotatable(l: &Loaded, state: &xcsp_state::State, key: &Address) -> bool {
 
 fn now() -> String {
     time::OffsetDateTime::now_utc().format(&Rfc3339).unwrap_or_default()
-}
-
-/// When state records `key` was made.
-fn created(state: &xcsp_state::State, key: &Address) -> Option<String> {
-    state.resources.get(key)?.attributes.get("created")?.as_str().map(String::from)
 }
 
 /// Whether the key state records is the one `rotation` made.
@@ -245,38 +228,10 @@ fn only_takes_keys(graph: &xcsp_plans::ResourceGraph, c: &plan::Change, keys: &[
     !differing.is_empty() && differing.iter().all(|k| from_keys.contains(k.as_str()))
 }
 
-/// Per link with `psk_rotation_days`, its oldest generated key older than that, with the reason
-/// the plan shows: one key per link and run, so a run takes one tunnel down at a time (`xcsp watch
-/// --auto-approve` or the next apply rotates the next).
-pub fn overdue(l: &Loaded, state: &xcsp_state::State) -> BTreeMap<Address, String> {
-    let now = time::OffsetDateTime::now_utc();
-    let mut out = BTreeMap::new();
-    for n in &l.model.networks {
-        let Some(days) = &n.psk_rotation_days else { continue };
-        let mut due: Vec<(time::OffsetDateTime, &Address)> = state
-            .resources
-            .iter()
-            .filter(|(a, r)| a.rtype == ResourceType::PresharedKey && a.name == n.name.value && r.id.is_some())
-            .filter_map(|(a, _)| {
-                let made = time::OffsetDateTime::parse(&created(state, a)?, &Rfc3339).ok()?;
-                ((now - made).whole_days() >= days.value).then_some((made, a))
-            })
-            .collect();
-        due.sort();
-        if let Some((made, a)) = due.first() {
-            let more = due.len() - 1;
-            let later =
-                if more > 0 { format!("; {more} more of this link are due, one per run") } else { String::new() };
-            let why = format!("older than psk_rotation_days = {} (made {}){later}", days.value, made.date());
-            out.insert((*a).clone(), why);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::overdue;
     use xcsp_core::Value;
     use xcsp_state::{ResourceState, State};
 

@@ -24,7 +24,7 @@ use crate::{Approver, Stack, StackError, clouds};
 /// (`psk_rotation_days`).
 fn replacing(s: &Stack, state: &State, asked: &[String]) -> miette::Result<BTreeMap<Address, String>> {
     let l = &s.loaded;
-    let mut out = crate::rotate::overdue(l, state);
+    let mut out = crate::keys::overdue(l, state);
     for text in asked {
         let a: Address =
             text.parse().map_err(|e| StackError::NotAnAddress { text: text.clone(), detail: format!("{e}") })?;
@@ -186,7 +186,7 @@ impl Planned {
 pub async fn plan(s: &Stack, refresh_first: bool, replace: &[String]) -> miette::Result<Planned> {
     checks_before_changes(s).await?;
     let (_, guard, mut state) = open(s, "plan").await?;
-    crate::rotate::note_under_way(s, &state);
+    crate::keys::note_under_way(s, &state);
     let graph = in_reach(s, &state);
     let kinds = needed(&graph, &state);
     let kube = kubeconfig(s, &kinds, false)?;
@@ -275,7 +275,7 @@ pub struct Applied {
 pub async fn apply(s: &Stack, approver: &dyn Approver, opts: ApplyOptions) -> miette::Result<Applied> {
     let l = &s.loaded;
     let (backend, _held, mut state) = open(s, "apply").await?;
-    crate::rotate::note_under_way(s, &state);
+    crate::keys::note_under_way(s, &state);
     let mut from_file: Option<SavedPlan> = None;
     if let Some((path, bytes)) = opts.saved {
         let text = codec(s)?.open(&bytes)?;
@@ -484,7 +484,7 @@ pub fn outputs(s: &Stack, state: &State) -> Vec<Output> {
     let recorded =
         |a: &xcsp_core::Address| state.resources.get(a).and_then(|r| Some((r.id.as_deref()?, &r.attributes)));
     let mut with_state = s.source.inputs.clone();
-    with_state.computed = xcsp_plans::exports::computed(&l.model, recorded);
+    with_state.computed = xcsp_plans::exports::computed(&l.exports, recorded);
     match xcsp_plans::check_sources(s.source.files.clone(), &with_state) {
         Ok(again) => again.model.outputs,
         Err(_) => l.model.outputs.clone(),

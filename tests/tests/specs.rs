@@ -122,7 +122,7 @@ fn outputs_become_known_from_what_apply_recorded() {
             .collect();
         recorded.insert(a, (format!("vpn-{c}"), attrs));
     }
-    let computed = xcsp_plans::exports::computed(&first.model, |a| recorded.get(a).map(|(id, at)| (id.as_str(), at)));
+    let computed = xcsp_plans::exports::computed(&first.exports, |a| recorded.get(a).map(|(id, at)| (id.as_str(), at)));
     let again =
         xcsp_plans::load(&path, &VarInputs { computed, ..VarInputs::default() }).unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(client_id(&again), Value::string("c-123"));

@@ -85,7 +85,7 @@ pub(super) fn decode_in_order(
         let name = b.labels.first().map(|l| l.0.clone());
         let mut exports = exports;
         for c in spec.computed {
-            if let Some(v) = inputs.computed.get(&crate::exports::key(&b.kind, name.as_deref(), c)) {
+            if let Some(v) = inputs.computed.get(&crate::served::key(&b.kind, name.as_deref(), c)) {
                 exports.insert(c.to_string(), v.clone());
             }
         }

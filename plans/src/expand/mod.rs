@@ -9,8 +9,8 @@ mod pool;
 use indexmap::IndexMap;
 use xcsp_core::{Address, ResourceType as T, Value};
 
-use crate::exports::{self, Read, Served};
 use crate::graph::{Input, Node};
+use crate::served::{self, Read, Served};
 use crate::spec::{AzureCloud, Driver};
 use crate::topology;
 use crate::validate::Model;
@@ -136,7 +136,7 @@ impl Builder<'_> {
     /// Node `at` serves `attribute` of the computed exports of block `kind` `name` (`item` of it,
     /// for a list), read from its record as `read`.
     fn serves(&mut self, at: usize, kind: &str, name: Option<&str>, attribute: &str, item: Option<usize>, read: Read) {
-        let served = Served { key: exports::key(kind, name, attribute), item, read };
+        let served = Served { key: served::key(kind, name, attribute), item, read };
         self.exports.push((self.addr(at), served));
     }
 

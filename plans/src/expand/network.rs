@@ -6,7 +6,7 @@ use ipnet::Ipv4Net;
 use xcsp_core::{Address, ResourceType as T, Value};
 
 use super::{Builder, set_path, unknowns};
-use crate::exports::Read;
+use crate::served::Read;
 use crate::spec::{Driver, IpsecPolicy, Network, Routing};
 use crate::topology::{self, CONNECTIONS, TUNNELS};
 

@@ -5,7 +5,7 @@ use indexmap::IndexMap;
 use xcsp_core::{Address, ResourceType as T, Value};
 
 use super::Builder;
-use crate::exports::Read;
+use crate::served::Read;
 use crate::spec::{Egress, Image};
 use crate::topology::{self, WORKER_PORTS, machine_sets};
 

@@ -355,7 +355,7 @@ fn inputs(args: &SpecArgs) -> VarInputs {
     let mut env: Vec<(String, String)> =
         std::env::vars().filter_map(|(k, v)| k.strip_prefix("XCSP_VAR_").map(|n| (n.to_string(), v))).collect();
     env.sort();
-    VarInputs { env, files: args.var_files.clone(), flags: args.vars.clone(), computed: Default::default() }
+    VarInputs { env, files: args.var_files.clone(), flags: args.vars.clone(), ..VarInputs::default() }
 }
 
 /// Reads and checks the spec; its warnings are shown, its errors end the command.
@@ -537,11 +537,10 @@ fn controller(command: ControllerCommand) -> miette::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// In a Pod without KUBECONFIG: a kubeconfig for the service account, written before any thread
-/// starts, so the stack's Kubernetes provider (which reads a kubeconfig) reaches the cluster as
-/// the controller does. It names the token file, not the token: the kubelet's rotations are read.
+/// In a Pod without KUBECONFIG: a kubeconfig for the service account
+/// (`xcsp_controller::in_cluster_kubeconfig`), written and named in KUBECONFIG before any thread
+/// starts, so the stack's Kubernetes provider reaches the cluster as the controller does.
 fn in_cluster_kubeconfig() -> miette::Result<()> {
-    const SA: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
     let (Ok(host), Ok(port)) = (std::env::var("KUBERNETES_SERVICE_HOST"), std::env::var("KUBERNETES_SERVICE_PORT"))
     else {
         return Ok(());
@@ -549,10 +548,7 @@ fn in_cluster_kubeconfig() -> miette::Result<()> {
     if std::env::var_os("KUBECONFIG").is_some() {
         return Ok(());
     }
-    let host = if host.contains(':') { format!("[{host}]") } else { host };
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: in-cluster\n  cluster:\n    server: https://{host}:{port}\n    certificate-authority: {SA}/ca.crt\nusers:\n- name: service-account\n  user:\n    tokenFile: {SA}/token\ncontexts:\n- name: in-cluster\n  context:\n    cluster: in-cluster\n    user: service-account\ncurrent-context: in-cluster\n"
-    );
+    let text = xcsp_controller::in_cluster_kubeconfig(&host, &port);
     let path = std::env::temp_dir().join("xcsp-in-cluster.kubeconfig");
     std::fs::write(&path, text).map_err(|source| report::CliError::Write {
         what: "write",

@@ -63,6 +63,27 @@ pub enum ControllerError {
     Lost(#[from] lease::Lost),
 }
 
+/// A kubeconfig for a Pod's service account (the API server at `host`:`port` as the Pod's
+/// environment names it, the service account's CA), naming its token file rather than holding the
+/// token, so the kubelet's rotations of the projected token are read. The stack's Kubernetes
+/// provider reads a kubeconfig; in a Pod this is the one it is given.
+pub fn in_cluster_kubeconfig(host: &str, port: &str) -> String {
+    const SA: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let host = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "in-cluster", "cluster": {
+            "server": format!("https://{host}:{port}"),
+            "certificate-authority": format!("{SA}/ca.crt"),
+        } }],
+        "users": [{ "name": "service-account", "user": { "tokenFile": format!("{SA}/token") } }],
+        "contexts": [{ "name": "in-cluster", "context": { "cluster": "in-cluster", "user": "service-account" } }],
+        "current-context": "in-cluster",
+    });
+    serde_norway::to_string(&config).expect("YAML")
+}
+
 /// Runs until SIGTERM or Ctrl-C (after the reconciles in flight end), or until the Lease is lost.
 pub async fn run(config: Config) -> miette::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -123,5 +144,26 @@ pub async fn run(config: Config) -> miette::Result<()> {
     tokio::select! {
         _ = controller => Ok(()),
         lost = elector.keep() => Err(ControllerError::Lost(lost).into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_in_cluster_kubeconfig_names_the_token_file_and_the_ca() {
+        let text = in_cluster_kubeconfig("fd00::1", "443");
+        let kc = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+        let cluster = kc.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.server.as_deref(), Some("https://[fd00::1]:443"));
+        assert_eq!(
+            cluster.certificate_authority.as_deref(),
+            Some("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+        );
+        let user = kc.auth_infos[0].auth_info.as_ref().unwrap();
+        assert_eq!(user.token_file.as_deref(), Some("/var/run/secrets/kubernetes.io/serviceaccount/token"));
+        assert!(user.token.is_none());
+        assert_eq!(kc.current_context.as_deref(), Some("in-cluster"));
     }
 }

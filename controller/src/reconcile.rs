@@ -146,7 +146,7 @@ fn stack_of(o: &XcspStack, ctx: &Context, said: Arc<Mutex<Vec<String>>>) -> miet
         std::env::vars().filter_map(|(k, v)| k.strip_prefix("XCSP_VAR_").map(|n| (n.to_string(), v))).collect();
     env.sort();
     let flags = o.spec.variables.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let inputs = VarInputs { env, files: vec![], flags, computed: Default::default() };
+    let inputs = VarInputs { env, flags, ..VarInputs::default() };
     let (source, loaded) = Source::from_files(files, inputs)?;
     let who = key(o);
     let say = Say::new(move |n| {

@@ -83,9 +83,21 @@ pub struct Source {
 }
 
 impl Source {
-    /// Loads and checks the spec at `path` (a file or a directory of `*.xcsp.hcl`).
-    pub fn load(path: &Path, inputs: VarInputs) -> Result<(Source, Loaded), LoadFailure> {
+    /// Loads and checks the spec at `path` (a file or a directory of `*.xcsp.hcl`). Its var files
+    /// are read here, once, like the spec.
+    pub fn load(path: &Path, mut inputs: VarInputs) -> Result<(Source, Loaded), LoadFailure> {
         let files = xcsp_plans::syntax::load_files(path)?;
+        let (readable, unreadable): (Vec<PathBuf>, Vec<PathBuf>) = std::mem::take(&mut inputs.files)
+            .into_iter()
+            .partition(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()));
+        for p in readable {
+            match std::fs::read_to_string(&p) {
+                Ok(text) => inputs.file_texts.push(SourceFile::new(p.display().to_string(), text)),
+                // Said by the spec's check, as any unreadable var file.
+                Err(_) => inputs.files.push(p),
+            }
+        }
+        inputs.files.extend(unreadable);
         Source::from_files(files, inputs)
     }
 

@@ -2744,8 +2744,9 @@ impl Clouds {
         path
     }
 
-    /// The controller, its state in each resource's namespace (the `kubernetes` backend).
-    fn start_controller(&self, kubeconfig: &Path) -> Controller {
+    /// A controller replica named `identity`, its state in each resource's namespace (the
+    /// `kubernetes` backend).
+    fn start_controller(&self, kubeconfig: &Path, identity: &str) -> Controller {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let log = tempfile::NamedTempFile::new().unwrap();
         let child = self
@@ -2754,7 +2755,7 @@ impl Clouds {
             .env_remove("XCSP_STATE_DIR")
             .args(["controller", "run"])
             .args(["--metrics-addr", &format!("127.0.0.1:{port}"), "--lease-namespace", "xcsp-system"])
-            .args(["--identity", "controller-e2e"])
+            .args(["--identity", identity])
             .stdout(Stdio::null())
             .stderr(log.reopen().unwrap())
             .spawn()
@@ -2836,7 +2837,7 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
         Some(("application/json", &resource.to_string())),
     );
     assert_eq!(made["metadata"]["name"], "il5", "{made}");
-    let controller = clouds.start_controller(&kubeconfig);
+    let controller = clouds.start_controller(&kubeconfig, "controller-e2e");
 
     // While the first apply runs, the command line is refused the stack's lock (a Lease in the
     // resource's namespace), naming who holds it.
@@ -2917,6 +2918,48 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
     let now =
         clouds.recorded_in_cluster()["resources"]["aws_vpn_connection.link[0]"]["id"].as_str().unwrap().to_string();
     assert_ne!(now, conn);
+
+    // Policy Plan: the same drift waits for someone to approve its plan by digest, then is applied.
+    clouds.patch_xstack(&serde_json::json!({ "spec": { "policy": "Plan" } }));
+    let conn =
+        clouds.recorded_in_cluster()["resources"]["aws_vpn_connection.link[1]"]["id"].as_str().unwrap().to_string();
+    assert!(clouds.ec2_with("DeleteVpnConnection", &[("VpnConnectionId", &conn)]).contains("true"));
+    let o = clouds.xstack_until(&controller, "Reconciled", "False", Duration::from_secs(120));
+    let status = &o["status"];
+    let reconciled = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Reconciled").unwrap();
+    assert_eq!(reconciled["reason"], "AwaitingApproval", "{status}");
+    let digest = status["lastPlan"]["digest"].as_str().unwrap().to_string();
+    assert!(reconciled["message"].as_str().unwrap().contains(&digest), "{status}");
+    let changes = status["lastPlan"]["changes"].as_array().unwrap();
+    assert!(changes.iter().any(|c| c == "create aws_vpn_connection.link[1]"), "{status}");
+    // Nothing is applied while it waits: the next reconciles plan the same plan, and leave it.
+    std::thread::sleep(Duration::from_secs(7));
+    let o = clouds.xstack();
+    assert_eq!(o["status"]["lastPlan"]["digest"], digest, "{}", o["status"]);
+    assert_eq!(clouds.aws_live().2, 1, "a VPN connection was made without the approval");
+    clouds.patch_xstack(&serde_json::json!({ "spec": { "approvedPlan": digest } }));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while clouds.xstack()["status"]["lastApplied"]["digest"] != digest {
+        assert!(Instant::now() < deadline, "the approved plan was not applied: {}", clouds.xstack()["status"]);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    clouds.xstack_until(&controller, "Ready", "True", Duration::from_secs(300));
+
+    // A second replica waits for the Lease; with the leader gone, it takes over (and does the
+    // destroy below).
+    let standby = clouds.start_controller(&kubeconfig, "controller-standby");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !standby.said().contains("waiting for the Lease xcsp-controller, held by controller-e2e") {
+        assert!(Instant::now() < deadline, "the standby does not wait: {}", standby.said());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(controller);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !standby.said().contains("leading") {
+        assert!(Instant::now() < deadline, "the standby did not take over: {}", standby.said());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let controller = standby;
 
     // Deleted with `onDelete: Destroy`: the stack goes, then the resource.
     clouds.kube_request("DELETE", "/apis/xcsp.io/v1alpha1/namespaces/gpu/xcspstacks/il5", None);

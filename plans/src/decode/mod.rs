@@ -31,6 +31,9 @@ pub struct VarInputs {
     pub env: Vec<(String, String)>,
     /// `-var-file` paths, in order.
     pub files: Vec<PathBuf>,
+    /// Var files already read (after `files`, in order): evaluating the spec again from them
+    /// reads no file.
+    pub file_texts: Vec<std::sync::Arc<xcsp_core::SourceFile>>,
     /// `-var name=value` flags, in order (highest precedence).
     pub flags: Vec<String>,
     /// Values of computed exports known from state (`exports::key` -> value), for loading the

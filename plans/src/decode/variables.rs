@@ -197,16 +197,17 @@ fn input_values(
             out.insert(name.clone(), v);
         }
     }
+    let mut files = Vec::new();
     for path in &inputs.files {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+        match std::fs::read_to_string(path) {
+            Ok(text) => files.push(SourceFile::new(path.display().to_string(), text)),
             Err(e) => {
                 problems
                     .push(Problem::error("xcsp::var::file", format!("cannot read var file {}: {e}", path.display())));
-                continue;
             }
-        };
-        let file = SourceFile::new(path.display().to_string(), text);
+        }
+    }
+    for file in files.into_iter().chain(inputs.file_texts.iter().cloned()) {
         let (raw, parse_problems) = crate::syntax::parse(vec![Arc::clone(&file)]);
         problems.extend(parse_problems);
         for b in &raw.blocks {

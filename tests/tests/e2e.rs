@@ -2837,6 +2837,7 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
         Some(("application/json", &resource.to_string())),
     );
     assert_eq!(made["metadata"]["name"], "il5", "{made}");
+    let started = Instant::now();
     let controller = clouds.start_controller(&kubeconfig, "controller-e2e");
 
     // While the first apply runs, the command line is refused the stack's lock (a Lease in the
@@ -2855,6 +2856,7 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
     assert!(refused.contains("controller-e2e (gpu/il5)") && refused.contains("apply"), "{refused}");
 
     let o = clouds.xstack_until(&controller, "Ready", "True", Duration::from_secs(600));
+    eprintln!("controller: from its start to Ready (Nodes Ready) {:.1} s", started.elapsed().as_secs_f64());
     let status = &o["status"];
     assert_eq!(status["observedGeneration"], o["metadata"]["generation"], "{status}");
     assert_eq!(status["tunnels"], "4/4", "{status}");
@@ -2901,6 +2903,7 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
     let conn =
         clouds.recorded_in_cluster()["resources"]["aws_vpn_connection.link[0]"]["id"].as_str().unwrap().to_string();
     let first = clouds.xstack()["status"]["lastApplied"]["digest"].clone();
+    let deleted_at = Instant::now();
     assert!(clouds.ec2_with("DeleteVpnConnection", &[("VpnConnectionId", &conn)]).contains("true"));
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
@@ -2914,6 +2917,10 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
         assert!(Instant::now() < deadline, "not repaired: {}\n{}", o["status"], controller.said());
         std::thread::sleep(Duration::from_millis(500));
     }
+    eprintln!(
+        "controller: a deleted VPN connection re-created {:.1} s after the deletion (interval 3 s)",
+        deleted_at.elapsed().as_secs_f64()
+    );
     clouds.xstack_until(&controller, "Ready", "True", Duration::from_secs(300));
     let now =
         clouds.recorded_in_cluster()["resources"]["aws_vpn_connection.link[0]"]["id"].as_str().unwrap().to_string();
@@ -2954,20 +2961,27 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
         std::thread::sleep(Duration::from_millis(200));
     }
     drop(controller);
+    let killed_at = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !standby.said().contains("leading") {
         assert!(Instant::now() < deadline, "the standby did not take over: {}", standby.said());
         std::thread::sleep(Duration::from_millis(200));
     }
+    eprintln!(
+        "controller: the standby led {:.1} s after the leader was killed (Lease 15 s, retry 5 s)",
+        killed_at.elapsed().as_secs_f64()
+    );
     let controller = standby;
 
     // Deleted with `onDelete: Destroy`: the stack goes, then the resource.
+    let deleting = Instant::now();
     clouds.kube_request("DELETE", "/apis/xcsp.io/v1alpha1/namespaces/gpu/xcspstacks/il5", None);
     let deadline = Instant::now() + Duration::from_secs(600);
     while !clouds.xstack().is_null() {
         assert!(Instant::now() < deadline, "the resource stayed: {}\n{}", clouds.xstack()["status"], controller.said());
         std::thread::sleep(Duration::from_millis(500));
     }
+    eprintln!("controller: the resource deleted, its stack destroyed, in {:.1} s", deleting.elapsed().as_secs_f64());
     assert_eq!(clouds.aws_live(), (0, 0, 0));
     assert_eq!(clouds.arm_resources(), Vec::<String>::new());
     let events = clouds.kubectl(&["get", "events.events.k8s.io", "-n", "gpu"]);

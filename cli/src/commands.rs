@@ -22,15 +22,34 @@ use crate::report::{self, CliError};
 /// The terminal as approver: shows each plan (not with `--json`), asks for "yes" unless
 /// `--auto-approve`, and starts the progress view once a plan is approved.
 struct Terminal {
+    stack: String,
     auto_approve: bool,
     mode: Mode,
     events: Mutex<Option<UnboundedReceiver<Event>>>,
     view: Mutex<Option<JoinHandle<()>>>,
+    /// Counts Ctrl-C once a plan is approved; before, Ctrl-C ends the command as any signal does
+    /// (nothing has changed yet).
+    interrupts: Mutex<Option<watch::Sender<u32>>>,
 }
 
 impl Terminal {
-    fn new(auto_approve: bool, mode: Mode, events: Option<UnboundedReceiver<Event>>) -> Terminal {
-        Terminal { auto_approve, mode, events: Mutex::new(events), view: Mutex::new(None) }
+    /// The terminal for `s`, and the cancellation its approval arms.
+    fn new(
+        s: &Stack,
+        auto_approve: bool,
+        mode: Mode,
+        events: Option<UnboundedReceiver<Event>>,
+    ) -> (Terminal, watch::Receiver<u32>) {
+        let (tx, rx) = watch::channel(0u32);
+        let terminal = Terminal {
+            stack: s.name().to_string(),
+            auto_approve,
+            mode,
+            events: Mutex::new(events),
+            view: Mutex::new(None),
+            interrupts: Mutex::new(Some(tx)),
+        };
+        (terminal, rx)
     }
 
     /// Waits for the progress view to draw the run's last events.
@@ -54,7 +73,7 @@ impl Approver for Terminal {
             return;
         }
         if doomed.is_empty() {
-            println!("Nothing to destroy: the stack has no resources.");
+            println!("Nothing to destroy: the stack `{}` has no resources.", self.stack);
         } else {
             println!("xcsp will destroy {} resources:", doomed.len());
             for a in doomed {
@@ -65,6 +84,9 @@ impl Approver for Terminal {
 
     fn approve(&self, p: &Plan, question: &str) -> miette::Result<()> {
         confirm(self.auto_approve, question)?;
+        if let Some(tx) = self.interrupts.lock().expect("not poisoned").take() {
+            count_interrupts(tx);
+        }
         let changes = p.changes.iter().filter(|c| c.action != Action::NoOp).count();
         if let Some(rx) = self.events.lock().expect("not poisoned").take() {
             *self.view.lock().expect("not poisoned") = Some(progress::spawn(self.mode, rx, changes));
@@ -89,21 +111,27 @@ fn confirm(auto_approve: bool, question: &str) -> miette::Result<()> {
 }
 
 /// Ctrl-C once: start nothing new; twice: abandon what runs.
-fn interrupts() -> watch::Receiver<u32> {
-    let (tx, rx) = watch::channel(0u32);
+fn count_interrupts(tx: watch::Sender<u32>) {
     tokio::spawn(async move {
         while tokio::signal::ctrl_c().await.is_ok() {
             tx.send_modify(|n| *n += 1);
         }
     });
+}
+
+/// Ctrl-C counted from now on ([`count_interrupts`]).
+fn interrupts() -> watch::Receiver<u32> {
+    let (tx, rx) = watch::channel(0u32);
+    count_interrupts(tx);
     rx
 }
 
-/// A run's events for the view, and what stops it (Ctrl-C).
-fn walk(json: bool, auto_approve: bool) -> (Terminal, Walk) {
+/// A run's events for the view, and what stops it (Ctrl-C, once the plan is approved).
+fn walk(s: &Stack, json: bool, auto_approve: bool) -> (Terminal, Walk) {
     let mode = Mode::pick(json);
     let (tx, rx) = mpsc::unbounded_channel();
-    (Terminal::new(auto_approve, mode, Some(rx)), Walk { events: Events::new(tx), cancel: interrupts() })
+    let (terminal, cancel) = Terminal::new(s, auto_approve, mode, Some(rx));
+    (terminal, Walk { events: Events::new(tx), cancel })
 }
 
 fn finish(what: &str, summary: &Summary) -> miette::Result<ExitCode> {
@@ -185,7 +213,7 @@ pub async fn apply(
         }
         None => None,
     };
-    let (terminal, walk) = walk(json, auto_approve);
+    let (terminal, walk) = walk(s, json, auto_approve);
     let applied = run::apply(s, &terminal, ApplyOptions { saved, replace, walk }).await;
     terminal.finish().await;
     let applied = applied?;
@@ -198,7 +226,7 @@ pub async fn apply(
 }
 
 pub async fn destroy(s: &Stack, json: bool, auto_approve: bool, sweep: bool) -> miette::Result<ExitCode> {
-    let (terminal, walk) = walk(json, auto_approve);
+    let (terminal, walk) = walk(s, json, auto_approve);
     let summary = run::destroy(s, &terminal, sweep, walk).await;
     terminal.finish().await;
     match summary? {
@@ -221,8 +249,8 @@ pub async fn status(s: &Stack, json: bool) -> miette::Result<ExitCode> {
 }
 
 pub async fn rotate(s: &Stack, auto_approve: bool, opts: rotate::Options) -> miette::Result<ExitCode> {
-    let terminal = Terminal::new(auto_approve, Mode::Lines, None);
-    let walk = Walk { events: Events::none(), cancel: interrupts() };
+    let (terminal, cancel) = Terminal::new(s, auto_approve, Mode::Lines, None);
+    let walk = Walk { events: Events::none(), cancel };
     let rotated = rotate::rotate(s, &terminal, opts, walk).await?;
     println!("\nRotated {rotated} keys; every tunnel up on both sides.");
     Ok(ExitCode::SUCCESS)

@@ -517,6 +517,7 @@ fn controller(command: ControllerCommand) -> miette::Result<ExitCode> {
                         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
                 )
                 .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .init();
             in_cluster_kubeconfig()?;
             let identity = identity.unwrap_or_else(|| {

@@ -1,8 +1,10 @@
 //! Leader election with a `coordination.k8s.io/v1` Lease, as client-go's leaderelection does it:
 //! a replica reconciles only while it holds the Lease; it renews it every `renew` and takes it over
-//! only once the holder has let `duration` pass without renewing. Every write carries the
-//! resourceVersion it read, so two replicas cannot both take an expired Lease. A leader that
-//! cannot renew within `duration` stops (the Deployment starts it again as a follower).
+//! only once it has seen the Lease unchanged for `duration` by its own clock (the holder's
+//! `renewTime` is another machine's clock, and skew must not make a live Lease look expired).
+//! Every write carries the resourceVersion it read, so two replicas cannot both take an expired
+//! Lease. Each call is bounded by a timeout, and a leader that has not renewed within
+//! `renew_deadline` (shorter than `duration`) stops leading before any follower may take over.
 
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
+use tokio::time::Instant;
 
 pub struct Elector {
     api: Api<Lease>,
@@ -18,6 +21,9 @@ pub struct Elector {
     identity: String,
     duration: Duration,
     renew: Duration,
+    renew_deadline: Duration,
+    /// The Lease's resourceVersion as last seen, and when this replica saw it change.
+    observed: std::sync::Mutex<Option<(String, Instant)>>,
 }
 
 /// Why the leader stopped leading.
@@ -36,7 +42,9 @@ impl Elector {
             name: name.into(),
             identity: identity.into(),
             duration: Duration::from_secs(15),
-            renew: Duration::from_secs(5),
+            renew: Duration::from_secs(2),
+            renew_deadline: Duration::from_secs(10),
+            observed: std::sync::Mutex::new(None),
         }
     }
 
@@ -44,33 +52,47 @@ impl Elector {
     pub async fn acquire(&self, waiting: impl Fn(&str)) {
         let mut said = String::new();
         loop {
-            match self.try_take().await {
-                Ok(None) => return,
-                Ok(Some(holder)) if holder != said => {
+            match tokio::time::timeout(self.renew, self.try_take()).await {
+                Ok(Ok(None)) => return,
+                Ok(Ok(Some(holder))) if holder != said => {
                     waiting(&holder);
                     said = holder;
                 }
-                Ok(Some(_)) => {}
-                Err(e) => waiting(&format!("(the Lease cannot be read: {e})")),
+                Ok(Ok(Some(_))) => {}
+                Ok(Err(e)) => waiting(&format!("(the Lease cannot be read: {e})")),
+                Err(_) => waiting("(the API server did not answer)"),
             }
             tokio::time::sleep(self.renew).await;
         }
     }
 
-    /// Renews the Lease until a renewal fails for longer than the Lease lasts.
+    /// Renews the Lease until it has not been renewed for `renew_deadline` (or another replica
+    /// holds it); then returns, before any follower may take it over.
     pub async fn keep(&self) -> Lost {
-        let mut last = tokio::time::Instant::now();
+        let mut last = Instant::now();
         loop {
             tokio::time::sleep(self.renew).await;
-            match self.try_take().await {
-                Ok(None) => last = tokio::time::Instant::now(),
-                Ok(Some(holder)) => {
+            match tokio::time::timeout(self.renew, self.try_take()).await {
+                Ok(Ok(None)) => last = Instant::now(),
+                Ok(Ok(Some(holder))) => {
                     return Lost { name: self.name.clone(), why: format!("{holder} holds it now") };
                 }
-                Err(e) if last.elapsed() > self.duration => {
-                    return Lost { name: self.name.clone(), why: format!("not renewed within its duration: {e}") };
+                Ok(Err(e)) if last.elapsed() >= self.renew_deadline => {
+                    return Lost {
+                        name: self.name.clone(),
+                        why: format!("not renewed for {}s: {e}", self.renew_deadline.as_secs()),
+                    };
                 }
-                Err(_) => {}
+                Err(_) if last.elapsed() >= self.renew_deadline => {
+                    return Lost {
+                        name: self.name.clone(),
+                        why: format!(
+                            "not renewed for {}s: the API server did not answer",
+                            self.renew_deadline.as_secs()
+                        ),
+                    };
+                }
+                Ok(Err(_)) | Err(_) => {}
             }
         }
     }
@@ -101,9 +123,20 @@ impl Elector {
         };
         let spec = lease.spec.clone().unwrap_or_default();
         let holder = spec.holder_identity.clone().unwrap_or_default();
-        let duration = spec.lease_duration_seconds.unwrap_or(self.duration.as_secs() as i32);
-        let renewed = spec.renew_time.as_ref().map(|t| t.0);
-        let expired = renewed.is_none_or(|t| t.as_second() + i64::from(duration) < now.as_second());
+        let duration = spec.lease_duration_seconds.map_or(self.duration, |d| Duration::from_secs(d.max(0) as u64));
+        // Expired: unchanged for its duration, as this replica has watched it.
+        let version = lease.metadata.resource_version.clone().unwrap_or_default();
+        let seen = {
+            let mut observed = self.observed.lock().expect("not poisoned");
+            match observed.as_ref() {
+                Some((v, at)) if *v == version => *at,
+                _ => {
+                    *observed = Some((version, Instant::now()));
+                    Instant::now()
+                }
+            }
+        };
+        let expired = seen.elapsed() >= duration;
         let transitions = spec.lease_transitions.unwrap_or(0);
         let next = if holder == self.identity {
             ours(transitions, spec.acquire_time)

@@ -58,6 +58,10 @@ pub enum ControllerError {
     )]
     NoCrd(String),
 
+    #[error("cannot serve the metrics on {0}")]
+    #[diagnostic(code(xcsp::controller::metrics), help("--metrics-addr another address, or port 0 for any"))]
+    Metrics(String),
+
     #[error(transparent)]
     #[diagnostic(transparent)]
     Lost(#[from] lease::Lost),
@@ -95,10 +99,16 @@ pub async fn run(config: Config) -> miette::Result<()> {
     stacks.list(&ListParams::default().limit(1)).await.map_err(|e| ControllerError::NoCrd(e.to_string()))?;
     let metrics = metrics::Metrics::new();
     let served = metrics.clone();
-    let addr = config.metrics_addr;
+    // Bound before anything else: a port that is taken stops the controller at once, and port 0
+    // is served on the port the system gives, which the log says.
+    let listener = tokio::net::TcpListener::bind(config.metrics_addr)
+        .await
+        .map_err(|e| ControllerError::Metrics(format!("{}: {e}", config.metrics_addr)))?;
+    let addr = listener.local_addr().map_err(|e| ControllerError::Metrics(e.to_string()))?;
+    tracing::info!("metrics on http://{addr}/metrics");
     tokio::spawn(async move {
-        if let Err(e) = metrics::serve(addr, served).await {
-            tracing::error!("cannot serve the metrics on {addr}: {e}");
+        if let Err(e) = metrics::serve(listener, served).await {
+            tracing::error!("the metrics on {addr} stopped: {e}");
         }
     });
     let elector = lease::Elector::new(
@@ -108,18 +118,30 @@ pub async fn run(config: Config) -> miette::Result<()> {
     );
     elector.acquire(|holder| tracing::info!("waiting for the Lease xcsp-controller, held by {holder}")).await;
     tracing::info!(identity = %config.identity, "leading: the Lease xcsp-controller is this replica's");
-    // SIGTERM (or Ctrl-C): an apply in flight starts nothing more, and ends at what runs.
+    // SIGTERM, Ctrl-C or the Lease lost: an apply in flight starts nothing more and ends at what
+    // runs (its state saved, its lock released), the controller takes no new reconcile, and the
+    // process ends once the reconciles in flight have.
     let (stop, cancel) = tokio::sync::watch::channel(0u32);
-    tokio::spawn(async move {
-        let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else { return };
-        loop {
+    let stopped = Arc::new(tokio::sync::Notify::new());
+    let lost: Arc<Mutex<Option<lease::Lost>>> = Arc::new(Mutex::new(None));
+    {
+        let (stopped, lost) = (stopped.clone(), lost.clone());
+        tokio::spawn(async move {
+            let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+                return;
+            };
             tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => tracing::info!("SIGTERM: finishing what runs"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: finishing what runs"),
+                gone = elector.keep() => {
+                    tracing::error!("{gone}: finishing what runs, then stopping");
+                    *lost.lock().expect("not poisoned") = Some(gone);
+                }
             }
             stop.send_modify(|n| *n += 1);
-        }
-    });
+            stopped.notify_one();
+        });
+    }
     let reporter = Reporter { controller: "xcsp-controller".into(), instance: Some(config.identity.clone()) };
     let ctx = Arc::new(reconcile::Context {
         client: client.clone(),
@@ -130,10 +152,11 @@ pub async fn run(config: Config) -> miette::Result<()> {
         offline: config.offline,
         cancel,
         failures: Mutex::new(Default::default()),
-        last: Mutex::new(Default::default()),
+        due: Mutex::new(Default::default()),
     });
+    let shutdown = stopped.clone();
     let controller = Controller::new(stacks, watcher::Config::default())
-        .shutdown_on_signal()
+        .graceful_shutdown_on(async move { shutdown.notified().await })
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|r| async move {
             match r {
@@ -141,9 +164,10 @@ pub async fn run(config: Config) -> miette::Result<()> {
                 Err(e) => tracing::debug!("reconcile: {e}"),
             }
         });
-    tokio::select! {
-        _ = controller => Ok(()),
-        lost = elector.keep() => Err(ControllerError::Lost(lost).into()),
+    controller.await;
+    match lost.lock().expect("not poisoned").take() {
+        Some(gone) => Err(ControllerError::Lost(gone).into()),
+        None => Ok(()),
     }
 }
 

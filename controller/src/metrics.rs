@@ -36,6 +36,8 @@ pub struct Metrics {
     pub nodes_ready: Family<StackLabels, Gauge>,
     pub reconcile_seconds: Family<StackLabels, Histogram>,
     pub reconcile_errors: Family<StackLabels, Counter>,
+    /// The tunnels each stack has series for, so that a stack's go with it.
+    tunnels: std::sync::Mutex<std::collections::BTreeMap<(String, String), Vec<String>>>,
 }
 
 /// AWS accepts at most 100 routes over one VPN connection's BGP session (Site-to-Site VPN quotas).
@@ -74,6 +76,7 @@ impl Metrics {
             nodes_ready,
             reconcile_seconds,
             reconcile_errors,
+            tunnels: Default::default(),
         })
     }
 
@@ -88,6 +91,7 @@ impl Metrics {
     pub fn record(&self, stack: &StackLabels, h: &xcsp_stack::health::Health) {
         self.tunnels_up.get_or_create(stack).set(h.up as i64);
         self.tunnels_expected.get_or_create(stack).set(h.expected as i64);
+        let mut seen = Vec::new();
         for t in &h.tunnels {
             if let Some(routes) = t.aws_accepted_routes {
                 let labels = TunnelLabels {
@@ -96,8 +100,11 @@ impl Metrics {
                     tunnel: t.tunnel.clone(),
                 };
                 self.bgp_routes_accepted.get_or_create(&labels).set(routes);
+                seen.push(t.tunnel.clone());
             }
         }
+        let key = (stack.namespace.clone(), stack.name.clone());
+        self.tunnels.lock().expect("not poisoned").entry(key).or_default().extend(seen);
         self.machines.get_or_create(stack).set(h.machines.len() as i64);
         let ready = h.machines.iter().filter(|m| m.node.as_ref().is_some_and(|n| n.ready == "True")).count();
         self.nodes_ready.get_or_create(stack).set(ready as i64);
@@ -109,12 +116,16 @@ impl Metrics {
         self.tunnels_expected.remove(stack);
         self.machines.remove(stack);
         self.nodes_ready.remove(stack);
-        self.bgp_routes_accepted.clear();
+        let key = (stack.namespace.clone(), stack.name.clone());
+        for tunnel in self.tunnels.lock().expect("not poisoned").remove(&key).unwrap_or_default() {
+            let labels = TunnelLabels { namespace: key.0.clone(), name: key.1.clone(), tunnel };
+            self.bgp_routes_accepted.remove(&labels);
+        }
     }
 }
 
-/// Serves `/metrics` and `/healthz` on `addr` until the process ends.
-pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+/// Serves `/metrics` and `/healthz` on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) -> std::io::Result<()> {
     use axum::routing::get;
     let app =
         axum::Router::new()
@@ -128,7 +139,6 @@ pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io
                 }),
             )
             .route("/healthz", get(|| async { "ok" }));
-    let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(listener, app).await
 }
 
@@ -149,7 +159,25 @@ mod tests {
         assert!(text.contains(r#"xcsp_tunnels_expected{namespace="gpu",name="il5"} 4"#), "{text}");
         assert!(text.contains(r#"xcsp_reconcile_errors_total{namespace="gpu",name="il5"} 1"#), "{text}");
         assert!(text.contains(r#"xcsp_reconcile_seconds_bucket{le="60.0",namespace="gpu",name="il5"} 1"#), "{text}");
+        let other = StackLabels { namespace: "gpu".into(), name: "other".into() };
+        for (labels, routes) in [(&stack, 7), (&other, 9)] {
+            let tunnel =
+                TunnelLabels { namespace: labels.namespace.clone(), name: labels.name.clone(), tunnel: "t1".into() };
+            m.bgp_routes_accepted.get_or_create(&tunnel).set(routes);
+            m.tunnels
+                .lock()
+                .unwrap()
+                .entry((labels.namespace.clone(), labels.name.clone()))
+                .or_default()
+                .push("t1".into());
+        }
         m.forget(&stack);
-        assert!(!m.encode().contains("xcsp_tunnels_up{"), "{}", m.encode());
+        let text = m.encode();
+        assert!(!text.contains("xcsp_tunnels_up{"), "{text}");
+        // Another stack's series stay.
+        assert!(
+            !text.contains(r#"name="il5",tunnel="t1""#) && text.contains(r#"name="other",tunnel="t1"} 9"#),
+            "{text}"
+        );
     }
 }

@@ -38,12 +38,12 @@ pub struct Context {
     pub offline: bool,
     /// Counts SIGTERMs: a running apply stops starting operations at the first.
     pub cancel: tokio::sync::watch::Receiver<u32>,
-    /// Reconciles that failed in a row, per resource, for the backoff.
+    /// Reconciles that failed in a row, per resource (by UID), for the backoff.
     pub failures: Mutex<std::collections::BTreeMap<String, u32>>,
-    /// Per resource, the generation and time of its last finished reconcile: a change that is not
-    /// the spec's (the controller's own status write, the finalizer) does not start another
-    /// before its interval.
-    pub last: Mutex<std::collections::BTreeMap<String, (Option<i64>, Instant)>>,
+    /// Per resource (by UID), the generation its next reconcile is due for and when: a change
+    /// that is not the spec's (the controller's own status write, the finalizer) starts none
+    /// before then, whether the last one succeeded (the interval) or failed (the backoff).
+    pub due: Mutex<std::collections::BTreeMap<String, (Option<i64>, Instant)>>,
 }
 
 /// Why a reconcile failed; the resource's status and Events say it in full.
@@ -59,6 +59,16 @@ pub enum Error {
 
 fn key(o: &XcspStack) -> String {
     format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())
+}
+
+/// The resource itself, not its name: one deleted and made again is another.
+fn uid(o: &XcspStack) -> String {
+    o.metadata.uid.clone().unwrap_or_else(|| key(o))
+}
+
+/// The next reconcile of `o`'s generation is not before `after` from now.
+fn due_in(ctx: &Context, o: &XcspStack, after: Duration) {
+    ctx.due.lock().expect("not poisoned").insert(uid(o), (o.metadata.generation, Instant::now() + after));
 }
 
 fn labels(o: &XcspStack) -> StackLabels {
@@ -107,6 +117,9 @@ pub fn digest(plan: &Plan) -> String {
 struct Policed {
     policy: Policy,
     approved: Option<String>,
+    /// The digest of the plan last carried out: an approval is used once, so the same changes
+    /// coming back (the same resource deleted again) wait for a new one.
+    consumed: Option<String>,
     applied_spec: Option<String>,
     seen: Mutex<Option<(String, Plan)>>,
 }
@@ -118,7 +131,7 @@ impl Approver for Policed {
 
     fn approve(&self, plan: &Plan, _question: &str) -> miette::Result<()> {
         let d = digest(plan);
-        let named = self.approved.as_deref() == Some(d.as_str());
+        let named = self.approved.as_deref() == Some(d.as_str()) && self.consumed.as_deref() != Some(d.as_str());
         let ok = match self.policy {
             Policy::Apply => true,
             // Only drift: the clouds brought back to the spec last applied in full.
@@ -202,9 +215,12 @@ pub async fn reconcile(o: Arc<XcspStack>, ctx: Arc<Context>) -> Result<Action, E
 /// After a failed reconcile: again after 5 s, doubling each time it fails again, up to 5 minutes.
 pub fn error_policy(o: Arc<XcspStack>, error: &Error, ctx: Arc<Context>) -> Action {
     let mut failures = ctx.failures.lock().expect("not poisoned");
-    let n = failures.entry(key(&o)).or_insert(0);
+    let n = failures.entry(uid(&o)).or_insert(0);
     *n += 1;
     let wait = Duration::from_secs(5u64.saturating_mul(1 << (*n - 1).min(6))).min(Duration::from_secs(300));
+    // The status write of the failed reconcile is a change of the object too: it must not start
+    // the next attempt before the backoff.
+    due_in(&ctx, &o, wait);
     ctx.metrics.reconcile_errors.get_or_create(&labels(&o)).inc();
     tracing::warn!(stack = %key(&o), "reconcile failed ({n} in a row), again in {}s: {error}", wait.as_secs());
     Action::requeue(wait)
@@ -250,6 +266,7 @@ async fn apply_within_policy(o: &XcspStack, ctx: &Context, s: &Stack) -> Outcome
     let approver = Policed {
         policy: o.spec.policy,
         approved: o.spec.approved_plan.clone(),
+        consumed: previous.last_applied.as_ref().map(|p| p.digest.clone()),
         applied_spec: previous.applied_spec.clone(),
         seen: Mutex::new(None),
     };
@@ -433,12 +450,14 @@ async fn keep(o: Arc<XcspStack>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let api: Api<XcspStack> = Api::namespaced(ctx.client.clone(), &o.namespace().unwrap_or_default());
     let every = xcsp_stack::watch::interval(&o.spec.interval).unwrap_or(Duration::from_secs(300));
-    let last = ctx.last.lock().expect("not poisoned").get(&key(&o)).copied();
-    if let Some((generation, at)) = last
+    let due = ctx.due.lock().expect("not poisoned").get(&uid(&o)).copied();
+    if let Some((generation, at)) = due
         && generation == o.metadata.generation
-        && at.elapsed() < every
     {
-        return Ok(Action::requeue(every - at.elapsed()));
+        let left = at.saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            return Ok(Action::requeue(left));
+        }
     }
     let previous = o.status.clone().unwrap_or_default();
     let said = Arc::new(Mutex::new(Vec::new()));
@@ -457,6 +476,8 @@ async fn keep(o: Arc<XcspStack>, ctx: Arc<Context>) -> Result<Action, Error> {
                 ),
                 ..previous
             };
+            // Said once: this generation is not tried again (an edit makes another).
+            due_in(&ctx, &o, Duration::from_secs(365 * 24 * 3600));
             write_status(&api, &o, &status).await?;
             return Ok(Action::await_change());
         }
@@ -498,8 +519,8 @@ async fn keep(o: Arc<XcspStack>, ctx: Arc<Context>) -> Result<Action, Error> {
     if let Some(failed) = outcome.failed {
         return Err(Error::Stack(failed));
     }
-    ctx.failures.lock().expect("not poisoned").remove(&key(&o));
-    ctx.last.lock().expect("not poisoned").insert(key(&o), (o.metadata.generation, Instant::now()));
+    ctx.failures.lock().expect("not poisoned").remove(&uid(&o));
+    due_in(&ctx, &o, every);
     Ok(Action::requeue(every))
 }
 
@@ -513,6 +534,7 @@ async fn write_status(api: &Api<XcspStack>, o: &XcspStack, status: &XcspStackSta
 /// only once the destroy succeeded.
 async fn cleanup(o: Arc<XcspStack>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.metrics.forget(&labels(&o));
+    ctx.due.lock().expect("not poisoned").remove(&uid(&o));
     if o.spec.on_delete == OnDelete::Orphan {
         publish(&ctx, &o, EventType::Normal, "Orphaned", "Delete", "the stack's resources and state are left".into())
             .await;
@@ -591,6 +613,7 @@ mod tests {
         let policed = |policy, approved: Option<&str>, applied: Option<&str>| Policed {
             policy,
             approved: approved.map(String::from),
+            consumed: None,
             applied_spec: applied.map(String::from),
             seen: Mutex::new(None),
         };
@@ -603,6 +626,9 @@ mod tests {
         let refused = policed(Policy::Repair, None, Some("d0")).approve(&p, "q").unwrap_err();
         assert!(text_of(&refused).contains(&d), "{}", text_of(&refused));
         assert!(policed(Policy::Repair, Some(&d), Some("d0")).approve(&p, "q").is_ok());
+        // An approval is used once: the same plan after it was carried out waits for another.
+        let used = Policed { consumed: Some(d.clone()), ..policed(Policy::Plan, Some(&d), None) };
+        assert!(used.approve(&p, "q").is_err());
     }
 
     #[test]

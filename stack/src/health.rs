@@ -57,7 +57,7 @@ pub struct Health {
     pub tunnels: Vec<Tunnel>,
     /// The pool's Machines and their Nodes, when the cluster could be read.
     pub machines: Vec<xcsp_kube::pool::Machine>,
-    /// How many machines the recorded MachineSets ask for, once the machines were read (0 before).
+    /// How many machines the MachineSets state records ask for (as the spec sets their replicas).
     pub machines_wanted: usize,
     pub links: Vec<Named>,
     /// Per workload identity, whether Entra would take CAPZ's token (when the cluster was read).
@@ -86,8 +86,8 @@ impl Health {
             .find(|c| c.kind == kind && c.status == "False")
     }
 
-    /// Every machine the MachineSets ask for exists and is a Node that is Ready (the cluster not
-    /// read: nothing to say against it).
+    /// Every machine the MachineSets ask for exists and is a Node that is Ready (machines that
+    /// could not be read are not).
     pub fn pool_ready(&self) -> bool {
         self.machines.len() >= self.machines_wanted
             && self.machines.iter().all(|m| m.node.as_ref().is_some_and(|n| n.ready == "True" && !n.uninitialized))
@@ -602,11 +602,7 @@ pub fn render(h: &Health) -> String {
         }
     }
     if h.machines.len() < h.machines_wanted {
-        out += &format!(
-            "\nThe MachineSets ask for {} machines; Cluster API has made {} so far.\n",
-            h.machines_wanted,
-            h.machines.len()
-        );
+        out += &format!("\nThe MachineSets ask for {} machines; {} are seen.\n", h.machines_wanted, h.machines.len());
     }
     if !h.machines.is_empty() {
         out += &format!("\n{:<44} {:<13} {:<30} READY\n", "MACHINE", "PHASE", "NODE");

@@ -295,15 +295,16 @@ pub async fn apply(s: &Stack, approver: &dyn Approver, opts: ApplyOptions) -> mi
     let mut p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
     plan::finish_waits(&mut p, &state.unsettled());
     crate::capacity::before_changes(&l.model, &p, s.options.offline, &s.say).await?;
-    approver.review(&p, &crate::cost::of_run(l, &p, &graph));
-    if !p.has_changes() {
-        return Ok(Applied { summary: None, outputs: outputs(s, &state) });
-    }
-    approver.approve(&p, "Do you want to perform these actions?")?;
     // Apply does what the approved plan showed and no more: the saved plan when one is given (the
     // clouds may have moved since it was made; what now needs more than it showed is refused as
-    // BeyondPlan, as Terraform applies a saved plan or nothing), else the plan just shown.
+    // BeyondPlan, as Terraform applies a saved plan or nothing), else the plan just made. That
+    // plan is the one shown and asked about.
     let approved = from_file.as_ref().map_or(&p, |f| &f.plan);
+    approver.review(approved, &crate::cost::of_run(l, approved, &graph));
+    if !approved.has_changes() {
+        return Ok(Applied { summary: None, outputs: outputs(s, &state) });
+    }
+    approver.approve(approved, "Do you want to perform these actions?")?;
     let summary = carry_out(s, &providers, &graph, &mut state, &backend, approved, opts.walk).await?;
     Ok(Applied { summary: Some(summary), outputs: outputs(s, &state) })
 }
@@ -435,18 +436,17 @@ pub async fn health_of(s: &Stack, state: &State) -> crate::health::Health {
     let l = &s.loaded;
     let mut health = crate::health::health(&l.model, state);
     health.pools = crate::health::pools(&l.graph, state);
-    // The pool's machines, when state records MachineSets and the cluster can be read.
+    // The pool's machines, when state records MachineSets and the cluster can be read. What they
+    // ask for counts whether or not they can be read: machines nobody could see are not Ready.
     let sets = machine_sets(state);
+    health.machines_wanted = machines_wanted(l, state);
     let federated = state.resources.keys().any(|a| a.rtype == xcsp_core::ResourceType::AzureFederatedCredential);
     if (federated || !sets.is_empty())
         && let Ok(found) = cluster::find(&l.model)
     {
         if !sets.is_empty() {
             match xcsp_kube::pool::machines(&found.client_config(), &sets).await {
-                Ok(m) => {
-                    health.machines = m;
-                    health.machines_wanted = machines_wanted(l, state);
-                }
+                Ok(m) => health.machines = m,
                 Err(e) => s.say.warn(format_args!("cannot read the pool's machines: {e}")),
             }
             let nodes: Vec<String> =

@@ -23,11 +23,12 @@ pub fn interval(text: &str) -> Result<Duration, String> {
     };
     let n: u64 = number.parse().map_err(|_| format!("`{text}` is not a duration such as 30s, 2m or 1h"))?;
     let secs = match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
+        "s" => Some(n),
+        "m" => n.checked_mul(60),
+        "h" => n.checked_mul(3600),
         _ => return Err(format!("`{text}` is not a duration such as 30s, 2m or 1h")),
-    };
+    }
+    .ok_or_else(|| format!("`{text}` is longer than any interval xcsp waits"))?;
     if secs == 0 {
         return Err("the interval must be at least one second".into());
     }

@@ -2676,12 +2676,19 @@ fn a_zone_without_the_size_and_a_quota_below_the_replicas_are_plan_errors() {
 struct Controller {
     child: Child,
     log: tempfile::NamedTempFile,
-    metrics: String,
 }
 
 impl Controller {
     fn said(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// Where it serves its metrics, as its log says (it binds port 0: no port race with the
+    /// world's programs).
+    fn metrics(&self) -> String {
+        let said = self.said();
+        let at = said.split("metrics on ").nth(1).unwrap_or_else(|| panic!("no metrics address: {said}"));
+        at.chars().take_while(|c| c.is_ascii_alphanumeric() || ":/.".contains(*c)).collect()
     }
 }
 
@@ -2747,20 +2754,19 @@ impl Clouds {
     /// A controller replica named `identity`, its state in each resource's namespace (the
     /// `kubernetes` backend).
     fn start_controller(&self, kubeconfig: &Path, identity: &str) -> Controller {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let log = tempfile::NamedTempFile::new().unwrap();
         let child = self
             .xcsp(self._dir.path())
             .env("KUBECONFIG", kubeconfig)
             .env_remove("XCSP_STATE_DIR")
             .args(["controller", "run"])
-            .args(["--metrics-addr", &format!("127.0.0.1:{port}"), "--lease-namespace", "xcsp-system"])
+            .args(["--metrics-addr", "127.0.0.1:0", "--lease-namespace", "xcsp-system"])
             .args(["--identity", identity])
             .stdout(Stdio::null())
             .stderr(log.reopen().unwrap())
             .spawn()
             .unwrap();
-        Controller { child, log, metrics: format!("http://127.0.0.1:{port}/metrics") }
+        Controller { child, log }
     }
 
     /// The resource, as the API server holds it.
@@ -2884,7 +2890,7 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
         events["items"].as_array().unwrap().iter().any(|e| e["reason"] == "Applied" && e["regarding"]["name"] == "il5"),
         "{events}"
     );
-    let metrics = Command::new("curl").args(["-sf", &controller.metrics]).output().unwrap();
+    let metrics = Command::new("curl").args(["-sf", &controller.metrics()]).output().unwrap();
     let metrics = ok(&metrics);
     assert!(metrics.contains(r#"xcsp_tunnels_up{namespace="gpu",name="il5"} 4"#), "{metrics}");
     let nodes = machines.len();
@@ -2968,7 +2974,7 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
         std::thread::sleep(Duration::from_millis(200));
     }
     eprintln!(
-        "controller: the standby led {:.1} s after the leader was killed (Lease 15 s, retry 5 s)",
+        "controller: the standby led {:.1} s after the leader was killed (Lease 15 s, tried every 2 s)",
         killed_at.elapsed().as_secs_f64()
     );
     let controller = standby;

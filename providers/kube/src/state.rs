@@ -28,6 +28,24 @@ const LOCK_RECORD: &str = "xcsp.io/lock";
 const SECRET_LIMIT: usize = 1024 * 1024;
 const CONFLICT_ATTEMPTS: usize = 5;
 
+/// `<prefix>-<stack>` as a Kubernetes object name (a lowercase DNS-1123 subdomain): a stack name
+/// is allowed capitals and `_`, which such a name is not; one that has to change is lowercased,
+/// its other characters made `-`, and a digest of the name as written appended, so two stacks
+/// never share an object.
+pub fn object_name(prefix: &str, stack: &str) -> String {
+    let safe: String = stack
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '-' })
+        .collect();
+    if safe == stack {
+        return format!("{prefix}-{stack}");
+    }
+    // FNV-1a: stable across builds and platforms, unlike the standard library's hasher.
+    let digest =
+        stack.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{prefix}-{}-{:08x}", safe.trim_matches('-'), digest as u32)
+}
+
 pub struct KubeBackend {
     secrets: Api<Secret>,
     leases: Api<Lease>,
@@ -62,11 +80,11 @@ impl KubeBackend {
     }
 
     fn secret_name(&self) -> String {
-        format!("xcsp-state-{}", self.stack)
+        object_name("xcsp-state", &self.stack)
     }
 
     fn lease_name(&self) -> String {
-        format!("xcsp-lock-{}", self.stack)
+        object_name("xcsp-lock", &self.stack)
     }
 
     fn lock_location(&self) -> String {
@@ -227,7 +245,13 @@ impl Backend for KubeBackend {
                         // Released between our attempt and our look: try again.
                         None => continue,
                     },
-                    Err(e) => return Err(self.remote("taking the lock", self.lock_location(), e)),
+                    // No answer (a connection cut after the request left): the Lease may be ours.
+                    Err(e) => {
+                        return match self.held().await {
+                            Ok(Some((held, _))) if held.id == info.id => Ok(info),
+                            _ => Err(self.remote("taking the lock", self.lock_location(), e)),
+                        };
+                    }
                 }
             }
             Err(StateError::Remote {
@@ -244,5 +268,19 @@ impl Backend for KubeBackend {
 
     fn force_unlock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<LockInfo, StateError>> {
         Box::pin(async move { self.remove_lock(id).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::object_name;
+
+    #[test]
+    fn a_stack_name_becomes_an_object_name_without_colliding() {
+        assert_eq!(object_name("xcsp-state", "il5-gpu"), "xcsp-state-il5-gpu");
+        let upper = object_name("xcsp-state", "IL5_gpu");
+        assert!(upper.starts_with("xcsp-state-il5-gpu-") && upper.len() == "xcsp-state-il5-gpu-".len() + 8, "{upper}");
+        assert_ne!(upper, object_name("xcsp-state", "il5_gpu"));
+        assert!(upper.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'));
     }
 }

@@ -82,17 +82,6 @@ pub fn text_of(report: &miette::Report) -> String {
     out.trim().to_string()
 }
 
-/// An action as one word, as the status lists changes (`create aws_vpn_connection.link[0]`).
-fn verb(a: Change) -> &'static str {
-    match a {
-        Change::Create => "create",
-        Change::Update => "update",
-        Change::Replace => "replace",
-        Change::Delete => "delete",
-        Change::NoOp => "keep",
-    }
-}
-
 /// The digest that names a plan: its spec's digest and each change (address, action, and the
 /// attributes an update or a replacement changes), so the same plan made again has the same
 /// digest and any other plan has another.
@@ -101,7 +90,7 @@ pub fn digest(plan: &Plan) -> String {
     let mut h = Sha256::new();
     h.update(plan.spec_digest.as_bytes());
     for c in plan.changes.iter().filter(|c| c.action != Change::NoOp) {
-        h.update(format!("\n{} {}", verb(c.action), c.address).as_bytes());
+        h.update(format!("\n{} {}", c.action.verb(), c.address).as_bytes());
         if let (Some(before), Some(after)) = (&c.before, &c.after) {
             for (k, v) in after {
                 if !before.get(k).is_some_and(|r| v.matches_recorded(r)) && !v.has_unknown() {
@@ -243,6 +232,9 @@ struct Outcome {
     last_applied: Option<PlanSummary>,
     applied_spec: Option<String>,
     failed: Option<String>,
+    /// State just refreshed by an apply that changed nothing: the health is read from it rather
+    /// than by a second refresh.
+    fresh: Option<xcsp_state::State>,
 }
 
 fn now() -> String {
@@ -279,15 +271,16 @@ async fn apply_within_policy(o: &XcspStack, ctx: &Context, s: &Stack) -> Outcome
                 .changes
                 .iter()
                 .filter(|c| c.action != Change::NoOp)
-                .map(|c| format!("{} {}", verb(c.action), c.address))
+                .map(|c| format!("{} {}", c.action.verb(), c.address))
                 .collect();
-            PlanSummary { digest: d.clone(), summary: in_words(p), changes, outcome: outcome.into(), planned_at: now() }
+            PlanSummary { digest: d.clone(), summary: p.counts(), changes, outcome: outcome.into(), planned_at: now() }
         })
     };
     let spec_digest = s.loaded.model.digest.clone();
     match result {
         Ok(applied) => match applied.summary {
             None => Outcome {
+                fresh: Some(applied.state),
                 reconciled: condition("Reconciled", "True", "UpToDate", "the clouds match the spec"),
                 last_plan: summary_of("nothing to do"),
                 last_applied: previous.last_applied.clone(),
@@ -296,9 +289,10 @@ async fn apply_within_policy(o: &XcspStack, ctx: &Context, s: &Stack) -> Outcome
             },
             Some(done) if done.succeeded() => {
                 let words = format!("applied: {} operations", done.done.len());
-                let what: Vec<String> = done.done.iter().map(|(a, act)| format!("{} {a}", verb(*act))).collect();
+                let what: Vec<String> = done.done.iter().map(|(a, act)| format!("{} {a}", act.verb())).collect();
                 publish(ctx, o, EventType::Normal, "Applied", "Apply", format!("{words}: {}", what.join(", "))).await;
                 Outcome {
+                    fresh: None,
                     reconciled: condition("Reconciled", "True", "Applied", words.clone()),
                     last_plan: summary_of(&words),
                     last_applied: summary_of(&words),
@@ -328,6 +322,7 @@ async fn apply_within_policy(o: &XcspStack, ctx: &Context, s: &Stack) -> Outcome
                 )
                 .await;
                 Outcome {
+                    fresh: None,
                     reconciled: condition(
                         "Reconciled",
                         "False",
@@ -349,6 +344,7 @@ async fn apply_within_policy(o: &XcspStack, ctx: &Context, s: &Stack) -> Outcome
                 publish(ctx, o, EventType::Normal, "AwaitingApproval", "Plan", message.clone()).await;
             }
             Outcome {
+                fresh: None,
                 reconciled: condition("Reconciled", "False", "AwaitingApproval", message.clone()),
                 last_plan: summary_of(&message),
                 last_applied: previous.last_applied.clone(),
@@ -361,6 +357,7 @@ async fn apply_within_policy(o: &XcspStack, ctx: &Context, s: &Stack) -> Outcome
             let reason = e.code().map(|c| reason_of(&c.to_string())).unwrap_or_else(|| "Failed".into());
             publish(ctx, o, EventType::Warning, &reason, "Reconcile", message.clone()).await;
             Outcome {
+                fresh: None,
                 reconciled: condition("Reconciled", "False", &reason, message.clone()),
                 last_plan: summary_of(&message),
                 last_applied: previous.last_applied.clone(),
@@ -375,18 +372,6 @@ async fn apply_within_policy(o: &XcspStack, ctx: &Context, s: &Stack) -> Outcome
 fn reason_of(code: &str) -> String {
     let last = code.rsplit("::").next().unwrap_or(code);
     last.split('_').map(|w| w[..1].to_uppercase() + &w[1..]).collect()
-}
-
-/// `2 to add, 1 to change, 0 to replace, 0 to destroy`.
-fn in_words(p: &Plan) -> String {
-    let n = |a| p.changes.iter().filter(|c| c.action == a).count();
-    format!(
-        "{} to add, {} to change, {} to replace, {} to destroy",
-        n(Change::Create),
-        n(Change::Update),
-        n(Change::Replace),
-        n(Change::Delete)
-    )
 }
 
 /// The conditions `xcsp status` gives, as `Kind.name.Type`, and `Ready`.
@@ -486,13 +471,17 @@ async fn keep(o: Arc<XcspStack>, ctx: Arc<Context>) -> Result<Action, Error> {
     // The stack as it is now, as `xcsp status` reads it; and, where the policy lets the
     // controller change things, the pool tended (Nodes initialized, health checks held while the
     // link is down).
-    let (health_json, mut conditions, tunnels) = match run::status(&s).await {
-        Ok(status) => {
+    let state = match outcome.fresh {
+        Some(state) => Ok(state),
+        None => run::refreshed(&s).await,
+    };
+    let (health_json, mut conditions, tunnels) = match state {
+        Ok(state) => {
+            let h = &run::health_of(&s, &state).await;
             if o.spec.policy != Policy::Plan {
-                xcsp_stack::watch::tend_pool(&s, &status.state, &status.health).await;
+                xcsp_stack::watch::tend_pool(&s, &state, h).await;
             }
-            ctx.metrics.record(&labels(&o), &status.health);
-            let h = &status.health;
+            ctx.metrics.record(&labels(&o), h);
             (Some(health::to_json(h)), health_conditions(h), Some(format!("{}/{}", h.up, h.expected)))
         }
         Err(e) => {

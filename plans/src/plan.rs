@@ -47,6 +47,17 @@ impl Action {
         }
     }
 
+    /// "create", "update", ... one word, as lists of changes say them.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Replace => "replace",
+            Action::Delete => "delete",
+            Action::NoOp => "keep",
+        }
+    }
+
     /// "a create", "an in-place update", ... for sentences.
     pub fn words(self) -> &'static str {
         match self {
@@ -96,6 +107,18 @@ fn redact_attrs(a: &Option<Attributes>) -> Option<Attributes> {
 }
 
 impl Plan {
+    /// `2 to add, 1 to change, 0 to replace, 0 to destroy`.
+    pub fn counts(&self) -> String {
+        let count = |a: Action| self.changes.iter().filter(|c| c.action == a).count();
+        format!(
+            "{} to add, {} to change, {} to replace, {} to destroy",
+            count(Action::Create),
+            count(Action::Update),
+            count(Action::Replace),
+            count(Action::Delete)
+        )
+    }
+
     /// The plan with every secret removed: what `--json` prints and `--out` writes (until plan
     /// files are encrypted, the secrets stay with the spec and the state).
     pub fn redacted(&self) -> Plan {
@@ -350,15 +373,7 @@ pub fn render(plan: &Plan) -> String {
         }
         out.push('\n');
     }
-    let count = |a: Action| plan.changes.iter().filter(|c| c.action == a).count();
-    let _ = writeln!(
-        out,
-        "Plan: {} to add, {} to change, {} to replace, {} to destroy.",
-        count(Action::Create),
-        count(Action::Update),
-        count(Action::Replace),
-        count(Action::Delete)
-    );
+    let _ = writeln!(out, "Plan: {}.", plan.counts());
     out
 }
 

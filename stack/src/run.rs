@@ -268,6 +268,8 @@ pub struct Applied {
     pub summary: Option<Summary>,
     /// The spec's outputs with what state now records.
     pub outputs: Vec<Output>,
+    /// State as the apply left it (just refreshed, when nothing ran).
+    pub state: State,
 }
 
 /// `xcsp apply`: plan, shown to `approver` with its cost; if it changes something and the approver
@@ -302,11 +304,11 @@ pub async fn apply(s: &Stack, approver: &dyn Approver, opts: ApplyOptions) -> mi
     let approved = from_file.as_ref().map_or(&p, |f| &f.plan);
     approver.review(approved, &crate::cost::of_run(l, approved, &graph));
     if !approved.has_changes() {
-        return Ok(Applied { summary: None, outputs: outputs(s, &state) });
+        return Ok(Applied { summary: None, outputs: outputs(s, &state), state });
     }
     approver.approve(approved, "Do you want to perform these actions?")?;
     let summary = carry_out(s, &providers, &graph, &mut state, &backend, approved, opts.walk).await?;
-    Ok(Applied { summary: Some(summary), outputs: outputs(s, &state) })
+    Ok(Applied { summary: Some(summary), outputs: outputs(s, &state), state })
 }
 
 /// `xcsp destroy`: every resource state records (and, with `sweep`, whatever carries the stack's
@@ -422,12 +424,18 @@ impl Status {
 /// the identities, the pool's machines and what keeps each from being a Ready Node. It writes
 /// nothing, so it takes no lock: it can follow an apply another run (or the controller) is making.
 pub async fn status(s: &Stack) -> miette::Result<Status> {
+    let state = refreshed(s).await?;
+    Ok(Status { health: health_of(s, &state).await, outputs: outputs(s, &state), state })
+}
+
+/// The stack's state as recorded, refreshed from the clouds; read without the lock and not written.
+pub async fn refreshed(s: &Stack) -> miette::Result<State> {
     let mut state = backend(s).await?.read().await?.unwrap_or_else(|| State::new(s.name()));
     if !state.resources.is_empty() {
         let (_, providers) = reach(s, &state, false).await?;
         refresh(s, &providers, &mut state, Adopt::Known, &Events::none()).await?;
     }
-    Ok(Status { health: health_of(s, &state).await, outputs: outputs(s, &state), state })
+    Ok(state)
 }
 
 /// The stack's health from `state` as refreshed, with the cluster's view of the pool when it can be

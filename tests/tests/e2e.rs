@@ -2937,7 +2937,18 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
     let conn =
         clouds.recorded_in_cluster()["resources"]["aws_vpn_connection.link[1]"]["id"].as_str().unwrap().to_string();
     assert!(clouds.ec2_with("DeleteVpnConnection", &[("VpnConnectionId", &conn)]).contains("true"));
-    let o = clouds.xstack_until(&controller, "Reconciled", "False", Duration::from_secs(120));
+    // (A reconcile that met the lock this test's own `state pull` held says `Locked`; the next
+    // one plans.)
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let o = loop {
+        let o = clouds.xstack_until(&controller, "Reconciled", "False", Duration::from_secs(120));
+        let conditions = o["status"]["conditions"].as_array().unwrap();
+        let reason = conditions.iter().find(|c| c["type"] == "Reconciled").unwrap()["reason"].clone();
+        if reason != "Locked" || Instant::now() > deadline {
+            break o;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
     let status = &o["status"];
     let reconciled = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Reconciled").unwrap();
     assert_eq!(reconciled["reason"], "AwaitingApproval", "{status}");

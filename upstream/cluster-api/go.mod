@@ -1,7 +1,7 @@
 // Upstream Cluster API's manager, built from the Go module proxy by scripts/upstream-setup.
 // OpenShift's fork (github.com/openshift/cluster-api) is not served by the module proxy this
 // project builds from, so this is upstream's release of the 1.13 line OpenShift 4.22 ships.
-// CAPZ is required for its CRDs only (config/crd/bases in the module), until CAPZ itself runs.
+// CAPZ is built beside it (upstream/capz).
 module xcsp.dev/upstream/cluster-api
 
 go 1.25.0

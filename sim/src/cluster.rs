@@ -201,6 +201,9 @@ pub struct UpstreamCluster {
     /// The API server's audit log (JSON lines, one event per delete at level `Metadata`): who
     /// deleted what, and when, as the server saw it.
     pub audit_log: PathBuf,
+    /// A serving certificate (PEM, with its key) the world's CA signed for Azure's host names
+    /// ([`crate::arm::clouds::host_names`]), which the world's TLS front ([`crate::front`]) presents.
+    pub clouds_tls: (String, String),
     programs: Vec<Program>,
     dir: tempfile::TempDir,
 }
@@ -317,9 +320,11 @@ impl UpstreamCluster {
         let audit_log = d.join("audit.log");
 
         let proxy = crate::proxy::Proxy::start().await.map_err(io("cannot start the world's proxy"))?;
+        let clouds = pki.server("azure", &crate::arm::clouds::host_names())?;
         let mut cluster = UpstreamCluster {
             proxy,
             audit_log: audit_log.clone(),
+            clouds_tls: (clouds.cert, clouds.key),
             url: String::new(),
             ca_pem: pki.ca.cert.clone(),
             admin_token,

@@ -9,6 +9,7 @@ pub mod arm;
 pub mod aws;
 pub mod child;
 pub mod cluster;
+pub mod front;
 pub mod kube;
 pub mod proxy;
 pub mod server;

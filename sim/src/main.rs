@@ -25,6 +25,10 @@ struct Args {
     /// Refuse tokens for another audience (e.g. https://management.usgovcloudapi.net).
     #[arg(long)]
     expected_audience: Option<String>,
+    /// The cloud the world's Entra tenants are homed in (public, usgovernment): another cloud's
+    /// authority host refuses them (AADSTS900382).
+    #[arg(long, value_name = "CLOUD", value_parser = ["public", "usgovernment"])]
+    azure_cloud: Option<String>,
     /// Also serve EC2 (moto behind the fidelity layer) on the same port; needs scripts/moto-setup.
     #[arg(long)]
     aws: bool,
@@ -114,6 +118,7 @@ fn main() {
     }
     config.throttle.enabled = !args.no_throttle;
     config.expected_audience = args.expected_audience;
+    config.azure_cloud = args.azure_cloud;
     if let Some(o) = &args.openshift {
         let Some((infra, region)) = o.split_once(':') else {
             eprintln!("xcsp-sim: --openshift takes INFRA_NAME:REGION, got {o}");

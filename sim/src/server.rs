@@ -120,10 +120,15 @@ async fn serve_one(sim: Arc<Sim>, method: Method, uri: Uri, headers: HeaderMap, 
     let target = path::parse(uri.path());
     let name = arm::operation_name(&method, &target);
     sim.world.count(|c| *c.requests.entry(name).or_default() += 1);
+    let at = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).and_then(arm::clouds::by_host);
+    if let Some(refused) = wrong_host(at, &target) {
+        return refused;
+    }
+    let at = at.map(|(cloud, _)| cloud);
     let mut resp = match &target {
-        path::Target::Token { tenant } => token(&sim, &method, tenant, &body),
+        path::Target::Token { tenant } => token(&sim, &method, tenant, &body, at),
         path::Target::OpenIdConfiguration { tenant } => openid_configuration(&method, &base_url(&headers), tenant),
-        _ => serve_arm(&sim, method, &uri, &headers, &body, target).await,
+        _ => serve_arm(&sim, method, &uri, &headers, &body, target, at).await,
     };
     let status = resp.status().as_u16();
     sim.world.count(|c| *c.statuses.entry(status).or_default() += 1);
@@ -175,7 +180,15 @@ fn openid_configuration(method: &Method, base: &str, tenant: &str) -> Response {
     )
 }
 
-fn token(sim: &Sim, method: &Method, tenant: &str, body: &[u8]) -> Response {
+/// An Entra path asked at a Resource Manager host, or an ARM path at an authority host: each host
+/// serves only its own API (404, as a host answers a path it does not route).
+fn wrong_host(at: Option<(&arm::clouds::Cloud, arm::clouds::Role)>, target: &path::Target) -> Option<Response> {
+    let (_, role) = at?;
+    let entra = matches!(target, path::Target::Token { .. } | path::Target::OpenIdConfiguration { .. });
+    (entra != (role == arm::clouds::Role::Authority)).then(|| json_response(StatusCode::NOT_FOUND, None, &[]))
+}
+
+fn token(sim: &Sim, method: &Method, tenant: &str, body: &[u8], at: Option<&'static arm::clouds::Cloud>) -> Response {
     if *method != Method::POST {
         return json_response(StatusCode::METHOD_NOT_ALLOWED, None, &[]);
     }
@@ -185,7 +198,7 @@ fn token(sim: &Sim, method: &Method, tenant: &str, body: &[u8]) -> Response {
     let result = {
         let store = sim.arm.store.lock().expect("store lock");
         let mut tokens = sim.arm.tokens.lock().expect("tokens lock");
-        auth::token(&mut tokens, &store, &config, tenant, &form, now)
+        auth::token(&mut tokens, &store, &config, tenant, &form, now, at)
     };
     match result {
         Ok(v) => json_response(StatusCode::OK, Some(v), &[]),
@@ -200,12 +213,13 @@ async fn serve_arm(
     headers: &HeaderMap,
     body: &[u8],
     target: path::Target,
+    at: Option<&'static arm::clouds::Cloud>,
 ) -> Response {
     let config = sim.world.config();
     let now = sim.world.clock.now();
     let caller = {
         let tokens = sim.arm.tokens.lock().expect("tokens lock");
-        auth::bearer(&tokens, &config, arm::authorization(headers), now)
+        auth::bearer(&tokens, &config, arm::authorization(headers), now, at)
     };
     let caller = match caller {
         Ok(c) => c,
@@ -437,6 +451,22 @@ impl SimServer {
                         Ok::<_, String>((Arc::new(cluster), bridge))
                     }
                     .await;
+                    // Azure's host names over TLS, routed by the world's proxy.
+                    let started = match started {
+                        Ok((cluster, bridge)) => {
+                            let (cert, key) = &cluster.clouds_tls;
+                            match crate::front::start(router(sim.clone()), cert, key).await {
+                                Ok(front) => {
+                                    for host in crate::arm::clouds::host_names() {
+                                        cluster.proxy.routes.add(host, 443, front);
+                                    }
+                                    Ok((cluster, bridge))
+                                }
+                                Err(e) => Err(format!("cannot serve Azure's host names over TLS: {e}")),
+                            }
+                        }
+                        Err(e) => Err(e),
+                    };
                     match started {
                         Ok((cluster, bridge)) => {
                             tokio::spawn(bridge.clone().run(sim));

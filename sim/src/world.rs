@@ -178,6 +178,9 @@ pub struct SimConfig {
     pub principal_type_bypasses_lag: bool,
     /// If set, bearer tokens whose audience differs are refused with 401.
     pub expected_audience: Option<String>,
+    /// The cloud the world's Entra tenants are homed in (`public`, `usgovernment`): another
+    /// cloud's authority refuses them ([`crate::arm::auth`]). `None`: every authority serves them.
+    pub azure_cloud: Option<String>,
     /// Refuse new non-AZ VpnGw1-5 gateways (blocked by Azure since 2025-01-01).
     pub block_non_az_vpn_skus: bool,
     /// Lifetime of issued tokens, seconds.
@@ -291,6 +294,7 @@ impl Default for SimConfig {
             principal_replication_lag_ms: None,
             principal_type_bypasses_lag: false,
             expected_audience: None,
+            azure_cloud: None,
             block_non_az_vpn_skus: true,
             token_lifetime_secs: 3599,
             client_secrets: BTreeMap::new(),

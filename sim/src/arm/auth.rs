@@ -1,6 +1,7 @@
 //! The Entra ID token endpoint (`/{tenant}/oauth2/v2.0/token`: client secret or client assertion)
 //! and bearer-token checks for ARM calls.
 
+use super::clouds::{self, Cloud};
 use super::error::ArmError;
 use super::kinds;
 use super::store::Store;
@@ -19,6 +20,8 @@ pub struct TokenInfo {
     pub client_id: String,
     pub audience: String,
     pub expires: Instant,
+    /// The cloud whose authority issued it, when it was asked for under a cloud's host name.
+    pub cloud: Option<&'static str>,
 }
 
 /// One token request, as recorded for `/_sim/tokens`.
@@ -34,6 +37,11 @@ pub struct TokenRecord {
     pub assertion: Option<Value>,
     /// True if a token was issued.
     pub issued: bool,
+    /// The cloud whose authority host it was asked at (`public`, `usgovernment`); `None` at the
+    /// plain loopback address.
+    pub authority: Option<&'static str>,
+    /// The refusal's `AADSTS` code, if refused.
+    pub refused: Option<u32>,
 }
 
 /// Issued tokens and the request log.
@@ -84,6 +92,7 @@ pub fn token(
     tenant: &str,
     form: &HashMap<String, String>,
     now: Instant,
+    at: Option<&'static Cloud>,
 ) -> Result<Value, AadError> {
     let get = |k: &str| form.get(k).map(String::as_str).unwrap_or_default();
     let client_id = get("client_id").to_string();
@@ -96,9 +105,12 @@ pub fn token(
         audience: audience_of(&scope),
         assertion: None,
         issued: false,
+        authority: at.map(|c| c.name),
+        refused: None,
     };
-    let result = check_grant(&mut record, store, config, form);
+    let result = check_cloud(&record, config, at).and_then(|()| check_grant(&mut record, store, config, form));
     record.issued = result.is_ok();
+    record.refused = result.as_ref().err().and_then(|e| e.body["error_codes"][0].as_u64()).map(|c| c as u32);
     tokens.log.push(record.clone());
     result?;
     let token = format!("xcsp-sim.{}", uuid::Uuid::new_v4().simple());
@@ -110,6 +122,7 @@ pub fn token(
             client_id,
             audience: record.audience.clone(),
             expires: now + Duration::from_secs(lifetime),
+            cloud: at.map(|c| c.name),
         },
     );
     Ok(json!({
@@ -118,6 +131,45 @@ pub fn token(
         "ext_expires_in": lifetime,
         "access_token": token,
     }))
+}
+
+/// What an authority of one cloud refuses before it looks at the client: a tenant homed in
+/// another cloud (`azure_cloud`), and a token for another cloud's Resource Manager.
+///
+/// - AADSTS900382 "Confidential Client is not supported in Cross Cloud request." (400,
+///   `invalid_request`): what a client credential asked at `login.microsoftonline.com` for an Azure
+///   Government tenant gets (Microsoft Learn, "Microsoft Entra authentication and authorization
+///   error codes", added by MicrosoftDocs/azure-docs#45945; the answer as seen in
+///   sjkp/letsencrypt-siteextension#399 and Azure/ms-rest-nodeauth#110).
+/// - AADSTS500011 "The resource principal named ... was not found in the tenant" (400,
+///   `invalid_resource`): a scope naming a resource the cloud does not have (the same reference,
+///   `InvalidResourceServicePrincipalNotFound`).
+fn check_cloud(record: &TokenRecord, config: &SimConfig, at: Option<&'static Cloud>) -> Result<(), AadError> {
+    let Some(at) = at else { return Ok(()) };
+    if let Some(home) = config.azure_cloud.as_deref().and_then(clouds::named)
+        && home != at
+    {
+        return Err(aad(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            900382,
+            "Confidential Client is not supported in Cross Cloud request.",
+        ));
+    }
+    if let Some(other) = clouds::of_audience(&record.audience)
+        && other != at
+    {
+        return Err(aad(
+            StatusCode::BAD_REQUEST,
+            "invalid_resource",
+            500011,
+            &format!(
+                "The resource principal named {} was not found in the tenant named {}. This can happen if the application has not been installed by the administrator of the tenant or consented to by any user in the tenant. You might have sent your authentication request to the wrong tenant.",
+                record.audience, record.tenant
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn check_grant(
@@ -270,7 +322,16 @@ pub fn federated_match(
 }
 
 /// Checks the `Authorization` header of an ARM call.
-pub fn bearer(tokens: &Tokens, config: &SimConfig, header: Option<&str>, now: Instant) -> Result<TokenInfo, ArmError> {
+///
+/// At a cloud's Resource Manager host (`at`), the token's audience must be one that cloud's
+/// Resource Manager accepts; at the plain address, `expected_audience` when set.
+pub fn bearer(
+    tokens: &Tokens,
+    config: &SimConfig,
+    header: Option<&str>,
+    now: Instant,
+    at: Option<&'static Cloud>,
+) -> Result<TokenInfo, ArmError> {
     let Some(h) = header else {
         return Err(ArmError::new(
             StatusCode::UNAUTHORIZED,
@@ -299,7 +360,21 @@ pub fn bearer(tokens: &Tokens, config: &SimConfig, header: Option<&str>, now: In
             "The access token expiry UTC time is earlier than current UTC time.",
         ));
     }
-    if let Some(expected) = &config.expected_audience
+    if let Some(cloud) = at
+        && !cloud.audiences.iter().any(|a| a.eq_ignore_ascii_case(info.audience.trim_end_matches('/')))
+    {
+        return Err(ArmError::new(
+            StatusCode::UNAUTHORIZED,
+            "InvalidAuthenticationTokenAudience",
+            format!(
+                "The access token has been obtained for wrong audience or resource '{}'. It should exactly match with one of the allowed audiences '{}'.",
+                info.audience,
+                cloud.audiences.iter().map(|a| format!("{a}/")).collect::<Vec<_>>().join("','")
+            ),
+        ));
+    }
+    if at.is_none()
+        && let Some(expected) = &config.expected_audience
         && audience_of(expected) != info.audience
     {
         return Err(ArmError::new(

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod authz;
+pub mod clouds;
 pub mod complete;
 pub mod error;
 pub mod kinds;

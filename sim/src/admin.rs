@@ -25,6 +25,7 @@ pub fn router() -> Router<Arc<Sim>> {
         .route("/config", get(config_get).patch(config_patch).put(config_put))
         .route("/counters", get(counters).delete(counters_reset))
         .route("/tokens", get(tokens))
+        .route("/requests", get(requests))
         .route("/resources", get(resources))
         .route("/resource", get(resource_get).put(resource_put).patch(resource_patch).delete(resource_delete))
         .route("/operations", get(operations))
@@ -118,6 +119,11 @@ async fn counters(State(sim): S) -> Json<Value> {
 async fn counters_reset(State(sim): S) -> StatusCode {
     sim.world.reset_counters();
     StatusCode::NO_CONTENT
+}
+
+/// The Azure requests the world saw, oldest first ([`crate::world::Counters::log`]).
+async fn requests(State(sim): S) -> Json<Value> {
+    Json(json!({ "requests": sim.world.requests() }))
 }
 
 async fn tokens(State(sim): S) -> Json<Value> {

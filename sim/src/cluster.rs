@@ -95,7 +95,30 @@ pub struct ClusterConfig {
     /// world's proxy ([`crate::proxy`]), which CAPI's manager is given as `HTTPS_PROXY`.
     pub api_hosts: Vec<String>,
     pub timing: Timing,
+    /// Run CAPZ's manager as OpenShift deploys it ([`Capz`]); `None`: CAPZ's CRDs only.
+    pub capz: Option<Capz>,
 }
+
+/// CAPZ's manager as OpenShift's manifests deploy it (openshift/cluster-api-provider-azure
+/// `openshift/capi-operator-manifests/default/manifests.yaml`, Deployment
+/// `capz-controller-manager`): service account `capz-manager` in `openshift-cluster-api`, the
+/// projected token of audience `api://AzureADTokenExchange` at CAPZ's default path, the feature
+/// gates `MachinePool=false,AKSResourceHealth=false,EdgeZone=false,ASOAPI=false` (no Azure Service
+/// Operator runs: its API is switched off, as OpenShift's `turn-off-aso-api.yaml` does), CAPZ's
+/// ClusterRole bound to the service account, its webhooks scoped to `openshift-cluster-api`.
+/// It reaches Azure by its real host names through the world's proxy, trusting the world's CA.
+#[derive(Debug, Clone, Default)]
+pub struct Capz {
+    /// More of the manager container's environment, as the cluster's Deployment sets it
+    /// (`AZURE_AUTHORITY_HOST`, which OpenShift's manifests do not set).
+    pub env: Vec<(String, String)>,
+}
+
+/// The namespace CAPZ runs in on OpenShift, and its service account.
+pub const CAPZ_NAMESPACE: &str = "openshift-cluster-api";
+pub const CAPZ_SERVICE_ACCOUNT: &str = "capz-manager";
+/// Where a pod of CAPZ's Deployment finds its projected token (CAPZ `azure/scope/workload_identity.go`).
+const CAPZ_TOKEN_PATH: &str = "azure-identity-token";
 
 /// A certificate and its key, PEM.
 struct Pem {
@@ -528,8 +551,129 @@ impl UpstreamCluster {
             let doc = webhook_by_url(doc, &webhook_url, &ca_bundle, Some("openshift-cluster-api"));
             apply(&admin, doc, "CAPI's webhook configuration").await?;
         }
+        if let Some(capz_config) = &config.capz {
+            cluster.start_capz(&admin, &bin, &pki, capz_config, &ca, &ca_bundle, t).await?;
+        }
         cluster.versions = versions(&admin, &bin, &cluster.modules).await;
         Ok(cluster)
+    }
+
+    /// Starts CAPZ's manager as described at [`Capz`], and waits for it to be ready.
+    #[allow(clippy::too_many_arguments)]
+    async fn start_capz(
+        &mut self,
+        admin: &kube::Client,
+        bin: &Path,
+        pki: &Pki,
+        capz_config: &Capz,
+        ca: &Path,
+        ca_bundle: &str,
+        t: &Timing,
+    ) -> Result<(), ClusterError> {
+        if !bin.join("capz-manager").exists() {
+            return Err(ClusterError::Missing(bin.join("capz-manager")));
+        }
+        let capz = self.module("sigs.k8s.io/cluster-api-provider-azure")?;
+        let user = format!("system:serviceaccount:{CAPZ_NAMESPACE}:{CAPZ_SERVICE_ACCOUNT}");
+        apply(
+            admin,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CAPZ_NAMESPACE}}),
+            "CAPZ's namespace",
+        )
+        .await?;
+        apply(
+            admin,
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": CAPZ_SERVICE_ACCOUNT, "namespace": CAPZ_NAMESPACE}}),
+            "CAPZ's service account",
+        )
+        .await?;
+        // CAPZ's own ClusterRole (kustomize gives it the `capz-` prefix), bound to its account.
+        for mut doc in yaml_file(&capz.join("config/rbac/role.yaml"))? {
+            doc["metadata"]["name"] = json!("capz-manager-role");
+            apply(admin, doc, "CAPZ's ClusterRole").await?;
+        }
+        apply(
+            admin,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "capz-manager-rolebinding"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "capz-manager-role"},
+                "subjects": [{"kind": "ServiceAccount", "name": CAPZ_SERVICE_ACCOUNT, "namespace": CAPZ_NAMESPACE}]}),
+            "CAPZ's ClusterRoleBinding",
+        )
+        .await?;
+        // The projected token, minted by the API server for the service account and written
+        // where the pod would see it; renewed as the kubelet renews it (at 80% of its life).
+        let tokens = self.dir.path().join("capz-tokens");
+        std::fs::create_dir_all(&tokens).map_err(io("cannot make CAPZ's token directory"))?;
+        let token_file = tokens.join(CAPZ_TOKEN_PATH);
+        let life = write_projected_token(admin, &token_file).await?;
+        {
+            let (admin, token_file) = (admin.clone(), token_file.clone());
+            tokio::spawn(async move {
+                let mut life = life;
+                loop {
+                    tokio::time::sleep(life.mul_f64(0.8)).await;
+                    match write_projected_token(&admin, &token_file).await {
+                        Ok(l) => life = l,
+                        Err(e) => {
+                            eprintln!("xcsp-sim: renewing CAPZ's projected token: {e}");
+                            life = Duration::from_secs(10);
+                        }
+                    }
+                }
+            });
+        }
+        let cert = pki.client(&user, None)?;
+        let kubeconfig_path = self.dir.path().join("capz.kubeconfig");
+        std::fs::write(&kubeconfig_path, kubeconfig(&self.url, &self.ca_pem, Auth::Cert(&cert.cert, &cert.key)))
+            .map_err(io("cannot write CAPZ's kubeconfig"))?;
+        let certs = self.dir.path().join("capz-webhook");
+        std::fs::create_dir_all(&certs).map_err(io("cannot make CAPZ's webhook certificate directory"))?;
+        let wh = pki.server("capz-webhook", &["127.0.0.1", "localhost"])?;
+        std::fs::write(certs.join("tls.crt"), &wh.cert).map_err(io("cannot write CAPZ's webhook certificate"))?;
+        std::fs::write(certs.join("tls.key"), &wh.key).map_err(io("cannot write CAPZ's webhook key"))?;
+        let (webhook_port, health_port) = (free_port()?, free_port()?);
+        let proxy_url = self.proxy.url();
+        let mut env: Vec<(String, String)> = vec![
+            ("POD_NAMESPACE".into(), CAPZ_NAMESPACE.into()),
+            ("AZURE_FEDERATED_TOKEN_FILE".into(), token_file.display().to_string()),
+            ("HTTPS_PROXY".into(), proxy_url.clone()),
+            ("NO_PROXY".into(), "127.0.0.1,localhost".into()),
+            ("SSL_CERT_FILE".into(), ca.display().to_string()),
+        ];
+        env.extend(capz_config.env.iter().cloned());
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        self.spawn_env(
+            "capz-manager",
+            bin,
+            &[
+                format!("--kubeconfig={}", kubeconfig_path.display()),
+                "--leader-elect=false".into(),
+                "--diagnostics-address=0".into(),
+                "--feature-gates=MachinePool=false,AKSResourceHealth=false,EdgeZone=false,ASOAPI=false".into(),
+                format!("--webhook-port={webhook_port}"),
+                format!("--webhook-cert-dir={}", certs.display()),
+                format!("--health-addr=127.0.0.1:{health_port}"),
+                format!("--sync-period={}s", t.capi_sync.as_secs().max(1)),
+                // Timing for tests (defaults 10 s and 15 s): how soon an AzureMachine is
+                // reconciled again after a success, and after a transient error.
+                "--debouncing-timer=1s".into(),
+                "--reconciler-requeue=2s".into(),
+                "--v=2".into(),
+            ],
+            &env,
+        )?;
+        self.wait_http("capz-manager", &format!("http://127.0.0.1:{health_port}/readyz")).await?;
+        let webhook_url = format!("https://127.0.0.1:{webhook_port}");
+        for doc in yaml_file(&capz.join("config/webhook/manifests.yaml"))? {
+            let mut doc = webhook_by_url(doc, &webhook_url, ca_bundle, Some(CAPZ_NAMESPACE));
+            // Named as kustomize names them (`capz-` prefix), beside CAPI's of the same base name.
+            let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            doc["metadata"]["name"] = json!(format!("capz-{name}"));
+            apply(admin, doc, "CAPZ's webhook configuration").await?;
+        }
+        Ok(())
     }
 
     fn module(&self, path: &str) -> Result<PathBuf, ClusterError> {
@@ -774,6 +918,25 @@ pub(crate) async fn apply_as(client: &kube::Client, doc: &Value, manager: &str) 
     };
     let pp = kube::api::PatchParams::apply(manager).force();
     api.patch(name, &pp, &kube::api::Patch::Apply(doc)).await.map(|_| ()).map_err(what)
+}
+
+/// Mints a token for CAPZ's service account with the audience Entra's workload identity expects,
+/// as a projected volume of its Deployment asks (`expirationSeconds: 3600`), writes it to `path`
+/// (through a rename, as the kubelet swaps a projected volume's files), and answers its life.
+async fn write_projected_token(admin: &kube::Client, path: &Path) -> Result<Duration, ClusterError> {
+    let api: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        kube::Api::namespaced(admin.clone(), CAPZ_NAMESPACE);
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": ["api://AzureADTokenExchange"], "expirationSeconds": 3600}});
+    let answer: Value = api
+        .create_subresource("token", CAPZ_SERVICE_ACCOUNT, &kube::api::PostParams::default(), &request)
+        .await
+        .map_err(|e| ClusterError::Api { what: "a token for CAPZ's service account".into(), message: e.to_string() })?;
+    let token = answer["status"]["token"].as_str().unwrap_or_default();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, token).map_err(io("cannot write CAPZ's token"))?;
+    std::fs::rename(&tmp, path).map_err(io("cannot write CAPZ's token"))?;
+    Ok(Duration::from_secs(3600))
 }
 
 /// [`apply_as`] by the world's installer (field manager `xcsp-world`).

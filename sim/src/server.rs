@@ -29,6 +29,9 @@ pub struct Sim {
     pub bridge: std::sync::OnceLock<Arc<crate::kube::bridge::Bridge>>,
     /// A kubeconfig for the world's cluster, when it runs one.
     pub kubeconfig: std::sync::OnceLock<String>,
+    /// The world's cluster runs CAPZ's own manager ([`crate::cluster::Capz`]): it makes and
+    /// deletes the workers' VMs, and the stand-in for it ([`crate::kube::capz`]) stays out.
+    pub real_capz: std::sync::atomic::AtomicBool,
 }
 
 impl Sim {
@@ -41,6 +44,7 @@ impl Sim {
             initial: config,
             bridge: Default::default(),
             kubeconfig: Default::default(),
+            real_capz: Default::default(),
         }
     }
 
@@ -119,19 +123,39 @@ async fn serve_one(sim: Arc<Sim>, method: Method, uri: Uri, headers: HeaderMap, 
     let request_id = uuid::Uuid::new_v4().to_string();
     let target = path::parse(uri.path());
     let name = arm::operation_name(&method, &target);
-    sim.world.count(|c| *c.requests.entry(name).or_default() += 1);
+    sim.world.count(|c| *c.requests.entry(name.clone()).or_default() += 1);
     let at = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).and_then(arm::clouds::by_host);
-    if let Some(refused) = wrong_host(at, &target) {
-        return refused;
-    }
+    let misrouted = wrong_host(at, &target);
     let at = at.map(|(cloud, _)| cloud);
     let mut resp = match &target {
+        _ if misrouted.is_some() => misrouted.unwrap_or_default(),
         path::Target::Token { tenant } => token(&sim, &method, tenant, &body, at),
         path::Target::OpenIdConfiguration { tenant } => openid_configuration(&method, &base_url(&headers), tenant),
-        _ => serve_arm(&sim, method, &uri, &headers, &body, target, at).await,
+        path::Target::InstanceDiscovery => instance_discovery(&method, &uri),
+        _ => serve_arm(&sim, method.clone(), &uri, &headers, &body, target, at).await,
     };
     let status = resp.status().as_u16();
-    sim.world.count(|c| *c.statuses.entry(status).or_default() += 1);
+    let header = |h: axum::http::header::HeaderName| {
+        headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+    };
+    let record = crate::world::RequestRecord {
+        method: method.to_string(),
+        host: header(axum::http::header::HOST),
+        path: uri.path().to_string(),
+        api_version: serde_urlencoded::from_str::<HashMap<String, String>>(uri.query().unwrap_or_default())
+            .ok()
+            .and_then(|q| q.get("api-version").cloned()),
+        user_agent: header(axum::http::header::USER_AGENT),
+        status,
+        operation: name,
+    };
+    sim.world.count(|c| {
+        *c.statuses.entry(status).or_default() += 1;
+        if c.log.len() >= crate::world::REQUEST_LOG_LEN {
+            c.log.pop_front();
+        }
+        c.log.push_back(record);
+    });
     let h = resp.headers_mut();
     if let Ok(v) = HeaderValue::try_from(request_id.as_str()) {
         h.insert("x-ms-request-id", v.clone());
@@ -184,8 +208,58 @@ fn openid_configuration(method: &Method, base: &str, tenant: &str) -> Response {
 /// serves only its own API (404, as a host answers a path it does not route).
 fn wrong_host(at: Option<(&arm::clouds::Cloud, arm::clouds::Role)>, target: &path::Target) -> Option<Response> {
     let (_, role) = at?;
-    let entra = matches!(target, path::Target::Token { .. } | path::Target::OpenIdConfiguration { .. });
+    let entra = matches!(
+        target,
+        path::Target::Token { .. } | path::Target::OpenIdConfiguration { .. } | path::Target::InstanceDiscovery
+    );
     (entra != (role == arm::clouds::Role::Authority)).then(|| json_response(StatusCode::NOT_FOUND, None, &[]))
+}
+
+/// Entra's instance discovery (`GET /common/discovery/instance?api-version=1.1&authorization_endpoint=
+/// https://<host>/<tenant>/oauth2/v2.0/authorize`): where the tenant's OpenID metadata is, and each
+/// cloud's authority host with its aliases, the shape MSAL reads (MSAL for Go v1.7.2
+/// `apps/internal/oauth/ops/authority/authority.go` `InstanceDiscoveryResponse`,
+/// `InstanceDiscoveryMetadata`; asked by its token cache, `base/storage/storage.go`). The
+/// authorization endpoint must be on a cloud's authority host; another is `invalid_instance`, which
+/// MSAL reports as "the authority host is not valid".
+fn instance_discovery(method: &Method, uri: &Uri) -> Response {
+    if *method != Method::GET {
+        return json_response(StatusCode::METHOD_NOT_ALLOWED, None, &[]);
+    }
+    let query: HashMap<String, String> =
+        serde_urlencoded::from_str(uri.query().unwrap_or_default()).unwrap_or_default();
+    let endpoint = query.get("authorization_endpoint").and_then(|e| reqwest::Url::parse(e).ok());
+    let known = endpoint.as_ref().and_then(|e| {
+        let host = e.host_str()?;
+        let (cloud, role) = arm::clouds::by_host(host)?;
+        let tenant = e.path_segments()?.next()?.to_string();
+        (role == arm::clouds::Role::Authority).then_some((cloud, tenant))
+    });
+    let Some((cloud, tenant)) = known else {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            Some(serde_json::json!({"error": "invalid_instance",
+                "error_description": "AADSTS50049: Unknown or invalid instance."})),
+            &[],
+        );
+    };
+    let metadata: Vec<serde_json::Value> = arm::clouds::CLOUDS
+        .iter()
+        .map(|c| {
+            serde_json::json!({"preferred_network": c.authority, "preferred_cache": c.authority,
+                "aliases": [c.authority]})
+        })
+        .collect();
+    json_response(
+        StatusCode::OK,
+        Some(serde_json::json!({
+            "tenant_discovery_endpoint":
+                format!("https://{}/{tenant}/v2.0/.well-known/openid-configuration", cloud.authority),
+            "api-version": "1.1",
+            "metadata": metadata,
+        })),
+        &[],
+    )
 }
 
 fn token(sim: &Sim, method: &Method, tenant: &str, body: &[u8], at: Option<&'static arm::clouds::Cloud>) -> Response {
@@ -407,6 +481,7 @@ impl SimServer {
             cluster.service_account_issuer = config.openshift.as_ref().and_then(|o| o.service_account_issuer.clone());
         }
         let mut server = SimServer::start(config, port)?;
+        server.sim.real_capz.store(cluster.capz.is_some(), std::sync::atomic::Ordering::SeqCst);
         let _ = rustls::crypto::ring::default_provider().install_default();
         type Started = (Arc<crate::cluster::UpstreamCluster>, Arc<crate::kube::bridge::Bridge>);
         let (ready, started) = std::sync::mpsc::channel::<Result<Started, String>>();

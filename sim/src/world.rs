@@ -345,6 +345,28 @@ pub struct Counters {
     pub statuses: BTreeMap<u16, u64>,
     pub dropped_connections: u64,
     pub injected_errors: u64,
+    /// The Azure requests (ARM and Entra), oldest first, the last [`REQUEST_LOG_LEN`] kept:
+    /// `GET /_sim/requests`. Not in `/_sim/counters`.
+    #[serde(skip)]
+    pub log: std::collections::VecDeque<RequestRecord>,
+}
+
+/// How many Azure requests [`Counters::log`] keeps.
+pub const REQUEST_LOG_LEN: usize = 20_000;
+
+/// One Azure request as the world saw it: who sent it (its `User-Agent`), under which host name,
+/// what it asked and how it was answered.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestRecord {
+    pub method: String,
+    /// The `Host` the client named (a cloud's name through the TLS front, else loopback).
+    pub host: String,
+    pub path: String,
+    pub api_version: Option<String>,
+    pub user_agent: String,
+    pub status: u16,
+    /// The operation as `/_sim/counters` names it.
+    pub operation: String,
 }
 
 /// The world clock: real monotonic time plus an offset that admins can advance.
@@ -445,7 +467,20 @@ impl World {
     }
 
     pub fn counters(&self) -> Counters {
-        self.counters.lock().expect("counters lock").clone()
+        let c = self.counters.lock().expect("counters lock");
+        Counters {
+            requests: c.requests.clone(),
+            errors: c.errors.clone(),
+            statuses: c.statuses.clone(),
+            dropped_connections: c.dropped_connections,
+            injected_errors: c.injected_errors,
+            log: Default::default(),
+        }
+    }
+
+    /// The Azure requests the world saw, oldest first ([`Counters::log`]).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.counters.lock().expect("counters lock").log.iter().cloned().collect()
     }
 
     pub fn reset_counters(&self) {

@@ -72,9 +72,19 @@ fn aad(status: StatusCode, error: &str, code: u32, description: &str) -> AadErro
     }
 }
 
+/// The OpenID Connect scopes MSAL adds to every token request, the client-credential flow's
+/// included (MSAL for Go v1.7.2 `apps/internal/oauth/ops/accesstokens/accesstokens.go`
+/// `defaultScopes`, `AppendDefaultScopes`): Entra reads them as no resource.
+const OIDC_SCOPES: &[&str] = &["openid", "offline_access", "profile"];
+
+/// The scopes of a request that name a resource (the OpenID Connect ones left out).
+fn resource_scopes(scope: &str) -> impl Iterator<Item = &str> {
+    scope.split_whitespace().filter(|s| !OIDC_SCOPES.contains(s))
+}
+
 /// `scope=https://management.azure.com/.default` -> `https://management.azure.com`.
 pub fn audience_of(scope: &str) -> String {
-    let first = scope.split_whitespace().next().unwrap_or_default();
+    let first = resource_scopes(scope).next().unwrap_or_default();
     first.trim_end_matches("/.default").trim_end_matches(".default").trim_end_matches('/').to_string()
 }
 
@@ -203,7 +213,9 @@ fn check_grant(
             "The request body must contain the following parameter: 'scope'.",
         ));
     }
-    if !record.scope.split_whitespace().all(|s| s.ends_with("/.default")) {
+    if !resource_scopes(&record.scope).all(|s| s.ends_with("/.default"))
+        || resource_scopes(&record.scope).next().is_none()
+    {
         return Err(aad(
             StatusCode::BAD_REQUEST,
             "invalid_scope",
@@ -400,6 +412,11 @@ mod tests {
             "https://management.usgovcloudapi.net"
         );
         assert_eq!(audience_of("https://management.azure.com//.default"), "https://management.azure.com");
+        // MSAL for Go's request: the resource's scope with its OpenID Connect ones.
+        assert_eq!(
+            audience_of("https://management.core.usgovcloudapi.net//.default openid offline_access profile"),
+            "https://management.core.usgovcloudapi.net"
+        );
     }
 
     #[test]

@@ -82,6 +82,7 @@ pub fn complete(
     stored: &mut Value,
     existing: Option<&Resource>,
 ) {
+    super::compute::complete(store, kind, id, stored, existing, &super::now_rfc3339());
     let props = stored["properties"].as_object_mut().expect("properties object");
     if is(kind, &kinds::PUBLIC_IP) {
         if stored.get("sku").is_none() {
@@ -197,7 +198,11 @@ pub fn complete(
 
 /// The write-only secret carried by a body (a connection's shared key).
 pub fn secret_of(kind: &'static Kind, body: &Value) -> Option<String> {
-    if is(kind, &kinds::CONNECTION) { body["properties"]["sharedKey"].as_str().map(String::from) } else { None }
+    if is(kind, &kinds::CONNECTION) {
+        body["properties"]["sharedKey"].as_str().map(String::from)
+    } else {
+        super::compute::secret_of(kind, body)
+    }
 }
 
 /// The tenant as a GUID (the spec types tenantId as uuid); non-GUID tenant names map to a stable GUID.

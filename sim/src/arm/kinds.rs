@@ -175,28 +175,54 @@ pub static FEDERATED_CREDENTIAL: Kind = Kind {
     etag: false,
 };
 
-/// The network interfaces and virtual machines CAPZ makes for a pool's Machines
-/// ([`crate::kube::capz`]). They are stored and shown (`/_sim/resources`), and a NIC keeps its
-/// subnet from being deleted, but the ARM API does not serve them (not in [`KINDS`]): xcsp never
-/// calls them, and the reference set holds no compute spec to validate a VM against.
-pub static NIC: Kind =
-    net("Microsoft.Network/networkInterfaces", "networkInterfaces", None, None, Patch::Tags, (2.0, 5.0), (2.0, 5.0));
-pub static VM: Kind = Kind {
-    arm_type: "Microsoft.Compute/virtualMachines",
-    namespace: "Microsoft.Compute",
-    segment: "virtualMachines",
-    parent: None,
-    embed_as: None,
-    tracked: true,
-    api_versions: &["2024-07-01"],
-    lro_put: true,
-    lro_delete: true,
-    patch: Patch::Tags,
-    put_secs: (60.0, 180.0),
-    delete_secs: (60.0, 120.0),
-    provisioning_state: true,
-    etag: false,
+/// The api-versions of the Network types CAPZ calls: `armnetwork/v4` v4.3.0 sends 2023-05-01
+/// (`shared/reference/README.md`, "What CAPZ v1.26.0 calls").
+pub const CAPZ_NETWORK_API: &[&str] = &["2023-05-01", "2024-03-01"];
+/// `armcompute/v5` v5.7.0: ComputeRP 2024-03-01, DiskRP 2023-10-02.
+pub const COMPUTE_API: &[&str] = &["2024-03-01"];
+pub const DISK_API: &[&str] = &["2023-10-02"];
+
+/// A network interface (`networkInterface.json`), which CAPZ makes for each worker
+/// ([`super::compute`]).
+pub static NIC: Kind = Kind {
+    api_versions: CAPZ_NETWORK_API,
+    ..net("Microsoft.Network/networkInterfaces", "networkInterfaces", None, None, Patch::Tags, (2.0, 5.0), (2.0, 5.0))
 };
+
+const fn compute(
+    arm_type: &'static str,
+    segment: &'static str,
+    api_versions: &'static [&'static str],
+    lro: bool,
+    put_secs: (f64, f64),
+    delete_secs: (f64, f64),
+) -> Kind {
+    Kind {
+        arm_type,
+        namespace: "Microsoft.Compute",
+        segment,
+        parent: None,
+        embed_as: None,
+        tracked: true,
+        api_versions,
+        lro_put: lro,
+        lro_delete: lro,
+        patch: Patch::None,
+        put_secs,
+        delete_secs,
+        provisioning_state: lro,
+        etag: false,
+    }
+}
+
+/// A virtual machine (`virtualMachine.json` 2024-03-01): a PUT of minutes, polled.
+pub static VM: Kind =
+    compute("Microsoft.Compute/virtualMachines", "virtualMachines", COMPUTE_API, true, (60.0, 180.0), (60.0, 120.0));
+/// A managed disk (`disk.json` 2023-10-02): made by its VM's PUT; CAPZ deletes it.
+pub static DISK: Kind = compute("Microsoft.Compute/disks", "disks", DISK_API, true, (5.0, 15.0), (5.0, 15.0));
+/// An availability set (`availabilitySet.json` 2024-03-01): synchronous, no provisioning state.
+pub static AVAILABILITY_SET: Kind =
+    compute("Microsoft.Compute/availabilitySets", "availabilitySets", COMPUTE_API, false, (0.0, 0.0), (0.0, 0.0));
 
 /// What a subnet references in its `properties`: the field, the type it names, and what ARM says
 /// when one still in use is deleted (its code and the resource's name in the message). One table for
@@ -249,6 +275,10 @@ pub static KINDS: &[&Kind] = &[
     &ROUTE,
     &IDENTITY,
     &FEDERATED_CREDENTIAL,
+    &NIC,
+    &VM,
+    &DISK,
+    &AVAILABILITY_SET,
 ];
 
 /// Finds a top-level type by namespace and segment (case-insensitive).

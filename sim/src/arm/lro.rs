@@ -231,7 +231,9 @@ impl Store {
         if owns {
             match (op.action, &status) {
                 (OpAction::Delete, OpStatus::Succeeded) => {
-                    self.remove_tree(&op.target);
+                    for gone in self.remove_tree(&op.target) {
+                        super::compute::after_delete(self, &gone);
+                    }
                 }
                 (_, st) => {
                     let state = if *st == OpStatus::Succeeded { "Succeeded" } else { "Failed" };

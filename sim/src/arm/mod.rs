@@ -5,6 +5,7 @@ pub mod auth;
 pub mod authz;
 pub mod clouds;
 pub mod complete;
+pub mod compute;
 pub mod error;
 pub mod kinds;
 pub mod lro;
@@ -94,6 +95,8 @@ pub fn operation_name(method: &Method, target: &Target) -> String {
     let what = match target {
         Target::Token { .. } => "token".to_string(),
         Target::OpenIdConfiguration { .. } => "openid-configuration".to_string(),
+        Target::InstanceDiscovery => "instance-discovery".to_string(),
+        Target::TagsAtScope { .. } => "Microsoft.Resources/tags".to_string(),
         Target::Operation { .. } => "operations".to_string(),
         Target::ResourceGroups { .. } => "Microsoft.Resources/resourceGroups (list)".to_string(),
         Target::ResourceGroup { .. } => "Microsoft.Resources/resourceGroups".to_string(),
@@ -128,6 +131,7 @@ pub fn subscription_of(target: &Target) -> Option<String> {
         | Target::SharedKey { sub, .. }
         | Target::GatewayConnections { sub, .. }
         | Target::ComputeSkus { sub }
+        | Target::TagsAtScope { sub, .. }
         | Target::ComputeUsages { sub, .. }
         | Target::ImageVersions { sub, .. } => Some(sub.clone()),
         Target::RoleAssignments { scope }
@@ -140,7 +144,7 @@ pub fn subscription_of(target: &Target) -> Option<String> {
                 _ => None,
             }
         }
-        Target::Token { .. } | Target::OpenIdConfiguration { .. } | Target::Unknown => None,
+        Target::Token { .. } | Target::OpenIdConfiguration { .. } | Target::InstanceDiscovery | Target::Unknown => None,
     }
 }
 
@@ -192,6 +196,7 @@ impl Arm {
             | Target::RoleAssignment { .. }
             | Target::RoleDefinitions { .. }
             | Target::RoleDefinition { .. } => authz::handle(&mut store, ctx, target),
+            Target::TagsAtScope { scope, .. } => tags::at_scope(&mut store, ctx, scope),
             Target::ComputeSkus { .. } if *ctx.method == Method::GET => skus::list(ctx),
             Target::ComputeUsages { location, .. } if *ctx.method == Method::GET => skus::usages(ctx, &store, location),
             Target::ImageVersions { sub, location, publisher, offer, sku } if *ctx.method == Method::GET => {
@@ -204,10 +209,12 @@ impl Arm {
                     "The requested resource does not support the method: only GET is served.",
                 ))
             }
-            Target::Token { .. } | Target::OpenIdConfiguration { .. } | Target::Unknown => Err(ArmError::bad_request(
-                "InvalidResourceType",
-                "The resource type could not be found in the namespace, or this path is not emulated by xcsp-sim.",
-            )),
+            Target::Token { .. } | Target::OpenIdConfiguration { .. } | Target::InstanceDiscovery | Target::Unknown => {
+                Err(ArmError::bad_request(
+                    "InvalidResourceType",
+                    "The resource type could not be found in the namespace, or this path is not emulated by xcsp-sim.",
+                ))
+            }
         }
     }
 

@@ -12,6 +12,9 @@ pub enum Target {
     OpenIdConfiguration {
         tenant: String,
     },
+    /// `GET /common/discovery/instance`: Entra's instance discovery (which MSAL asks for the
+    /// aliases of the authority it caches tokens under).
+    InstanceDiscovery,
     /// `.../operations/{id}` (Azure-AsyncOperation) or `.../operationResults/{id}` (Location).
     Operation {
         sub: String,
@@ -91,6 +94,12 @@ pub enum Target {
         offer: String,
         sku: String,
     },
+    /// `{scope}/providers/Microsoft.Resources/tags/default`: the tags of the resource at `scope`
+    /// (`resources.json` `Tags_GetAtScope`, `Tags_CreateOrUpdateAtScope`, `Tags_UpdateAtScope`).
+    TagsAtScope {
+        sub: String,
+        scope: String,
+    },
     Unknown,
 }
 
@@ -101,6 +110,16 @@ fn eq(a: &str, b: &str) -> bool {
 /// Parses a path (without query).
 pub fn parse(path: &str) -> Target {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if let [head @ .., p, ns, t, d] = segs.as_slice()
+        && eq(p, "providers")
+        && eq(ns, "Microsoft.Resources")
+        && eq(t, "tags")
+        && eq(d, "default")
+        && head.len() >= 2
+        && eq(head[0], "subscriptions")
+    {
+        return Target::TagsAtScope { sub: head[1].to_string(), scope: format!("/{}", head.join("/")) };
+    }
     // Authorization: `{scope}/providers/Microsoft.Authorization/{roleAssignments|roleDefinitions}[/{name}]`.
     if let Some(p) = (0..segs.len().saturating_sub(2))
         .rev()
@@ -120,6 +139,7 @@ pub fn parse(path: &str) -> Target {
         [tenant, o, v, t] if eq(o, "oauth2") && eq(v, "v2.0") && eq(t, "token") => {
             Target::Token { tenant: tenant.to_string() }
         }
+        [c, d, i] if eq(c, "common") && eq(d, "discovery") && eq(i, "instance") => Target::InstanceDiscovery,
         [tenant, v, w, o] if eq(v, "v2.0") && eq(w, ".well-known") && eq(o, "openid-configuration") => {
             Target::OpenIdConfiguration { tenant: tenant.to_string() }
         }

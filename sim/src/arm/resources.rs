@@ -338,6 +338,7 @@ fn put(
         op: None,
         secret,
     });
+    super::compute::after_put(store, kind, &a.id, ctx.now);
     // Embedded children: the PUT replaces the whole set.
     for ck in kinds::embedded_children(kind) {
         let items: Vec<Value> =
@@ -518,7 +519,9 @@ fn delete(
         );
         return Ok(op_reply(ctx, &op, StatusCode::ACCEPTED, true));
     }
-    store.remove_tree(&a.key);
+    for gone in store.remove_tree(&a.key) {
+        super::compute::after_delete(store, &gone);
+    }
     Ok(Reply::empty(StatusCode::OK))
 }
 

@@ -49,7 +49,7 @@ fn prefixes_of(props: &Value, single: &str, many: &str) -> Vec<String> {
     v
 }
 
-fn resolve<'s>(store: &'s Store, reference: &str, by: &str, kind: &'static Kind) -> Result<&'s Resource, ArmError> {
+pub fn resolve<'s>(store: &'s Store, reference: &str, by: &str, kind: &'static Kind) -> Result<&'s Resource, ArmError> {
     match store.get(reference) {
         Some(r) if matches!(r.kind, super::store::ResKind::Typed(k) if std::ptr::eq(k, kind)) => Ok(r),
         _ => Err(ArmError::bad_request(
@@ -182,6 +182,7 @@ pub fn check_put(
     location: &str,
 ) -> Result<(), ArmError> {
     let props = &body["properties"];
+    super::compute::check_put(store, ctx, kind, id, body, location)?;
     if is(kind, &kinds::VNET) {
         let space = vnet_space(props)?;
         if space.is_empty() {
@@ -653,6 +654,7 @@ pub fn gateways_of(kind: &'static Kind, id: &str, body: &Value) -> Vec<String> {
 
 /// Checks that nothing depends on a resource about to be deleted.
 pub fn check_delete(store: &Store, kind: &'static Kind, r: &Resource) -> Result<(), ArmError> {
+    super::compute::check_delete(store, kind, r)?;
     let key = r.id.to_ascii_lowercase();
     if is(kind, &kinds::SUBNET) {
         let users = subnet_users(store, &key);

@@ -11,8 +11,7 @@
 //! provider doing so, so the sim drops every read-only property whatever its value (a gap in
 //! `sim/README.md`). The Azure *data-plane* guidelines (microsoft/api-guidelines
 //! `azure/Guidelines.md`) ask services to refuse unknown fields; ARM resource providers are not held
-//! to them. Types the reference set has no spec for (NICs and VMs, which the sim's CAPZ makes) and
-//! role assignments are stored as sent.
+//! to them. Role assignments are stored as sent.
 
 use super::kinds::Kind;
 use serde_json::Value;
@@ -76,6 +75,26 @@ const MODELS: &[(&str, &str, &str)] = &[
         "Microsoft.Network/routeTables/routes",
         "network/resource-manager/Microsoft.Network/stable/2024-03-01/routeTable.json",
         "Route",
+    ),
+    (
+        "Microsoft.Network/networkInterfaces",
+        "network/resource-manager/Microsoft.Network/stable/2023-05-01/networkInterface.json",
+        "NetworkInterface",
+    ),
+    (
+        "Microsoft.Compute/virtualMachines",
+        "compute/resource-manager/Microsoft.Compute/ComputeRP/stable/2024-03-01/virtualMachine.json",
+        "VirtualMachine",
+    ),
+    (
+        "Microsoft.Compute/availabilitySets",
+        "compute/resource-manager/Microsoft.Compute/ComputeRP/stable/2024-03-01/availabilitySet.json",
+        "AvailabilitySet",
+    ),
+    (
+        "Microsoft.Compute/disks",
+        "compute/resource-manager/Microsoft.Compute/DiskRP/stable/2023-10-02/disk.json",
+        "Disk",
     ),
     (
         "Microsoft.ManagedIdentity/userAssignedIdentities",

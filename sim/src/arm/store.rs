@@ -190,6 +190,7 @@ impl Store {
                 body["properties"]["natGateway"] = json!({"id": nat});
             }
         }
+        super::compute::render(self, kind, &r.id, &mut body);
         if std::ptr::eq(kind, &kinds::NSG) {
             body["properties"]["defaultSecurityRules"] = default_security_rules(&r.id);
         }

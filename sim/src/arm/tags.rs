@@ -5,7 +5,10 @@
 //! `sim/README.md` ("Tag rules").
 
 use super::error::ArmError;
-use serde_json::Value;
+use super::store::Store;
+use super::{Ctx, Reply};
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
 
 /// Tags per resource or resource group.
 pub const MAX_TAGS: usize = 50;
@@ -109,4 +112,68 @@ mod tests {
         assert_eq!(code(Value::Object(fifty_one)), "InvalidTags");
         assert!(check(&json!({})).is_ok() && check(&json!({"tags": null})).is_ok());
     }
+}
+
+/// The tags of the resource at `scope` as their own resource (`resources.json` 2021-04-01,
+/// `Tags_GetAtScope`, `Tags_CreateOrUpdateAtScope`, `Tags_UpdateAtScope`; CAPZ's
+/// `azure/services/tags` reads them on every reconcile of a VM and merges its own):
+/// `GET` answers `{id, name: "default", type, properties: {tags}}`; `PUT` replaces them; `PATCH`
+/// takes `operation` `Merge` (add or overwrite), `Replace` or `Delete` (remove the names given,
+/// those whose value is given only when it matches) with `properties.tags`.
+pub fn at_scope(store: &mut Store, ctx: &Ctx, scope: &str) -> Result<Reply, ArmError> {
+    super::check_api_version(ctx, super::kinds::RESOURCES_API, "tags")?;
+    let Some(r) = store.get(scope) else {
+        return Err(ArmError::new(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFound",
+            format!("The Resource '{scope}' was not found."),
+        ));
+    };
+    let current = r.body["tags"].as_object().cloned().unwrap_or_default();
+    let id = format!("{}/providers/Microsoft.Resources/tags/default", r.id);
+    let tags = match *ctx.method {
+        Method::GET => current,
+        Method::PUT | Method::PATCH => {
+            let body = ctx.json()?;
+            let given = body["properties"]["tags"].as_object().cloned().unwrap_or_default();
+            check(&json!({"tags": given}))?;
+            let operation =
+                if *ctx.method == Method::PUT { "Replace" } else { body["operation"].as_str().unwrap_or_default() };
+            let mut next = current;
+            match operation {
+                "Replace" => next = given,
+                "Merge" => next.extend(given),
+                "Delete" => {
+                    for (k, v) in given {
+                        let matches = v.as_str().is_none_or(str::is_empty) || next.get(&k) == Some(&v);
+                        if matches {
+                            next.remove(&k);
+                        }
+                    }
+                }
+                other => {
+                    return Err(ArmError::invalid_content(format!(
+                        "The value '{other}' of 'operation' is not valid: it must be 'Merge', 'Replace' or 'Delete'."
+                    )));
+                }
+            }
+            check(&json!({"tags": next}))?;
+            if let Some(r) = store.get_mut(scope) {
+                r.body["tags"] = Value::Object(next.clone());
+                r.changed_at = ctx.now;
+            }
+            next
+        }
+        _ => {
+            return Err(ArmError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                "The requested resource does not support the method.",
+            ));
+        }
+    };
+    Ok(Reply::json(
+        StatusCode::OK,
+        json!({"id": id, "name": "default", "type": "Microsoft.Resources/tags", "properties": {"tags": tags}}),
+    ))
 }

@@ -246,7 +246,10 @@ impl Bridge {
             .filter(|m| !deleting(m))
             .filter_map(|m| m["metadata"]["name"].as_str().map(String::from))
             .collect();
-        capz::reap(&mut arm, &live);
+        let real_capz = sim.real_capz.load(std::sync::atomic::Ordering::SeqCst);
+        if !real_capz {
+            capz::reap(&mut arm, &live);
+        }
         s.creating.retain(|m, _| live.contains(m));
         // A kubelet whose VM is gone posts nothing more; its Node stays until someone deletes it
         // (CAPI deletes no Node of a cluster without control-plane Machines:
@@ -279,7 +282,7 @@ impl Bridge {
             let mut held = joins::held(&s, &machine, &joins::Azure { store: &arm, config: &config, link: &link });
             // ARM refuses a VM it cannot make at once (its PUT answers 400); one it accepts takes a
             // VM's creation time from when CAPZ could first make it.
-            let mut creatable = held.step == "vm";
+            let mut creatable = held.step == "vm" && !real_capz;
             if creatable && let Err(refused) = capz::plan_vm(&s, &arm, &machine, &config.compute) {
                 held = refused;
                 creatable = false;
@@ -321,7 +324,7 @@ impl Bridge {
                 node = progress.node.and_then(|n| s.value("", "nodes", "", &n).map(boot::node_ready));
             }
             let wanted = joins::machine_conditions(&held, &machine, node);
-            if let Some(infra) = wanted.iter().find(|c| c.0 == "InfrastructureReady") {
+            if !real_capz && let Some(infra) = wanted.iter().find(|c| c.0 == "InfrastructureReady") {
                 capz::reflect(&mut s, &machine, infra, &now);
             }
             found.push(json!({

@@ -153,35 +153,16 @@ pub fn plan_vm(
     Ok(vec![(nic_id, &kinds::NIC, nic), (vm_id, &kinds::VM, vm)])
 }
 
-/// The Hyper-V generation of a marketplace image, as the RHCOS stream names OpenShift's
-/// (openshift/enhancements `enhancements/rhcos/marketplace-images.md`: `azureopenshift:aro4`
-/// SKUs `aro_<XY>` are `hyperVGen1`, `<XY>-v2` and `<XY>-arm` `hyperVGen2`; `redhat:rh-ocp-worker`
-/// and `redhat:rh-oke-worker` have a `-gen1` SKU beside the Generation 2 one). None: not known
-/// here (an image by id, another publisher).
-fn image_generation(image: &Value) -> Option<u8> {
-    let m = &image["marketplace"];
-    let (publisher, offer, sku) = (m["publisher"].as_str()?, m["offer"].as_str()?, m["sku"].as_str()?);
-    match (publisher, offer) {
-        ("azureopenshift", "aro4") if sku.starts_with("aro_") => Some(1),
-        ("azureopenshift", "aro4") if sku.ends_with("-v2") || sku.ends_with("-arm") => Some(2),
-        ("redhat", "rh-ocp-worker" | "rh-oke-worker") => Some(if sku.ends_with("-gen1") { 1 } else { 2 }),
-        _ => None,
-    }
-}
-
-/// Compute's refusal of a Generation 1 image on a size that boots Generation 2 only, worded as
-/// Azure answers it (400 `BadRequest`; the message as clients print it, e.g. loft-sh/devpod#731
-/// for `Standard_NC24ads_A100_v4`, gardener/gardener-extension-provider-azure#972).
+/// Compute's refusal of the template's Generation 1 image on a size that boots Generation 2 only
+/// ([`crate::arm::compute::generation_refusal`]).
 fn generation_refusal(template_spec: &Value) -> Option<String> {
-    let size = template_spec["vmSize"].as_str()?;
-    // The size's `HyperVGenerations` (crate::arm::skus); a size the world does not know boots either.
-    let gen2_only = crate::arm::skus::find(size).is_some_and(|s| s.gen2_only());
-    if !gen2_only || image_generation(&template_spec["image"]) != Some(1) {
-        return None;
-    }
-    Some(format!(
-        "The selected VM size '{size}' cannot boot Hypervisor Generation '1'. If this was a Create operation please check that the Hypervisor Generation of the Image matches the Hypervisor Generation of the selected VM Size. If this was an Update operation please select a Hypervisor Generation '1' VM Size. For more information, see https://aka.ms/azuregen2vm"
-    ))
+    let m = &template_spec["image"]["marketplace"];
+    crate::arm::compute::generation_refusal(
+        template_spec["vmSize"].as_str()?,
+        m["publisher"].as_str()?,
+        m["offer"].as_str()?,
+        m["sku"].as_str()?,
+    )
 }
 
 /// Makes the VM of a Machine held at `vm` ([`plan_vm`]); answers its provider ID, or why CAPZ

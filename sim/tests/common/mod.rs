@@ -75,6 +75,19 @@ impl Harness {
         (Harness::on(server).await, client)
     }
 
+    /// The harness on a sim whose cluster is started with `cluster` (CAPZ's manager, say).
+    pub async fn with_cluster_config(
+        config: SimConfig,
+        cluster: xcsp_sim::cluster::ClusterConfig,
+    ) -> (Harness, kube::Client) {
+        let server = tokio::task::spawn_blocking(move || SimServer::start_with_cluster(config, 0, cluster))
+            .await
+            .expect("the start's task")
+            .unwrap_or_else(|e| panic!("the sim and its cluster start: {e}"));
+        let client = server.client().await.expect("a client of the cluster");
+        (Harness::on(server).await, client)
+    }
+
     async fn on(server: SimServer) -> Harness {
         let h = Harness {
             base: server.base_url.clone(),

@@ -1,0 +1,229 @@
+//! The real CAPZ (v1.26.0's manager, built by `scripts/upstream-setup`) run by the world as
+//! OpenShift deploys it, making a worker's VM through the ARM emulator under Azure Government's own
+//! host names. Kubernetes objects are made with the real kube client, Azure ones through the ARM
+//! emulator's REST API at the plain address.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::kube_client::{self, create};
+use common::{AUTH_API, Harness, MSI_API, RG_API, SUB, TENANT, net, rg_path};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use xcsp_sim::SimConfig;
+use xcsp_sim::cluster::{CAPZ_NAMESPACE, Capz, ClusterConfig};
+
+const NS: &str = CAPZ_NAMESPACE;
+const CONTRIBUTOR: &str = "b24988ac-6180-42a0-ab88-20f7382dd24c";
+const CLUSTER: &str = "xcsp-gpu";
+const CAPZ_GROUP: &str = "infrastructure.cluster.x-k8s.io";
+
+fn api(client: &kube::Client, group: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+    kube_client::api(client, NS, group, kind, plural)
+}
+
+async fn requests(h: &Harness) -> Vec<Value> {
+    let v: Value = h.admin("GET", "/requests", None).await.json().await.unwrap();
+    v["requests"].as_array().cloned().unwrap_or_default()
+}
+
+fn capz_log(h: &Harness) -> String {
+    let dir = h.server.cluster().expect("cluster").dir().join("capz-manager.log");
+    let text = std::fs::read_to_string(&dir).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(60)..].join("\n")
+}
+
+/// Azure: the resource group, the VNet with the pool's subnet, the identity with a federated
+/// credential for CAPZ's service account, Contributor on the resource group.
+async fn azure(h: &Harness, issuer: &str) -> String {
+    let rg = rg_path("workers");
+    assert!(h.put(&format!("{rg}{RG_API}"), json!({"location": "usgovvirginia"})).await.status < 300);
+    let vnet = net("workers", "virtualNetworks/vnet");
+    let made = h
+        .put(
+            &format!("{vnet}?api-version=2024-03-01"),
+            json!({"location": "usgovvirginia", "properties": {"addressSpace": {"addressPrefixes": ["10.20.0.0/16"]},
+                "subnets": [{"name": "pool", "properties": {"addressPrefix": "10.20.1.0/24"}}]}}),
+        )
+        .await;
+    assert!(made.status < 300, "{:?}", made.body);
+    h.wait(&made).await;
+    let uai = format!("{rg}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/capz");
+    let made = h.put(&format!("{uai}{MSI_API}"), json!({"location": "usgovvirginia"})).await;
+    assert!(made.status < 300, "{:?}", made.body);
+    let client_id = made.json()["properties"]["clientId"].as_str().unwrap().to_string();
+    let principal = made.json()["properties"]["principalId"].as_str().unwrap().to_string();
+    let fic = format!("{uai}/federatedIdentityCredentials/capz{MSI_API}");
+    let body = json!({"properties": {"issuer": issuer,
+        "subject": format!("system:serviceaccount:{NS}:capz-manager"), "audiences": ["api://AzureADTokenExchange"]}});
+    assert!(h.put(&fic, body).await.status < 300);
+    let assignment =
+        format!("{rg}/providers/Microsoft.Authorization/roleAssignments/{}{AUTH_API}", uuid::Uuid::new_v4());
+    let role = format!("/subscriptions/{SUB}/providers/Microsoft.Authorization/roleDefinitions/{CONTRIBUTOR}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = h
+            .put(&assignment, json!({"properties": {"roleDefinitionId": role, "principalId": principal, "principalType": "ServicePrincipal"}}))
+            .await;
+        if r.status < 300 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{:?}", r.body);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    client_id
+}
+
+/// The cluster side as xcsp makes it: identity, externally managed AzureCluster, Cluster, the
+/// template and a MachineSet of one with its bootstrap data.
+async fn pool(client: &kube::Client, client_id: &str) {
+    create(
+        &api(client, CAPZ_GROUP, "AzureClusterIdentity", "azureclusteridentities"),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity", "metadata": {"name": "id", "namespace": NS},
+            "spec": {"type": "WorkloadIdentity", "clientID": client_id, "tenantID": TENANT, "allowedNamespaces": {}}}),
+    )
+    .await;
+    let azure_clusters = api(client, CAPZ_GROUP, "AzureCluster", "azureclusters");
+    create(
+        &azure_clusters,
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster",
+            "metadata": {"name": CLUSTER, "namespace": NS, "annotations": {"cluster.x-k8s.io/managed-by": ""}},
+            "spec": {"location": "usgovvirginia", "subscriptionID": SUB, "resourceGroup": "workers",
+                "azureEnvironment": "AzureUSGovernmentCloud",
+                "networkSpec": {"vnet": {"name": "vnet", "resourceGroup": "workers"},
+                    "subnets": [{"name": "pool", "role": "node"}]},
+                "identityRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity", "name": "id", "namespace": NS}}}),
+    )
+    .await;
+    let by = PatchParams { field_manager: Some("test".into()), ..Default::default() };
+    azure_clusters.patch_status(CLUSTER, &by, &Patch::Merge(json!({"status": {"ready": true}}))).await.unwrap();
+    create(
+        &api(client, "cluster.x-k8s.io", "Cluster", "clusters"),
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster", "metadata": {"name": CLUSTER, "namespace": NS},
+            "spec": {"infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster", "name": CLUSTER}}}),
+    )
+    .await;
+    create(
+        &api(client, CAPZ_GROUP, "AzureMachineTemplate", "azuremachinetemplates"),
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate", "metadata": {"name": "t", "namespace": NS},
+            "spec": {"template": {"spec": {"vmSize": "Standard_NC24ads_A100_v4",
+                "osDisk": {"osType": "Linux", "diskSizeGB": 128, "managedDisk": {"storageAccountType": "Premium_LRS"}},
+                "image": {"marketplace": {"publisher": "azureopenshift", "offer": "aro4", "sku": "419-v2", "version": "419.96.202505150000-0"}},
+                "sshPublicKey": "",
+                "networkInterfaces": [{"subnetName": "pool"}]}}}}),
+    )
+    .await;
+    create(
+        &api(client, "", "Secret", "secrets"),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "boot", "namespace": NS},
+            "data": {"value": "eyJpZ25pdGlvbiI6eyJ2ZXJzaW9uIjoiMy4yLjAifX0=", "format": "aWduaXRpb24="}}),
+    )
+    .await;
+    create(
+        &api(client, "cluster.x-k8s.io", "MachineSet", "machinesets"),
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineSet", "metadata": {"name": "gpu", "namespace": NS},
+            "spec": {"clusterName": CLUSTER, "replicas": 1,
+                "selector": {"matchLabels": {"cluster.x-k8s.io/set-name": "gpu"}},
+                "template": {"metadata": {"labels": {"cluster.x-k8s.io/set-name": "gpu"}},
+                    "spec": {"clusterName": CLUSTER, "bootstrap": {"dataSecretName": "boot"},
+                        "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate", "name": "t"}}}}}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_capz_makes_a_workers_vm_through_the_arm_emulator() {
+    let mut config = SimConfig::default();
+    config.latency.profile = xcsp_sim::Profile::Instant;
+    config.throttle.enabled = false;
+    config.azure_cloud = Some("usgovernment".into());
+    let cluster = ClusterConfig {
+        capz: Some(Capz { env: vec![("AZURE_AUTHORITY_HOST".into(), "https://login.microsoftonline.us/".into())] }),
+        ..Default::default()
+    };
+    let (h, client) = Harness::with_cluster_config(config, cluster).await;
+    let client_id = azure(&h, "https://kubernetes.default.svc").await;
+    pool(&client, &client_id).await;
+
+    // CAPZ's own client makes the NIC and the VM, and the AzureMachine is Ready by CAPZ's conditions.
+    let machines = api(&client, CAPZ_GROUP, "AzureMachine", "azuremachines");
+    let ready = wait(&h, "the AzureMachine Ready by CAPZ", 120, async || {
+        let list = machines.list(&Default::default()).await.ok()?;
+        let am = list.items.into_iter().next()?;
+        let conditions = am.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let ready = conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
+        ready.then_some(am)
+    })
+    .await;
+    let name = ready.metadata.name.clone().unwrap();
+    assert_eq!(ready.data["status"]["vmState"], "Succeeded", "{:#}", ready.data);
+    let pid = ready.data["spec"]["providerID"].as_str().unwrap_or_default();
+    assert!(pid.starts_with("azure:///subscriptions/") && pid.ends_with(&format!("/virtualMachines/{name}")), "{pid}");
+    let log = requests(&h).await;
+    let by_capz = |method: &str, tail: &str| {
+        log.iter().any(|r| {
+            r["method"] == method
+                && r["host"] == "management.usgovcloudapi.net"
+                && r["path"].as_str().is_some_and(|p| p.ends_with(tail))
+                && r["user_agent"].as_str().is_some_and(|u| u.contains("cluster-api-provider-azure/v1.26.0"))
+                && r["status"].as_u64().is_some_and(|s| s < 300)
+        })
+    };
+    assert!(by_capz("PUT", &format!("/networkInterfaces/{name}-nic")), "{}", calls(&log));
+    assert!(by_capz("PUT", &format!("/virtualMachines/{name}")), "{}", calls(&log));
+    // The VM as Resource Manager answers it: the custom data CAPZ passed is not answered.
+    let all: Value = h.admin("GET", "/resources", None).await.json().await.unwrap();
+    let vm =
+        all["value"].as_array().unwrap().iter().find(|r| r["type"] == "Microsoft.Compute/virtualMachines").unwrap();
+    assert!(vm["body"]["properties"]["osProfile"].get("customData").is_none(), "{:#}", vm["body"]);
+    eprintln!("CAPZ's Azure calls:\n{}", calls(&log));
+
+    // Deleting the MachineSet: CAPZ deletes the VM, its NIC and disk, and the availability set.
+    api(&client, "cluster.x-k8s.io", "MachineSet", "machinesets").delete("gpu", &Default::default()).await.unwrap();
+    wait(&h, "CAPZ deleting what it made", 120, async || {
+        let all: Value = h.admin("GET", "/resources", None).await.json().await.ok()?;
+        let left: Vec<String> = all["value"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["id"].as_str())
+            .filter(|id| id.contains("Microsoft.Compute") || id.contains("networkInterfaces"))
+            .map(String::from)
+            .collect();
+        left.is_empty().then_some(())
+    })
+    .await;
+    let log = requests(&h).await;
+    eprintln!("CAPZ's Azure calls, with the delete:\n{}", calls(&log));
+}
+
+/// CAPZ's Azure calls, in order, repeats folded: status, method, path, api-version.
+fn calls(log: &[Value]) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for r in log.iter().filter(|r| r["user_agent"].as_str().is_some_and(|u| u.contains("azsdk-go"))) {
+        let line = format!("{} {} {} {} {}", r["status"], r["method"], r["host"], r["path"], r["api_version"]);
+        if lines.last() != Some(&line) {
+            lines.push(line);
+        }
+    }
+    lines.join("\n")
+}
+
+async fn wait<T>(h: &Harness, what: &str, secs: u64, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "{what}: not within {secs} s.\nCAPZ's Azure calls:\n{}\nits log:\n{}",
+                calls(&requests(h).await),
+                capz_log(h)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -480,6 +480,16 @@ impl SimServer {
         if cluster.service_account_issuer.is_none() {
             cluster.service_account_issuer = config.openshift.as_ref().and_then(|o| o.service_account_issuer.clone());
         }
+        // An OpenShift cluster with CAPZ deployed runs CAPZ's own manager, with the environment its
+        // Deployment is given ([`crate::kube::openshift`]).
+        if cluster.capz.is_none()
+            && let Some(o) = config.openshift.as_ref().filter(|o| o.capz)
+        {
+            let env = o.capz_authority_host.iter().filter(|h| !h.is_empty());
+            cluster.capz = Some(crate::cluster::Capz {
+                env: env.map(|h| ("AZURE_AUTHORITY_HOST".to_string(), h.clone())).collect(),
+            });
+        }
         let mut server = SimServer::start(config, port)?;
         server.sim.real_capz.store(cluster.capz.is_some(), std::sync::atomic::Ordering::SeqCst);
         let _ = rustls::crypto::ring::default_provider().install_default();

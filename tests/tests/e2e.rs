@@ -1007,6 +1007,37 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
     };
     assert_eq!(ready("True").len(), 2);
 
+    // The real CAPZ made each VM: its own client (User-Agent) made the NIC and the VM under Azure
+    // Government's name, and its manager wrote each AzureMachine Ready.
+    let requests = clouds.get("/_sim/requests");
+    let by_capz = |method: &str, tail: &str| {
+        requests["requests"].as_array().unwrap().iter().any(|r| {
+            r["method"] == method
+                && r["host"] == "management.usgovcloudapi.net"
+                && r["path"].as_str().is_some_and(|p| p.ends_with(tail))
+                && r["user_agent"].as_str().is_some_and(|u| u.contains("cluster-api-provider-azure/v1.26.0"))
+                && r["status"].as_u64().is_some_and(|s| s < 300)
+        })
+    };
+    let azure_machines = clouds.kubectl(&["get", "azuremachines", "-A", "--show-managed-fields"]);
+    let azure_machines = azure_machines["items"].as_array().unwrap();
+    assert_eq!(azure_machines.len(), 2);
+    for am in azure_machines {
+        let name = am["metadata"]["name"].as_str().unwrap();
+        assert!(by_capz("PUT", &format!("/networkInterfaces/{name}-nic")), "CAPZ made {name}'s NIC");
+        assert!(by_capz("PUT", &format!("/virtualMachines/{name}")), "CAPZ made {name}'s VM");
+        let ready = am["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
+        assert_eq!(ready["status"], "True", "{am:#}");
+        let writers: Vec<&str> = am["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["subresource"] == "status")
+            .filter_map(|f| f["manager"].as_str())
+            .collect();
+        assert_eq!(writers, ["cluster-api-provider-azure-manager"], "only CAPZ writes an AzureMachine's status");
+    }
+
     // Schedulable: apply removed the taint every kubelet with an external cloud provider
     // registers with, which no cloud controller removes from an azure:// Node, and kept the
     // pool's own. kube-scheduler binds a Pod that tolerates only the pool's taint to one of them.
@@ -1129,6 +1160,17 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
     );
     assert_eq!(clouds.aws_live(), (0, 0, 0));
     assert_eq!(clouds.arm_count(), 0);
+    // CAPZ deleted the VMs it made (its finalizer), not a sweep.
+    let requests = clouds.get("/_sim/requests");
+    for am in azure_machines {
+        let name = am["metadata"]["name"].as_str().unwrap();
+        let deleted = requests["requests"].as_array().unwrap().iter().any(|r| {
+            r["method"] == "DELETE"
+                && r["path"].as_str().is_some_and(|p| p.ends_with(&format!("/virtualMachines/{name}")))
+                && r["user_agent"].as_str().is_some_and(|u| u.contains("cluster-api-provider-azure/v1.26.0"))
+        });
+        assert!(deleted, "CAPZ deleted {name}'s VM");
+    }
 }
 
 /// An apply killed while its MachineSets wait for their Nodes: the rerun adopts the MachineSets

@@ -279,7 +279,8 @@ impl Bridge {
                 machine["spec"]["providerID"] = json!(pid);
                 machine["status"]["addresses"] = json!([{"type": "InternalDNS", "address": name}]);
             }
-            let mut held = joins::held(&s, &machine, &joins::Azure { store: &arm, config: &config, link: &link });
+            let mut held =
+                joins::held(&s, &machine, &joins::Azure { store: &arm, config: &config, link: &link, real_capz });
             // ARM refuses a VM it cannot make at once (its PUT answers 400); one it accepts takes a
             // VM's creation time from when CAPZ could first make it.
             let mut creatable = held.step == "vm" && !real_capz;
@@ -306,7 +307,11 @@ impl Bridge {
                     Ok(pid) => {
                         machine["spec"]["providerID"] = json!(pid);
                         machine["status"]["addresses"] = json!([{"type": "InternalDNS", "address": name}]);
-                        held = joins::held(&s, &machine, &joins::Azure { store: &arm, config: &config, link: &link });
+                        held = joins::held(
+                            &s,
+                            &machine,
+                            &joins::Azure { store: &arm, config: &config, link: &link, real_capz },
+                        );
                     }
                     Err(refused) => held = refused,
                 }
@@ -317,7 +322,9 @@ impl Bridge {
                 .is_some_and(|vm| s.registered.contains_key(&vm.id));
             let mut node = None;
             if held.step == "boot" || (held.step == "dns" && registered) {
-                let pointer = joins::pointer_source(&s, &machine).unwrap_or_default();
+                let pointer =
+                    if real_capz { joins::vm_pointer_source(&arm, name) } else { joins::pointer_source(&s, &machine) }
+                        .unwrap_or_default();
                 let dns = (held.step == "dns").then(|| held.clone());
                 let progress = boot::advance(&mut s, &arm, &link, &machine, &pointer, dns, world);
                 held = progress.held;

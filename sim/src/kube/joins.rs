@@ -19,6 +19,9 @@ pub struct Azure<'a> {
     pub store: &'a ArmStore,
     pub config: &'a SimConfig,
     pub link: &'a Link,
+    /// CAPZ's own manager runs ([`crate::cluster::Capz`]): it makes the VM, and what holds a
+    /// Machine before its VM is what CAPZ itself reports ([`capz_reported`]).
+    pub real_capz: bool,
 }
 
 /// The AWS side as a VM in the VNet reaches it: Route 53 Resolver's inbound endpoints, and the
@@ -159,7 +162,13 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
     // Once the VM is made, a failing Azure call of a later reconcile is only CAPZ's log: the
     // error is returned before anything touches the AzureMachine's status (`reconcileNormal`,
     // `InitMachineCache`), so the VM, its boot and its Node go on as they were.
-    let made = azure.store.of_kind(&crate::arm::kinds::VM).any(|vm| vm.name == name);
+    let made = azure
+        .store
+        .of_kind(&crate::arm::kinds::VM)
+        .any(|vm| vm.name == name && (!azure.real_capz || vm.body["properties"]["provisioningState"] == "Succeeded"));
+    if !made && azure.real_capz {
+        return capz_reported(store, machine);
+    }
     if !made && let Some(h) = token_exchange(store, azure, client_id, tenant) {
         return h;
     }
@@ -167,7 +176,8 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
         return h;
     }
     if made {
-        let source = pointer_source(store, machine);
+        let source =
+            if azure.real_capz { vm_pointer_source(azure.store, name) } else { pointer_source(store, machine) };
         if let Some(h) = dns(&azure_cluster, source.as_deref(), azure, name) {
             return h;
         }
@@ -252,6 +262,42 @@ pub fn vm_subnet_resource<'a>(arm: &'a ArmStore, machine: &str) -> Option<&'a cr
         .find(|n| n.name == format!("{machine}-nic"))
         .and_then(|n| n.body["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str())
         .and_then(|id| arm.get(&id.to_ascii_lowercase()))
+}
+
+/// Where the real CAPZ holds a Machine whose VM it has not made: what it wrote on the Machine's
+/// AzureMachine, its `Ready` condition's reason and message (CAPZ's own error, such as a refused
+/// PUT's code), else that it has not reported yet.
+fn capz_reported(store: &Store, machine: &Value) -> Held {
+    let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
+    let r = &machine["spec"]["infrastructureRef"];
+    let am = (r["kind"] == "AzureMachine")
+        .then(|| store.value(CAPZ, "azuremachines", ns, r["name"].as_str().unwrap_or_default()))
+        .flatten();
+    let ready = am
+        .and_then(|a| a["status"]["conditions"].as_array())
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready" && c["status"] != "True"));
+    let message = match ready {
+        Some(c) => {
+            let (reason, text) = (c["reason"].as_str().unwrap_or_default(), c["message"].as_str().unwrap_or_default());
+            if text.is_empty() { reason.to_string() } else { format!("{reason}: {text}") }
+        }
+        None => "CAPZ has not reported on the AzureMachine yet".to_string(),
+    };
+    Held {
+        step: "vm",
+        message,
+        source: "cluster-api-provider-azure v1.26.0 (run by the world): the AzureMachine's Ready condition",
+    }
+}
+
+/// The config source the Ignition pointer a VM was made with names: the custom data CAPZ passed
+/// (the bootstrap data, base64), which the ARM emulator keeps and never answers.
+pub fn vm_pointer_source(arm: &ArmStore, vm: &str) -> Option<String> {
+    use base64::Engine as _;
+    let data = arm.of_kind(&crate::arm::kinds::VM).find(|v| v.name == vm)?.secret.clone()?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(data.trim()).ok()?;
+    let pointer: Value = serde_json::from_slice(&bytes).ok()?;
+    pointer["ignition"]["config"]["merge"][0]["source"].as_str().map(String::from)
 }
 
 /// The config source a Machine's bootstrap pointer names (`ignition.config.merge[0].source`).

@@ -332,7 +332,14 @@ async fn serve_arm(
     let query: HashMap<String, String> =
         serde_urlencoded::from_str(uri.query().unwrap_or_default()).unwrap_or_default();
     let ctx = Ctx { method: &method, base: base_url(headers), query, caller, now, world: &sim.world, config, body };
-    let result = sim.arm.dispatch(&target, &ctx);
+    let client_id = ctx.caller.client_id.clone();
+    let need = arm::authz::required(&method, &target, body);
+    let allowed = {
+        let store = sim.arm.store.lock().expect("store lock");
+        arm::authz::authorize(&store, &ctx.config, &client_id, &need)
+    };
+    let result = allowed.and_then(|()| sim.arm.dispatch(&target, &ctx));
+    record_access(sim, &client_id, result.as_ref().err());
     if method == Method::DELETE
         && let Ok(r) = &result
         && (r.status == StatusCode::OK || r.status == StatusCode::ACCEPTED)
@@ -355,6 +362,18 @@ async fn serve_arm(
             error_response(&sim.world, e)
         }
     }
+}
+
+/// Notes how Resource Manager judged a caller's access: refused (401, 403) or allowed (any answer
+/// that is not a refusal of access; a 404 of a GET before a create is the call's, not the caller's).
+fn record_access(sim: &Sim, client_id: &str, error: Option<&ArmError>) {
+    let judged = match error {
+        Some(e) if e.status == StatusCode::FORBIDDEN || e.status == StatusCode::UNAUTHORIZED => {
+            Some((e.code.clone(), e.message.clone()))
+        }
+        _ => None,
+    };
+    sim.arm.access.lock().expect("access lock").insert(client_id.to_string(), judged);
 }
 
 /// Connections show the status the world negotiated with the AWS side (`Connected` when their

@@ -16,6 +16,7 @@ use xcsp_sim::cluster::{CAPZ_NAMESPACE, Capz, ClusterConfig};
 
 const NS: &str = CAPZ_NAMESPACE;
 const CONTRIBUTOR: &str = "b24988ac-6180-42a0-ab88-20f7382dd24c";
+const READER: &str = "acdd72a7-3385-48ef-bd42-f606fba81ae7";
 const CLUSTER: &str = "xcsp-gpu";
 const CAPZ_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 
@@ -59,26 +60,30 @@ async fn azure(h: &Harness, issuer: &str) -> String {
     let body = json!({"properties": {"issuer": issuer,
         "subject": format!("system:serviceaccount:{NS}:capz-manager"), "audiences": ["api://AzureADTokenExchange"]}});
     assert!(h.put(&fic, body).await.status < 300);
-    let assignment =
-        format!("{rg}/providers/Microsoft.Authorization/roleAssignments/{}{AUTH_API}", uuid::Uuid::new_v4());
-    let role = format!("/subscriptions/{SUB}/providers/Microsoft.Authorization/roleDefinitions/{CONTRIBUTOR}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = h
-            .put(&assignment, json!({"properties": {"roleDefinitionId": role, "principalId": principal, "principalType": "ServicePrincipal"}}))
-            .await;
-        if r.status < 300 {
-            break;
+    // Contributor on the resource group (the NIC, the VM, the subnet join); Reader at the
+    // subscription, for the SKU list CAPZ makes there.
+    let sub = format!("/subscriptions/{SUB}");
+    for (scope, role) in [(rg.as_str(), CONTRIBUTOR), (sub.as_str(), READER)] {
+        let assignment =
+            format!("{scope}/providers/Microsoft.Authorization/roleAssignments/{}{AUTH_API}", uuid::Uuid::new_v4());
+        let role = format!("/subscriptions/{SUB}/providers/Microsoft.Authorization/roleDefinitions/{role}");
+        let body = json!({"properties": {"roleDefinitionId": role, "principalId": principal, "principalType": "ServicePrincipal"}});
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = h.put(&assignment, body.clone()).await;
+            if r.status < 300 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{:?}", r.body);
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        assert!(Instant::now() < deadline, "{:?}", r.body);
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     client_id
 }
 
 /// The cluster side as xcsp makes it: identity, externally managed AzureCluster, Cluster, the
 /// template and a MachineSet of one with its bootstrap data.
-async fn pool(client: &kube::Client, client_id: &str) {
+async fn pool(client: &kube::Client, client_id: &str, sku: &str) {
     create(
         &api(client, CAPZ_GROUP, "AzureClusterIdentity", "azureclusteridentities"),
         json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureClusterIdentity", "metadata": {"name": "id", "namespace": NS},
@@ -110,7 +115,7 @@ async fn pool(client: &kube::Client, client_id: &str) {
         json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureMachineTemplate", "metadata": {"name": "t", "namespace": NS},
             "spec": {"template": {"spec": {"vmSize": "Standard_NC24ads_A100_v4",
                 "osDisk": {"osType": "Linux", "diskSizeGB": 128, "managedDisk": {"storageAccountType": "Premium_LRS"}},
-                "image": {"marketplace": {"publisher": "azureopenshift", "offer": "aro4", "sku": "419-v2", "version": "419.96.202505150000-0"}},
+                "image": {"marketplace": {"publisher": "azureopenshift", "offer": "aro4", "sku": sku, "version": "419.96.202505150000-0"}},
                 "sshPublicKey": "",
                 "networkInterfaces": [{"subnetName": "pool"}]}}}}),
     )
@@ -145,7 +150,7 @@ async fn the_real_capz_makes_a_workers_vm_through_the_arm_emulator() {
     };
     let (h, client) = Harness::with_cluster_config(config, cluster).await;
     let client_id = azure(&h, "https://kubernetes.default.svc").await;
-    pool(&client, &client_id).await;
+    pool(&client, &client_id, "419-v2").await;
 
     // CAPZ's own client makes the NIC and the VM, and the AzureMachine is Ready by CAPZ's conditions.
     let machines = api(&client, CAPZ_GROUP, "AzureMachine", "azuremachines");
@@ -226,4 +231,72 @@ async fn wait<T>(h: &Harness, what: &str, secs: u64, mut f: impl AsyncFnMut() ->
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+fn world(capz_env: Vec<(String, String)>) -> (SimConfig, ClusterConfig) {
+    let mut config = SimConfig::default();
+    config.latency.profile = xcsp_sim::Profile::Instant;
+    config.throttle.enabled = false;
+    config.azure_cloud = Some("usgovernment".into());
+    (config, ClusterConfig { capz: Some(Capz { env: capz_env }), ..Default::default() })
+}
+
+/// CAPZ as OpenShift deploys it, with no `AZURE_AUTHORITY_HOST`, for an Azure Government tenant:
+/// its workload-identity credential is built without the cloud's authority (CAPZ v1.26.0
+/// `azure/scope/identity.go`, the `WorkloadIdentity` case sets no `Cloud`, unlike the service
+/// principal's), so azidentity asks the public `login.microsoftonline.com`, which refuses the
+/// tenant (AADSTS900382), and no VM is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_authority_host_capz_asks_the_public_authority_and_is_refused() {
+    let (config, cluster) = world(Vec::new());
+    let (h, client) = Harness::with_cluster_config(config, cluster).await;
+    let client_id = azure(&h, "https://kubernetes.default.svc").await;
+    pool(&client, &client_id, "419-v2").await;
+    wait(&h, "CAPZ's token request refused at the public authority", 60, async || {
+        let v: Value = h.admin("GET", "/tokens", None).await.json().await.ok()?;
+        let refused = v["requests"]
+            .as_array()?
+            .iter()
+            .any(|t| t["client_id"] == client_id.as_str() && t["authority"] == "public" && t["refused"] == 900382);
+        refused.then_some(())
+    })
+    .await;
+    let log = requests(&h).await;
+    assert!(log.iter().any(|r| r["host"] == "login.microsoftonline.com"), "{}", calls(&log));
+    assert!(!log.iter().any(|r| r["host"] == "login.microsoftonline.us"), "{}", calls(&log));
+    assert!(
+        !log.iter().any(|r| r["method"] == "PUT" && r["host"] == "management.usgovcloudapi.net"),
+        "{}",
+        calls(&log)
+    );
+}
+
+/// A Generation 1 image on a size that boots only Generation 2: Compute refuses CAPZ's VM PUT
+/// (400 `BadRequest`), and CAPZ's own VM service writes the error on the AzureMachine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generation_1_image_ends_in_capz_own_error_on_the_azure_machine() {
+    let (config, cluster) = world(vec![("AZURE_AUTHORITY_HOST".into(), "https://login.microsoftonline.us/".into())]);
+    let (h, client) = Harness::with_cluster_config(config, cluster).await;
+    let client_id = azure(&h, "https://kubernetes.default.svc").await;
+    pool(&client, &client_id, "aro_419").await;
+    let machines = api(&client, CAPZ_GROUP, "AzureMachine", "azuremachines");
+    let said = wait(&h, "CAPZ's error on the AzureMachine", 120, async || {
+        let am = machines.list(&Default::default()).await.ok()?.items.into_iter().next()?;
+        let conditions = am.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions
+            .iter()
+            .filter_map(|c| c["message"].as_str())
+            .find(|m| m.contains("cannot boot Hypervisor Generation '1'"))
+            .map(String::from)
+    })
+    .await;
+    assert!(said.contains("BadRequest"), "{said}");
+    let log = requests(&h).await;
+    assert!(
+        log.iter().any(|r| r["method"] == "PUT"
+            && r["status"] == 400
+            && r["path"].as_str().is_some_and(|p| p.contains("/virtualMachines/"))),
+        "{}",
+        calls(&log)
+    );
 }

@@ -175,6 +175,9 @@ impl Clouds {
             .iter()
             .filter(|o| o["namespace"] == "xcsp-il5-gpu" && o["kind"] != "Machine" && o["kind"] != "AzureMachine")
             .filter(|o| !Clouds::CLUSTER_MADE.iter().any(|(k, n)| o["kind"] == *k && o["name"] == *n))
+            // CAPZ's own: the `azure.json` Secret its AzureJSONTemplate controller makes for each
+            // AzureMachineTemplate (CAPZ `controllers/helpers.go`, `<template>-azure-json`).
+            .filter(|o| !(o["kind"] == "Secret" && o["name"].as_str().is_some_and(|n| n.ends_with("-azure-json"))))
             .map(|o| (o["kind"].as_str().unwrap_or_default().into(), o["name"].as_str().unwrap_or_default().into()))
             .collect();
         out.sort();

@@ -42,6 +42,8 @@ pub struct TokenRecord {
     pub authority: Option<&'static str>,
     /// The refusal's `AADSTS` code, if refused.
     pub refused: Option<u32>,
+    /// The refusal's description (its first line, without the trace ids), if refused.
+    pub error: Option<String>,
 }
 
 /// Issued tokens and the request log.
@@ -117,10 +119,15 @@ pub fn token(
         issued: false,
         authority: at.map(|c| c.name),
         refused: None,
+        error: None,
     };
     let result = check_cloud(&record, config, at).and_then(|()| check_grant(&mut record, store, config, form));
     record.issued = result.is_ok();
     record.refused = result.as_ref().err().and_then(|e| e.body["error_codes"][0].as_u64()).map(|c| c as u32);
+    record.error = result
+        .as_ref()
+        .err()
+        .and_then(|e| e.body["error_description"].as_str().and_then(|d| d.split("\r\n").next()).map(String::from));
     tokens.log.push(record.clone());
     result?;
     let token = format!("xcsp-sim.{}", uuid::Uuid::new_v4().simple());

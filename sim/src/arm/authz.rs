@@ -538,3 +538,84 @@ fn delete_definition(store: &mut Store, guid: &str) -> Result<Reply, ArmError> {
     store.remove_tree(&def.id);
     Ok(Reply::json(StatusCode::OK, def.body))
 }
+
+/// What a call by a user-assigned identity needs: each `(action, scope)` Azure RBAC checks it
+/// against. The operation's own (`<type>/read`, `/write`, `/delete` at the resource, or at the
+/// list's scope; the SKU list's `Microsoft.Compute/skus/read` at the subscription; the tags at a
+/// scope, `Microsoft.Resources/tags/*`), and for a NIC's PUT the linked access of joining each
+/// subnet it names (`Microsoft.Network/virtualNetworks/subnets/join/action` at the subnet;
+/// Microsoft Learn, "Azure permissions for Networking" and "Linked access check"). Polls of an
+/// operation and Entra's paths need none here.
+pub fn required(method: &axum::http::Method, target: &super::path::Target, body: &[u8]) -> Vec<(String, String)> {
+    use super::path::Target as T;
+    let verb = match *method {
+        axum::http::Method::GET | axum::http::Method::HEAD => "read",
+        axum::http::Method::DELETE => "delete",
+        _ => "write",
+    };
+    match target {
+        T::Resource { sub, rg, kind, names } => {
+            let mut id = format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/{}", kind.namespace);
+            let types: Vec<&str> = kind.arm_type.split('/').skip(1).collect();
+            for (t, n) in types.iter().zip(names) {
+                id.push_str(&format!("/{t}/{n}"));
+            }
+            let mut need = vec![(format!("{}/{verb}", kind.arm_type), id.clone())];
+            if verb == "write" && std::ptr::eq(*kind, &super::kinds::NIC) {
+                let body: Value = serde_json::from_slice(body).unwrap_or_default();
+                for c in body["properties"]["ipConfigurations"].as_array().into_iter().flatten() {
+                    if let Some(subnet) = c["properties"]["subnet"]["id"].as_str() {
+                        need.push(("Microsoft.Network/virtualNetworks/subnets/join/action".into(), subnet.to_string()));
+                    }
+                }
+            }
+            need
+        }
+        T::List { sub, rg, kind } => {
+            let scope = match rg {
+                Some(rg) => format!("/subscriptions/{sub}/resourceGroups/{rg}"),
+                None => format!("/subscriptions/{sub}"),
+            };
+            vec![(format!("{}/read", kind.arm_type), scope)]
+        }
+        T::ComputeSkus { sub } => vec![("Microsoft.Compute/skus/read".into(), format!("/subscriptions/{sub}"))],
+        T::TagsAtScope { scope, .. } => vec![(format!("Microsoft.Resources/tags/{verb}"), scope.clone())],
+        T::ResourceGroup { sub, rg } => vec![(
+            format!("Microsoft.Resources/subscriptions/resourceGroups/{verb}"),
+            format!("/subscriptions/{sub}/resourceGroups/{rg}"),
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// Azure RBAC for a caller that is one of the world's user-assigned identities (a workload-identity
+/// token of its client id, as CAPZ holds): every action [`required`] names must be permitted at its
+/// scope ([`permits`]), else 403 `AuthorizationFailed` worded as ARM words it (Microsoft Learn,
+/// "Troubleshoot Azure RBAC"). Other callers (the clients a test or xcsp signs in with a secret)
+/// are not judged.
+pub fn authorize(
+    store: &Store,
+    config: &crate::world::SimConfig,
+    client_id: &str,
+    need: &[(String, String)],
+) -> Result<(), ArmError> {
+    let Some(principal) = store
+        .of_kind(&kinds::IDENTITY)
+        .find(|r| r.body["properties"]["clientId"].as_str() == Some(client_id))
+        .and_then(|r| r.body["properties"]["principalId"].as_str().map(String::from))
+    else {
+        return Ok(());
+    };
+    for (action, scope) in need {
+        if !permits(store, config, &principal, scope, action) {
+            return Err(ArmError::new(
+                StatusCode::FORBIDDEN,
+                "AuthorizationFailed",
+                format!(
+                    "The client '{client_id}' with object id '{principal}' does not have authorization to perform action '{action}' over scope '{scope}' or the scope is invalid. If access was recently granted, please refresh your credentials."
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -15,8 +15,9 @@
 //!   (the resource's secret), never answered (`adminPassword` is `x-ms-secret` in
 //!   `computeRPCommon.json`; Resource Manager leaves `customData` out of every GET,
 //!   Azure/azure-cli#5866 and #20870, "also visible ... when issuing raw requests").
-//! - The VM's PUT creates its OS disk (`storageProfile.osDisk.name`, managed by the VM); its
-//!   delete removes the NICs and disks whose `deleteOption` is `Delete` and detaches the others
+//! - The VM's PUT creates its OS disk (`storageProfile.osDisk.name`, managed by the VM, without the
+//!   VM's tags: the VM PUT's `osDisk` has no `tags`, and CAPZ finds the disk by name to delete it,
+//!   `azure/services/disks`); its delete removes the NICs and disks whose `deleteOption` is `Delete` and detaches the others
 //!   (`DiskDeleteOptionTypes`, `DeleteOptions` in the spec; the OS disk's default is `Detach`).
 //! - A disk still attached to a VM and a NIC still used by one cannot be deleted.
 //! - An availability set lists the VMs in it (`properties.virtualMachines`, read-only).
@@ -311,7 +312,7 @@ pub fn after_put(store: &mut Store, kind: &'static Kind, id: &str, now: std::tim
     let generation = if super::skus::find(size).is_some_and(|s| s.gen2_only()) { "V2" } else { "V1" };
     let body = json!({
         "id": disk_id, "name": name, "type": kinds::DISK.arm_type, "location": vm.body["location"],
-        "tags": vm.body["tags"], "managedBy": vm.id,
+        "managedBy": vm.id,
         "sku": {"name": os["managedDisk"]["storageAccountType"].as_str().unwrap_or("Premium_LRS")},
         "zones": vm.body["zones"],
         "properties": {

@@ -37,6 +37,9 @@ pub struct Arm {
     pub store: Mutex<Store>,
     pub tokens: Mutex<Tokens>,
     pub buckets: Mutex<Buckets>,
+    /// Per client id, how Resource Manager last judged its access: the code and message of a
+    /// refusal (401, 403), or `None` after a request it was allowed to make.
+    pub access: Mutex<std::collections::HashMap<String, Option<(String, String)>>>,
 }
 
 /// A successful ARM answer.

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::kinds::{CAPZ, KINDS, Kind};
 use super::store::{Key, Obj, Store, key};
-use super::{boot, capz, joins};
+use super::{boot, joins};
 use crate::server::Sim;
 
 /// How often the stand-ins look at the cluster.
@@ -232,7 +232,9 @@ impl Bridge {
         let world = &sim.world;
         let config = world.config();
         let link = joins::Link::of(sim);
-        let mut arm = sim.arm.store.lock().expect("arm lock");
+        let tokens = sim.arm.tokens.lock().expect("tokens lock").log.clone();
+        let access = sim.arm.access.lock().expect("access lock").clone();
+        let arm = sim.arm.store.lock().expect("arm lock");
         let mut s = self.store.lock().expect("store lock");
         s.objects = snapshot;
         s.settle_machine_configs(world);
@@ -240,17 +242,7 @@ impl Bridge {
         let machines: Vec<Value> =
             s.objects.iter().filter(|(k, _)| k.1 == "machines").map(|(_, o)| o.value.clone()).collect();
         let deleting = |m: &Value| m["metadata"].get("deletionTimestamp").is_some();
-        // CAPZ deletes the VM of an AzureMachine that goes (with its Machine).
-        let live: Vec<String> = machines
-            .iter()
-            .filter(|m| !deleting(m))
-            .filter_map(|m| m["metadata"]["name"].as_str().map(String::from))
-            .collect();
         let real_capz = sim.real_capz.load(std::sync::atomic::Ordering::SeqCst);
-        if !real_capz {
-            capz::reap(&mut arm, &live);
-        }
-        s.creating.retain(|m, _| live.contains(m));
         // A kubelet whose VM is gone posts nothing more; its Node stays until someone deletes it
         // (CAPI deletes no Node of a cluster without control-plane Machines:
         // `machine_controller.go` `isDeleteNodeAllowed`).
@@ -264,7 +256,6 @@ impl Bridge {
             s.boots.remove(&vm);
             s.kubelets.retain(|(v, _), _| *v != vm);
         }
-        let now = super::store::timestamp(world);
         let mut found = Vec::new();
         for m in machines.iter().filter(|m| !deleting(m)) {
             let ns = m["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -279,60 +270,18 @@ impl Bridge {
                 machine["spec"]["providerID"] = json!(pid);
                 machine["status"]["addresses"] = json!([{"type": "InternalDNS", "address": name}]);
             }
-            let mut held =
-                joins::held(&s, &machine, &joins::Azure { store: &arm, config: &config, link: &link, real_capz });
-            // ARM refuses a VM it cannot make at once (its PUT answers 400); one it accepts takes a
-            // VM's creation time from when CAPZ could first make it.
-            let mut creatable = held.step == "vm" && !real_capz;
-            if creatable && let Err(refused) = capz::plan_vm(&s, &arm, &machine, &config.compute) {
-                held = refused;
-                creatable = false;
-            }
-            let due = creatable.then(|| {
-                *s.creating
-                    .entry(name.to_string())
-                    .or_insert_with(|| world.clock.now() + world.lro_duration(capz::CREATE_SECS.0, capz::CREATE_SECS.1))
-            });
-            if let Some(due) = due.filter(|due| world.clock.now() < *due) {
-                held = joins::Held {
-                    step: "vm",
-                    message: format!(
-                        "CAPZ creates the VM and its NIC ({} s to go)",
-                        due.duration_since(world.clock.now()).as_secs()
-                    ),
-                    source: "sim latency profile (capz::CREATE_SECS)",
-                };
-            } else if creatable {
-                match capz::make_vm(&s, &mut arm, &machine, &config.compute, world.clock.now()) {
-                    Ok(pid) => {
-                        machine["spec"]["providerID"] = json!(pid);
-                        machine["status"]["addresses"] = json!([{"type": "InternalDNS", "address": name}]);
-                        held = joins::held(
-                            &s,
-                            &machine,
-                            &joins::Azure { store: &arm, config: &config, link: &link, real_capz },
-                        );
-                    }
-                    Err(refused) => held = refused,
-                }
-            }
+            let azure =
+                joins::Azure { store: &arm, config: &config, link: &link, real_capz, tokens: &tokens, access: &access };
+            let mut held = joins::held(&s, &machine, &azure);
             let registered = arm
                 .of_kind(&crate::arm::kinds::VM)
                 .find(|vm| vm.name == name)
                 .is_some_and(|vm| s.registered.contains_key(&vm.id));
-            let mut node = None;
             if held.step == "boot" || (held.step == "dns" && registered) {
-                let pointer =
-                    if real_capz { joins::vm_pointer_source(&arm, name) } else { joins::pointer_source(&s, &machine) }
-                        .unwrap_or_default();
+                let pointer = joins::vm_pointer_source(&arm, name).unwrap_or_default();
                 let dns = (held.step == "dns").then(|| held.clone());
                 let progress = boot::advance(&mut s, &arm, &link, &machine, &pointer, dns, world);
                 held = progress.held;
-                node = progress.node.and_then(|n| s.value("", "nodes", "", &n).map(boot::node_ready));
-            }
-            let wanted = joins::machine_conditions(&held, &machine, node);
-            if !real_capz && let Some(infra) = wanted.iter().find(|c| c.0 == "InfrastructureReady") {
-                capz::reflect(&mut s, &machine, infra, &now);
             }
             found.push(json!({
                 "namespace": ns, "name": name,

@@ -22,6 +22,10 @@ pub struct Azure<'a> {
     /// CAPZ's own manager runs ([`crate::cluster::Capz`]): it makes the VM, and what holds a
     /// Machine before its VM is what CAPZ itself reports ([`capz_reported`]).
     pub real_capz: bool,
+    /// The token requests Entra answered, newest last (`GET /_sim/tokens`).
+    pub tokens: &'a [crate::arm::auth::TokenRecord],
+    /// How Resource Manager last judged each client's access ([`crate::arm::Arm::access`]).
+    pub access: &'a std::collections::HashMap<String, Option<(String, String)>>,
 }
 
 /// The AWS side as a VM in the VNet reaches it: Route 53 Resolver's inbound endpoints, and the
@@ -156,38 +160,37 @@ pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
     if data["data"].get("value").is_none() {
         return at("bootstrap_data", "error retrieving bootstrap data: secret value key is missing".into(), bootstrap);
     }
-    // The identity's client id and tenant (the identity step above found it).
+    // The identity's client id (the identity step above found it), whose token requests the
+    // world's Entra answered.
     let client_id = identity.and_then(|i| i["spec"]["clientID"].as_str()).unwrap_or_default();
-    let tenant = identity.and_then(|i| i["spec"]["tenantID"].as_str()).unwrap_or_default();
-    // Once the VM is made, a failing Azure call of a later reconcile is only CAPZ's log: the
-    // error is returned before anything touches the AzureMachine's status (`reconcileNormal`,
-    // `InitMachineCache`), so the VM, its boot and its Node go on as they were.
+    // Made: CAPZ's PUT of the VM has finished. Once it is, a failing Azure call of a later
+    // reconcile is only CAPZ's log, and the VM, its boot and its Node go on as they were.
     let made = azure
         .store
         .of_kind(&crate::arm::kinds::VM)
-        .any(|vm| vm.name == name && (!azure.real_capz || vm.body["properties"]["provisioningState"] == "Succeeded"));
-    if !made && azure.real_capz {
-        return capz_reported(store, machine);
-    }
-    if !made && let Some(h) = token_exchange(store, azure, client_id, tenant) {
-        return h;
-    }
-    if !made && let Some(h) = authorization(&azure_cluster, machine_spec(store, machine).ok(), azure, client_id) {
-        return h;
-    }
-    if made {
-        let source =
-            if azure.real_capz { vm_pointer_source(azure.store, name) } else { pointer_source(store, machine) };
-        if let Some(h) = dns(&azure_cluster, source.as_deref(), azure, name) {
-            return h;
-        }
+        .any(|vm| vm.name == name && vm.body["properties"]["provisioningState"] == "Succeeded");
+    if !made && !azure.real_capz {
         return at(
-            "boot",
-            "the VM exists; its boot (ignition from the machine-config server over the link, DNS) and its Node are not emulated yet".into(),
-            "sim/README.md, Not held yet",
+            "vm",
+            format!(
+                "no CAPZ controller runs in the cluster (Deployment {}/capz-controller-manager): nothing reconciles the AzureMachine",
+                super::openshift::CAPI_NAMESPACE
+            ),
+            "the world's cluster runs CAPZ's manager where OpenShift's manifests deploy it (--capz)",
         );
     }
-    at("vm", "CAPZ makes the NIC and the VM now".into(), "cluster-api-provider-azure azure/services/virtualmachines")
+    if !made {
+        return capz_reported(store, machine, azure, client_id);
+    }
+    let source = vm_pointer_source(azure.store, name);
+    if let Some(h) = dns(&azure_cluster, source.as_deref(), azure, name) {
+        return h;
+    }
+    at(
+        "boot",
+        "the VM exists; its boot (ignition from the machine-config server over the link, DNS) and its Node are not emulated yet".into(),
+        "sim/README.md, Not held yet",
+    )
 }
 
 /// The first thing a booting VM does: Ignition fetches the config its pointer names
@@ -266,28 +269,45 @@ pub fn vm_subnet_resource<'a>(arm: &'a ArmStore, machine: &str) -> Option<&'a cr
 
 /// Where the real CAPZ holds a Machine whose VM it has not made: what it wrote on the Machine's
 /// AzureMachine, its `Ready` condition's reason and message (CAPZ's own error, such as a refused
-/// PUT's code), else that it has not reported yet.
-fn capz_reported(store: &Store, machine: &Value) -> Held {
+/// PUT's code). CAPZ writes nothing there when its first Azure call fails for want of a token
+/// or for want of a role (the error is returned before any condition, `azuremachine_controller.go`
+/// `reconcileNormal`, `InitMachineCache`, and only logged): then the world says why, the last
+/// answer its Entra gave CAPZ's identity (`token_exchange`), or Resource Manager's last refusal of
+/// it (`authorization`); else that CAPZ has not reported yet.
+fn capz_reported(store: &Store, machine: &Value, azure: &Azure, client_id: &str) -> Held {
     let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
     let r = &machine["spec"]["infrastructureRef"];
     let am = (r["kind"] == "AzureMachine")
         .then(|| store.value(CAPZ, "azuremachines", ns, r["name"].as_str().unwrap_or_default()))
         .flatten();
-    let ready = am
-        .and_then(|a| a["status"]["conditions"].as_array())
-        .and_then(|c| c.iter().find(|c| c["type"] == "Ready" && c["status"] != "True"));
-    let message = match ready {
-        Some(c) => {
-            let (reason, text) = (c["reason"].as_str().unwrap_or_default(), c["message"].as_str().unwrap_or_default());
-            if text.is_empty() { reason.to_string() } else { format!("{reason}: {text}") }
-        }
-        None => "CAPZ has not reported on the AzureMachine yet".to_string(),
-    };
-    Held {
-        step: "vm",
-        message,
-        source: "cluster-api-provider-azure v1.26.0 (run by the world): the AzureMachine's Ready condition",
+    // Its `Ready` summary when CAPZ wrote one, else the first condition CAPZ set false with a
+    // message (a service's own, such as `NetworkInterfacesReady` from `UpdatePutStatus`).
+    let conditions = am.and_then(|a| a["status"]["conditions"].as_array()).cloned().unwrap_or_default();
+    let ready = conditions.iter().find(|c| c["type"] == "Ready" && c["status"] != "True").or_else(|| {
+        conditions.iter().find(|c| c["status"] == "False" && c["message"].as_str().is_some_and(|m| !m.is_empty()))
+    });
+    let source = "cluster-api-provider-azure v1.26.0 (run by the world): the AzureMachine's conditions";
+    if let Some(c) = ready {
+        let (reason, text) = (c["reason"].as_str().unwrap_or_default(), c["message"].as_str().unwrap_or_default());
+        let message = if text.is_empty() { reason.to_string() } else { format!("{reason}: {text}") };
+        return Held { step: "vm", message, source };
     }
+    let last = azure.tokens.iter().rev().find(|t| !client_id.is_empty() && t.client_id == client_id);
+    if let Some(t) = last.filter(|t| !t.issued) {
+        return Held {
+            step: "token_exchange",
+            message: format!("Entra refused CAPZ's token request: {}", t.error.clone().unwrap_or_default()),
+            source: "the world's Entra token log (GET /_sim/tokens); CAPZ logs the error and writes no condition",
+        };
+    }
+    if let Some(Some((code, message))) = azure.access.get(client_id) {
+        return Held {
+            step: "authorization",
+            message: format!("Resource Manager refused CAPZ's call: {code}: {message}"),
+            source: "the world's Resource Manager (its last answer to CAPZ's identity); CAPZ logs the error and writes no condition",
+        };
+    }
+    Held { step: "vm", message: "CAPZ has not reported on the AzureMachine yet".into(), source }
 }
 
 /// The config source the Ignition pointer a VM was made with names: the custom data CAPZ passed
@@ -344,95 +364,6 @@ pub fn machine_spec<'a>(store: &'a Store, machine: &Value) -> Result<&'a Value, 
         .ok_or_else(|| format!("AzureMachineTemplate {ns}/{name} not found"))
 }
 
-/// CAPZ's workload identity (`azure/scope/identity.go`, `WorkloadIdentity`: azidentity's
-/// `NewWorkloadIdentityCredential` reads the projected token file): the token OpenShift's CAPZ
-/// Deployment mounts (its service account, the projected source's audience; the issuer is the
-/// cluster's, `Authentication.spec.serviceAccountIssuer`, else the internal
-/// `https://kubernetes.default.svc`) is exchanged at Entra for the AzureClusterIdentity's client
-/// id; Entra accepts it only for a federated credential of that identity with the same issuer,
-/// subject and an audience ([`crate::arm::auth::federated_match`], the check the token endpoint
-/// makes of any assertion).
-fn token_exchange(store: &Store, azure: &Azure, client_id: &str, tenant: &str) -> Option<Held> {
-    let at = |message: String| Held {
-        step: "token_exchange",
-        message,
-        source: "cluster-api-provider-azure azure/scope/identity.go (WorkloadIdentity); Entra ID AADSTS70021/700016",
-    };
-    let Some(deployment) =
-        store.value("apps", "deployments", super::openshift::CAPI_NAMESPACE, "capz-controller-manager")
-    else {
-        return Some(at(format!(
-            "no CAPZ controller runs in the cluster (Deployment {}/capz-controller-manager): nothing reconciles the AzureMachine",
-            super::openshift::CAPI_NAMESPACE
-        )));
-    };
-    let pod = &deployment["spec"]["template"]["spec"];
-    let account = pod["serviceAccountName"].as_str().unwrap_or("default");
-    let audience = pod["volumes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|v| v["projected"]["sources"].as_array().cloned().unwrap_or_default())
-        .find_map(|s| s["serviceAccountToken"]["audience"].as_str().map(String::from))
-        .unwrap_or_default();
-    let issuer = store
-        .value("config.openshift.io", "authentications", "", "cluster")
-        .and_then(|a| a["spec"]["serviceAccountIssuer"].as_str())
-        .filter(|i| !i.is_empty())
-        .unwrap_or("https://kubernetes.default.svc")
-        .to_string();
-    let subject = format!("system:serviceaccount:{}:{account}", super::openshift::CAPI_NAMESPACE);
-    match crate::arm::auth::federated_match(azure.store, client_id, &issuer, &subject, &[audience.as_str()]) {
-        None => Some(at(format!(
-            "AADSTS700016: Application with identifier '{client_id}' was not found in the directory '{tenant}'."
-        ))),
-        Some(Err(description)) => Some(at(format!("AADSTS70021: {description}"))),
-        Some(Ok(())) => None,
-    }
-}
-
-/// The Azure calls CAPZ makes first for a worker, each needing the identity's role assignments to
-/// allow it at the call's scope: the resource-SKU list, at the subscription (`azure/services/
-/// resourceskus`, every machine), the NIC and the VM in the AzureCluster's resource group
-/// (`networkinterfaces`, `virtualmachines`), and joining the NIC to the pool's subnet (ARM's
-/// linked-access check on the subnet). A refusal is ARM's `AuthorizationFailed`.
-fn authorization(azure_cluster: &Value, machine_spec: Option<&Value>, azure: &Azure, client_id: &str) -> Option<Held> {
-    let spec = &azure_cluster["spec"];
-    let sub = spec["subscriptionID"].as_str().unwrap_or_default();
-    let rg = spec["resourceGroup"].as_str().unwrap_or_default();
-    let subnet = machine_spec.and_then(|m| m["networkInterfaces"][0]["subnetName"].as_str()).unwrap_or_default();
-    let rg_scope = format!("/subscriptions/{sub}/resourceGroups/{rg}");
-    let calls = [
-        ("Microsoft.Compute/skus/read", format!("/subscriptions/{sub}")),
-        ("Microsoft.Network/networkInterfaces/write", rg_scope.clone()),
-        ("Microsoft.Compute/virtualMachines/write", rg_scope),
-        (
-            "Microsoft.Network/virtualNetworks/subnets/join/action",
-            format!("{}/subnets/{subnet}", vnet_id(azure_cluster)),
-        ),
-    ];
-    // The principal of the identity the exchange above accepted.
-    let principal = azure
-        .store
-        .of_kind(&crate::arm::kinds::IDENTITY)
-        .find(|r| r.body["properties"]["clientId"].as_str() == Some(client_id))?
-        .body["properties"]["principalId"]
-        .as_str()?
-        .to_string();
-    for (action, scope) in calls {
-        if !crate::arm::authz::permits(azure.store, azure.config, &principal, &scope, action) {
-            return Some(Held {
-                step: "authorization",
-                message: format!(
-                    "AuthorizationFailed: The client '{client_id}' with object id '{principal}' does not have authorization to perform action '{action}' over scope '{scope}' or the scope is invalid. If access was recently granted, please refresh your credentials."
-                ),
-                source: "cluster-api-provider-azure azure/services/{resourceskus,networkinterfaces,virtualmachines}; Microsoft Learn, Troubleshoot Azure RBAC (AuthorizationFailed)",
-            });
-        }
-    }
-    None
-}
-
 /// What CAPI needs of the Machine's Cluster before it matches a Node to the Machine, and is missing.
 pub fn node_ref_needs(store: &Store, machine: &Value) -> Vec<String> {
     let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -462,74 +393,4 @@ pub fn node_ref_needs(store: &Store, machine: &Value) -> Vec<String> {
         None => needs.push(format!("Secret {ns}/{kubeconfig}")),
     }
     needs
-}
-
-/// What CAPI writes on a Machine held at `held` (v1beta1 conditions, as the sim serves Machines):
-/// `BootstrapReady` from the data secret's name (the MachineSet sets it; `WaitingForDataSecret`
-/// otherwise), `InfrastructureReady` False mirroring the AzureMachine, whose `VMRunning` reason
-/// CAPZ sets only while it waits for the cluster's infrastructure or the bootstrap data; the
-/// errors of its Azure calls (token exchange, authorization) CAPZ returns to its controller and
-/// logs without a condition (`azuremachine_controller.go` `reconcileNormal`: `InitMachineCache`'s
-/// error is returned), so the Machine shows CAPI's fallback reason then, as a real cluster does.
-/// `Ready` summarizes them. The `GET /_sim/machines` answer carries what only CAPZ's log shows.
-/// Once the VM exists, the infrastructure is ready and `Ready` waits for the Node
-/// (`WaitingForNodeRef`).
-pub fn machine_conditions(
-    held: &Held,
-    machine: &Value,
-    node_ready: Option<bool>,
-) -> Vec<(&'static str, bool, &'static str, String)> {
-    machine_conditions_no_message(held, machine, node_ready)
-        .into_iter()
-        .map(|(kind, ok, reason)| {
-            // CAPZ's VM service failed: the AzureMachine's `VMRunning` is False, `Failed`, with
-            // the error as its message (`UpdatePutStatus`), and CAPI mirrors the AzureMachine's
-            // `Ready` (their summary) as `InfrastructureReady`, message and all.
-            let message = if reason == "Failed" { held.message.clone() } else { String::new() };
-            (kind, ok, reason, message)
-        })
-        .collect()
-}
-
-/// The message CAPZ's VM service gives a failed create (`UpdatePutStatus`).
-pub const VM_FAILED: &str = "virtualmachine failed to create or update. err: ";
-
-fn machine_conditions_no_message(
-    held: &Held,
-    machine: &Value,
-    node_ready: Option<bool>,
-) -> Vec<(&'static str, bool, &'static str)> {
-    let bootstrap = machine["spec"]["bootstrap"]["dataSecretName"].as_str().is_some_and(|s| !s.is_empty());
-    if let Some(ready) = node_ready {
-        // The Machine has its Node (`nodeRef`): CAPI's `NodeHealthy` follows the Node's `Ready`
-        // (`machine_controller_noderef.go`, `NodeConditionsFailed` when it is not).
-        return vec![
-            ("BootstrapReady", true, ""),
-            ("InfrastructureReady", true, ""),
-            ("NodeHealthy", ready, if ready { "" } else { "NodeConditionsFailed" }),
-            ("Ready", true, ""),
-        ];
-    }
-    if matches!(
-        held.step,
-        "dns" | "boot" | "api_path" | "ignition" | "kubelet" | "booting" | "csr" | "node_ref" | "network"
-    ) {
-        // The VM is there: CAPI waits for a Node with the Machine's provider ID.
-        return vec![
-            ("BootstrapReady", true, ""),
-            ("InfrastructureReady", true, ""),
-            ("Ready", false, "WaitingForNodeRef"),
-        ];
-    }
-    let infra_reason = match held.step {
-        "infrastructure" => "WaitingForClusterInfrastructure",
-        "bootstrap_data" => "WaitingForBootstrapData",
-        "vm" if held.message.starts_with(VM_FAILED) => "Failed",
-        _ => "WaitingForInfrastructure",
-    };
-    vec![
-        ("BootstrapReady", bootstrap, if bootstrap { "" } else { "WaitingForDataSecret" }),
-        ("InfrastructureReady", false, infra_reason),
-        ("Ready", false, if bootstrap { infra_reason } else { "WaitingForDataSecret" }),
-    ]
 }

@@ -30,8 +30,6 @@ pub struct Store {
     pub objects: BTreeMap<Key, Obj>,
     /// The PEM of the CA the API server's (and the machine-config server's) certificates chain to.
     pub ca_pem: String,
-    /// A Machine (by name) whose VM CAPZ creates: when the VM is there ([`super::capz::CREATE_SECS`]).
-    pub creating: BTreeMap<String, Instant>,
     /// A booting VM (by id): when its boot is done ([`super::boot`]).
     pub boots: BTreeMap<String, Instant>,
     /// What a VM's kubelet registers with, for a rendered config (VM id, config): run once.
@@ -52,7 +50,6 @@ impl Store {
         let mut s = Store {
             objects: BTreeMap::new(),
             ca_pem: ca_pem.to_string(),
-            creating: BTreeMap::new(),
             boots: BTreeMap::new(),
             kubelets: BTreeMap::new(),
             registered: BTreeMap::new(),

@@ -262,8 +262,8 @@ impl Clouds {
 
     /// ARM resources xcsp makes: all but the VMs and NICs CAPZ makes for the pool's machines.
     fn arm_xcsp_count(&self) -> usize {
-        let capz =
-            |id: &String| id.contains("/Microsoft.Compute/virtualMachines/") || id.contains("/networkInterfaces/");
+        // What CAPZ made for the machines: their VMs, OS disks, availability sets and NICs.
+        let capz = |id: &String| id.contains("/Microsoft.Compute/") || id.contains("/networkInterfaces/");
         self.arm_resources().iter().filter(|id| !capz(id)).count()
     }
 }
@@ -796,8 +796,13 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     // server's audit log and the ARM journal time them.
     let deletions = clouds.get("/_sim/kube/audit")["deletions"].as_array().cloned().unwrap_or_default();
     let journal = clouds.get("/_sim/journal")["entries"].as_array().cloned().unwrap_or_default();
-    let first_arm =
-        journal.iter().find(|e| e["cloud"] == "azure").map(|e| instant(&e["time"])).expect("an Azure delete");
+    // xcsp's own Azure deletes (CAPZ deletes the VMs, NICs, disks it made as CAPI deletes Machines).
+    let capz_made = |id: &str| id.contains("/Microsoft.Compute/") || id.contains("/networkInterfaces/");
+    let first_arm = journal
+        .iter()
+        .find(|e| e["cloud"] == "azure" && !capz_made(e["id"].as_str().unwrap_or_default()))
+        .map(|e| instant(&e["time"]))
+        .expect("an Azure delete");
     let sets: Vec<(String, String)> = deletions
         .iter()
         .filter(|d| d["uri"].as_str().unwrap_or_default().contains("/machinesets/"))
@@ -1897,6 +1902,10 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     assert!(text.contains("identity capz: TokenExchangeAccepted=False (AudienceMismatch)"), "{text}");
     let cause = "no Node: CAPZ gets no Azure token, so it makes no VM: its federated credential expects a token for `api://AzureADTokenExchangeUSGov`, but CAPZ's projected token is for `api://AzureADTokenExchange`";
     assert_eq!(text.matches(cause).count(), 1, "{text}");
+    // CAPZ deletes a machine's VM only with a token, so the audience is put right before the
+    // destroy (a CAPZ that cannot authenticate leaves its Machines deleting, and the destroy
+    // waiting on them).
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve", "--wait-for-nodes", "false"]).arg(il5()).output().unwrap());
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_eq!(clouds.kube_get("/api/v1/nodes")["items"], serde_json::json!([]), "the Nodes go with their machines");
 }

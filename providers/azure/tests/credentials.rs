@@ -56,11 +56,17 @@ async fn workload_identity_reads_its_token_file_for_every_new_token() {
     // Tokens that live under the two minutes the provider renews ahead: every call needs a new one.
     emu.configure(json!({ "token_lifetime_secs": 60 })).await;
     let il5 = il5();
-    let wanted =
-        ["azure_resource_group.main", "azure_user_assigned_identity.capz", "azure_federated_identity_credential.capz"];
+    // The identity with its role on the resource group: Resource Manager judges a workload
+    // identity's calls by Azure RBAC, so its own list needs one.
+    let wanted = [
+        "azure_resource_group.main",
+        "azure_user_assigned_identity.capz",
+        "azure_federated_identity_credential.capz",
+        "azure_role_assignment.capz",
+    ];
     let nodes: Vec<_> =
         il5.nodes.iter().filter(|n| wanted.contains(&n.address.to_string().as_str())).cloned().collect();
-    assert_eq!(nodes.len(), 3);
+    assert_eq!(nodes.len(), 4);
     let admin = AzureProvider::new(emu.config_for(&il5.subscription, &il5.tenant, &il5.resource_group)).unwrap();
     let recorded = apply_in_order(&admin, &il5.stack, &nodes, &Recorder::default()).await;
     let fic = recorded.get("azure_federated_identity_credential.capz");

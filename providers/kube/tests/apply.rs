@@ -78,7 +78,8 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         capz: true,
         service_account_issuer: None,
         cluster_network_mtu: xcsp_sim::AWS_CLUSTER_NETWORK_MTU,
-        capz_authority_host: None,
+        // The IL5 tenant is Azure Government's: its owner pointed CAPZ at that authority.
+        capz_authority_host: Some("https://login.microsoftonline.us/".into()),
         fips: false,
         proxy: None,
         mirrors: vec![],

@@ -1282,7 +1282,8 @@ fn assert_one_to_one(clouds: &Clouds, state: &Path) {
     let mut arm: Vec<String> = clouds
         .arm_resources()
         .into_iter()
-        .filter(|id| !id.contains("/Microsoft.Compute/virtualMachines/") && !id.contains("/networkInterfaces/"))
+        // CAPZ's own: the machines' VMs, OS disks, availability sets and NICs.
+        .filter(|id| !id.contains("/Microsoft.Compute/") && !id.contains("/networkInterfaces/"))
         .map(|id| id.to_ascii_lowercase())
         .collect();
     arm.sort();

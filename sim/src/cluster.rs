@@ -700,6 +700,11 @@ impl UpstreamCluster {
         let mut command = Command::new(bin.join(name));
         command.args(args).envs(env.iter().copied()).stdin(Stdio::null()).stdout(out).stderr(err);
         crate::child::die_with_parent(&mut command, libc::SIGKILL);
+        if name == "capz-manager" {
+            // A pod's environment is its Deployment's alone: nothing of the process that runs the
+            // world (whose own AZURE_AUTHORITY_HOST, say, names the sim's plain address for xcsp).
+            command.env_clear().envs(env.iter().copied());
+        }
         let child = command.spawn().map_err(io(format!("cannot start {}", bin.join(name).display())))?;
         self.programs.push(Program { name, child, log });
         Ok(())

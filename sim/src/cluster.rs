@@ -117,6 +117,15 @@ pub struct Capz {
 /// The namespace CAPZ runs in on OpenShift, and its service account.
 pub const CAPZ_NAMESPACE: &str = "openshift-cluster-api";
 pub const CAPZ_SERVICE_ACCOUNT: &str = "capz-manager";
+/// What a started program takes of the world's own environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inherit {
+    /// The world's environment, beside its own (the cluster's programs, as a test's shell runs them).
+    Parent,
+    /// Its own only, as a pod of a Deployment gets it.
+    Nothing,
+}
+
 /// Where a pod of CAPZ's Deployment finds its projected token (CAPZ `azure/scope/workload_identity.go`).
 const CAPZ_TOKEN_PATH: &str = "azure-identity-token";
 
@@ -542,6 +551,7 @@ impl UpstreamCluster {
                 ("HTTPS_PROXY", proxy_url.as_str()),
                 ("NO_PROXY", "127.0.0.1,localhost"),
             ],
+            Inherit::Parent,
         )?;
         cluster.wait_http("capi-manager", &format!("http://127.0.0.1:{health_port}/readyz")).await?;
 
@@ -663,6 +673,9 @@ impl UpstreamCluster {
                 "--v=2".into(),
             ],
             &env,
+            // A pod's environment is its Deployment's alone: nothing of the process that runs the
+            // world (whose own AZURE_AUTHORITY_HOST, say, names the sim's plain address for xcsp).
+            Inherit::Nothing,
         )?;
         self.wait_http("capz-manager", &format!("http://127.0.0.1:{health_port}/readyz")).await?;
         let webhook_url = format!("https://127.0.0.1:{webhook_port}");
@@ -684,7 +697,7 @@ impl UpstreamCluster {
     }
 
     fn spawn(&mut self, name: &'static str, bin: &Path, args: &[String]) -> Result<(), ClusterError> {
-        self.spawn_env(name, bin, args, &[])
+        self.spawn_env(name, bin, args, &[], Inherit::Parent)
     }
 
     fn spawn_env(
@@ -693,18 +706,17 @@ impl UpstreamCluster {
         bin: &Path,
         args: &[String],
         env: &[(&str, &str)],
+        inherit: Inherit,
     ) -> Result<(), ClusterError> {
         let log = self.dir.path().join(format!("{name}.log"));
         let out = std::fs::File::create(&log).map_err(io(format!("cannot create {}", log.display())))?;
         let err = out.try_clone().map_err(io("cannot share a log file"))?;
         let mut command = Command::new(bin.join(name));
+        if inherit == Inherit::Nothing {
+            command.env_clear();
+        }
         command.args(args).envs(env.iter().copied()).stdin(Stdio::null()).stdout(out).stderr(err);
         crate::child::die_with_parent(&mut command, libc::SIGKILL);
-        if name == "capz-manager" {
-            // A pod's environment is its Deployment's alone: nothing of the process that runs the
-            // world (whose own AZURE_AUTHORITY_HOST, say, names the sim's plain address for xcsp).
-            command.env_clear().envs(env.iter().copied());
-        }
         let child = command.spawn().map_err(io(format!("cannot start {}", bin.join(name).display())))?;
         self.programs.push(Program { name, child, log });
         Ok(())

@@ -51,6 +51,9 @@ pub struct TokenRecord {
 pub struct Tokens {
     pub issued: HashMap<String, TokenInfo>,
     pub log: Vec<TokenRecord>,
+    /// Per client id, the last request's record (what a reader of the newest answer needs,
+    /// without walking the log).
+    pub last: HashMap<String, TokenRecord>,
 }
 
 /// An error in Entra's shape.
@@ -129,6 +132,7 @@ pub fn token(
         .err()
         .and_then(|e| e.body["error_description"].as_str().and_then(|d| d.split("\r\n").next()).map(String::from));
     tokens.log.push(record.clone());
+    tokens.last.insert(record.client_id.clone(), record.clone());
     result?;
     let token = format!("xcsp-sim.{}", uuid::Uuid::new_v4().simple());
     let lifetime = config.token_lifetime_secs;

@@ -232,7 +232,7 @@ impl Bridge {
         let world = &sim.world;
         let config = world.config();
         let link = joins::Link::of(sim);
-        let tokens = sim.arm.tokens.lock().expect("tokens lock").log.clone();
+        let tokens = sim.arm.tokens.lock().expect("tokens lock").last.clone();
         let access = sim.arm.access.lock().expect("access lock").clone();
         let arm = sim.arm.store.lock().expect("arm lock");
         let mut s = self.store.lock().expect("store lock");

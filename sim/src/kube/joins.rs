@@ -22,8 +22,8 @@ pub struct Azure<'a> {
     /// CAPZ's own manager runs ([`crate::cluster::Capz`]): it makes the VM, and what holds a
     /// Machine before its VM is what CAPZ itself reports ([`capz_reported`]).
     pub real_capz: bool,
-    /// The token requests Entra answered, newest last (`GET /_sim/tokens`).
-    pub tokens: &'a [crate::arm::auth::TokenRecord],
+    /// Per client id, the last token request Entra answered ([`crate::arm::auth::Tokens::last`]).
+    pub tokens: &'a std::collections::HashMap<String, crate::arm::auth::TokenRecord>,
     /// How Resource Manager last judged each client's access ([`crate::arm::Arm::access`]).
     pub access: &'a std::collections::HashMap<String, Option<(String, String)>>,
 }
@@ -292,7 +292,7 @@ fn capz_reported(store: &Store, machine: &Value, azure: &Azure, client_id: &str)
         let message = if text.is_empty() { reason.to_string() } else { format!("{reason}: {text}") };
         return Held { step: "vm", message, source };
     }
-    let last = azure.tokens.iter().rev().find(|t| !client_id.is_empty() && t.client_id == client_id);
+    let last = azure.tokens.get(client_id).filter(|_| !client_id.is_empty());
     if let Some(t) = last.filter(|t| !t.issued) {
         return Held {
             step: "token_exchange",

@@ -1038,14 +1038,11 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
         assert!(by_capz("PUT", &format!("/virtualMachines/{name}")), "CAPZ made {name}'s VM");
         let ready = am["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
         assert_eq!(ready["status"], "True", "{am:#}");
-        let writers: Vec<&str> = am["metadata"]["managedFields"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["subresource"] == "status")
-            .filter_map(|f| f["manager"].as_str())
-            .collect();
-        assert_eq!(writers, ["cluster-api-provider-azure-manager"], "only CAPZ writes an AzureMachine's status");
+        assert_eq!(
+            status_writers(am),
+            ["cluster-api-provider-azure-manager"],
+            "only CAPZ writes an AzureMachine's status"
+        );
     }
 
     // Schedulable: apply removed the taint every kubelet with an external cloud provider
@@ -1122,13 +1119,7 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
     };
     assert_eq!(unknown.len(), 2, "both Nodes Unknown within 60 s of the cut");
     for n in &unknown {
-        let writers: Vec<&str> = n["metadata"]["managedFields"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["subresource"] == "status")
-            .filter_map(|f| f["manager"].as_str())
-            .collect();
+        let writers = status_writers(n);
         assert!(writers.contains(&"kube-controller-manager"), "{writers:?}");
         let c = n["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
         assert_eq!(c["reason"], "NodeStatusUnknown", "{c}");
@@ -1181,6 +1172,17 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
         });
         assert!(deleted, "CAPZ deleted {name}'s VM");
     }
+}
+
+/// The field managers that wrote an object's `status` subresource (its managed fields).
+fn status_writers(o: &serde_json::Value) -> Vec<&str> {
+    o["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["subresource"] == "status")
+        .filter_map(|f| f["manager"].as_str())
+        .collect()
 }
 
 /// An apply killed while its MachineSets wait for their Nodes: the rerun adopts the MachineSets

@@ -36,6 +36,7 @@ pub fn router() -> Router<Arc<Sim>> {
         .route("/kubeconfig", get(kubeconfig))
         .route("/kube/audit", get(kube_audit))
         .route("/machines", get(machines))
+        .route("/timing", get(timing))
         .route("/resolvers", get(resolvers))
 }
 
@@ -77,6 +78,26 @@ async fn kube_audit(State(sim): S) -> Json<Value> {
 /// stand-ins' last pass found them; empty when the world runs no cluster.
 async fn machines(State(sim): S) -> Json<Value> {
     Json(json!({ "machines": sim.bridge.get().map(|b| b.machines()).unwrap_or_default() }))
+}
+
+/// What bounds how soon the world's upstream controllers act, as the world started them (their
+/// flags, in seconds), with the world's own: Entra's token lifetime and a VM's boot (the latency
+/// profile's scale applied). `null` for a part the world does not run.
+async fn timing(State(sim): S) -> Json<Value> {
+    let config = sim.world.config();
+    let scale = config.duration_scale();
+    let (fastest, slowest) = crate::kube::boot::BOOT_SECS;
+    let mut out = sim.timing.get().map(|t| t.to_json()).unwrap_or_else(|| json!({}));
+    out["entra"] = json!({ "token_lifetime": config.token_lifetime_secs });
+    out["boot"] = json!({ "min": fastest * scale, "max": slowest * scale });
+    // The slowest long-running operation a worker's VM takes to make (its NIC's PUT is synchronous).
+    // The stand-ins (a VM's boot, its kubelet's status posts) look at the cluster once a pass.
+    out["stand_ins"] = json!({ "pass": crate::kube::bridge::PASS.as_secs_f64() });
+    out["arm"] = json!({ "vm_create_max": crate::arm::kinds::VM.put_secs.1 * scale });
+    if !sim.real_capz.load(std::sync::atomic::Ordering::SeqCst) {
+        out["capz"] = Value::Null;
+    }
+    Json(out)
 }
 
 /// Route 53 Resolver's inbound endpoints as a VM's DNS query meets them (`aws::resolver`).

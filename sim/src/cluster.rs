@@ -68,8 +68,33 @@ pub struct Timing {
     pub node_monitor_grace: Duration,
     /// kube-controller-manager `--node-monitor-period` (default 5 s).
     pub node_monitor_period: Duration,
-    /// CAPI manager `--sync-period` (default 10 min).
+    /// CAPI manager `--sync-period` (default 10 min); CAPZ's manager is given the same.
     pub capi_sync: Duration,
+    /// CAPZ manager `--debouncing-timer` (default 10 s): how soon an AzureMachine is reconciled
+    /// again after a success.
+    pub capz_debounce: Duration,
+    /// CAPZ manager `--reconciler-requeue` (default 15 s): how soon it is reconciled again after a
+    /// transient error, among them a long-running Azure operation not done yet.
+    pub capz_requeue: Duration,
+}
+
+impl Timing {
+    /// The flags as the world gave them, in seconds, for `GET /_sim/timing`: what a test derives
+    /// its deadlines from instead of guessing them.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "kube_controller_manager": {
+                "node_monitor_grace_period": self.node_monitor_grace.as_secs().max(1),
+                "node_monitor_period": self.node_monitor_period.as_secs().max(1),
+            },
+            "capi": { "sync_period": self.capi_sync.as_secs().max(1) },
+            "capz": {
+                "sync_period": self.capi_sync.as_secs().max(1),
+                "debouncing_timer": self.capz_debounce.as_secs().max(1),
+                "reconciler_requeue": self.capz_requeue.as_secs().max(1),
+            },
+        })
+    }
 }
 
 impl Default for Timing {
@@ -78,6 +103,8 @@ impl Default for Timing {
             node_monitor_grace: Duration::from_secs(8),
             node_monitor_period: Duration::from_secs(1),
             capi_sync: Duration::from_secs(60),
+            capz_debounce: Duration::from_secs(1),
+            capz_requeue: Duration::from_secs(2),
         }
     }
 }
@@ -666,10 +693,10 @@ impl UpstreamCluster {
                 format!("--webhook-cert-dir={}", certs.display()),
                 format!("--health-addr=127.0.0.1:{health_port}"),
                 format!("--sync-period={}s", t.capi_sync.as_secs().max(1)),
-                // Timing for tests (defaults 10 s and 15 s): how soon an AzureMachine is
-                // reconciled again after a success, and after a transient error.
-                "--debouncing-timer=1s".into(),
-                "--reconciler-requeue=2s".into(),
+                // Timing for tests ([`Timing`]): how soon an AzureMachine is reconciled again
+                // after a success, and after a transient error.
+                format!("--debouncing-timer={}s", t.capz_debounce.as_secs().max(1)),
+                format!("--reconciler-requeue={}s", t.capz_requeue.as_secs().max(1)),
                 "--v=2".into(),
             ],
             &env,

@@ -32,6 +32,8 @@ pub struct Sim {
     /// The world's cluster runs CAPZ's own manager ([`crate::cluster::Capz`]): it makes and
     /// deletes the workers' VMs, and the stand-in for it ([`crate::kube::capz`]) stays out.
     pub real_capz: std::sync::atomic::AtomicBool,
+    /// The timing flags its cluster's controllers run with, when it runs one (`GET /_sim/timing`).
+    pub timing: std::sync::OnceLock<crate::cluster::Timing>,
 }
 
 impl Sim {
@@ -45,6 +47,7 @@ impl Sim {
             bridge: Default::default(),
             kubeconfig: Default::default(),
             real_capz: Default::default(),
+            timing: Default::default(),
         }
     }
 
@@ -511,6 +514,7 @@ impl SimServer {
         }
         let mut server = SimServer::start(config, port)?;
         server.sim.real_capz.store(cluster.capz.is_some(), std::sync::atomic::Ordering::SeqCst);
+        let _ = server.sim.timing.set(cluster.timing.clone());
         let _ = rustls::crypto::ring::default_provider().install_default();
         type Started = (Arc<crate::cluster::UpstreamCluster>, Arc<crate::kube::bridge::Bridge>);
         let (ready, started) = std::sync::mpsc::channel::<Result<Started, String>>();

@@ -26,10 +26,12 @@ fn api(client: &kube::Client, group: &str, kind: &str, plural: &str) -> Api<Dyna
 }
 
 /// The one Machine's entry once the MachineSet has made it, its message no longer `not` and CAPZ
-/// past a reconcile (not between one refusal and the next call it makes).
+/// past a reconcile (not between one refusal and the next call it makes): by CAPZ's first report
+/// on a new Machine at the latest ([`common::bounds::Timing::capz_reports`]).
 async fn machine(base: &str, not: &str) -> Value {
     let start = Instant::now();
-    let deadline = start + Duration::from_secs(150);
+    let bound = common::timing(base).await.capz_reports();
+    let deadline = bound.deadline();
     loop {
         let all: Value = reqwest::get(format!("{base}/_sim/machines")).await.unwrap().json().await.unwrap();
         if let Some(m) = all["machines"].as_array().and_then(|m| m.first())
@@ -53,7 +55,7 @@ async fn machine(base: &str, not: &str) -> Value {
                     calls.push(line);
                 }
             }
-            panic!("the Machine stays: {all}\nCAPZ's calls:\n{}", calls.join("\n"));
+            panic!("the Machine stays past {bound}: {all}\nCAPZ's calls:\n{}", calls.join("\n"));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -225,8 +227,10 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
     assert!(m["message"].as_str().unwrap().contains("'Microsoft.Compute/skus/read' over scope"), "{m}");
     assert!(h.put(&definition, role("Microsoft.Compute/skus/read")).await.status < 300);
     nudge(&client).await;
-    // With the SKU list allowed, CAPZ's call passes: Resource Manager answered its identity's list.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // With the SKU list allowed, CAPZ's call passes: Resource Manager answered its identity's list
+    // (CAPZ reconciles the nudged AzureMachine on the event).
+    let listing = common::bounds::Bound::on_event("CAPZ");
+    let deadline = listing.deadline();
     loop {
         let log: Value = reqwest::get(format!("{}/_sim/requests", h.base)).await.unwrap().json().await.unwrap();
         let listed = log["requests"].as_array().into_iter().flatten().any(|r| {
@@ -237,7 +241,7 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
         if listed {
             break;
         }
-        assert!(Instant::now() < deadline, "CAPZ lists the SKUs once it may");
+        assert!(Instant::now() < deadline, "CAPZ lists the SKUs once it may, within {listing}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // Listed by name, and not deleted while assigned.

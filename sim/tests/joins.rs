@@ -31,7 +31,8 @@ async fn machine(base: &str) -> Value {
 /// The one Machine's entry once its step is past `step` (the stand-ins see a change at their
 /// next pass).
 async fn machine_past(base: &str, step: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let bound = common::timing(base).await.capi_reconciles();
+    let deadline = bound.deadline();
     loop {
         let all: Value = reqwest::get(format!("{base}/_sim/machines")).await.unwrap().json().await.unwrap();
         if let Some(m) = all["machines"].as_array().and_then(|m| m.first())
@@ -39,32 +40,36 @@ async fn machine_past(base: &str, step: &str) -> Value {
         {
             return m.clone();
         }
-        assert!(Instant::now() < deadline, "no Machine past {step:?}: {all}");
+        assert!(Instant::now() < deadline, "no Machine past {step:?} within {bound}: {all}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
-/// The one Machine's entry once `field` is `wanted`; fails with the last entry after 30 s.
+/// The one Machine's entry once `field` is `wanted`, which CAPI's next reconcile writes at the
+/// latest; fails with the last entry after that.
 async fn machine_with(base: &str, field: &str, wanted: Value) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let bound = common::timing(base).await.capi_reconciles();
+    let deadline = bound.deadline();
     loop {
         let m = machine(base).await;
         if m[field] == wanted {
             return m;
         }
-        assert!(Instant::now() < deadline, "{field} is not {wanted}: {m}");
+        assert!(Instant::now() < deadline, "{field} is not {wanted} within {bound}: {m}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
-/// Until `f` answers something, within 30 s.
+/// Until `f` answers something, within CAPI's next reconcile of what it reads (the world runs
+/// its default timing here).
 async fn until<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let bound = common::bounds::Timing::new(xcsp_sim::cluster::Timing::default().to_json()).capi_reconciles();
+    let deadline = bound.deadline();
     loop {
         if let Some(v) = f().await {
             return v;
         }
-        assert!(Instant::now() < deadline, "{what}: not within 30 s");
+        assert!(Instant::now() < deadline, "{what}: not within {bound}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -296,7 +301,7 @@ async fn the_machine_set_clones_its_template_into_the_machines_azure_machine_whi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_health_check_remediates_nothing_while_more_machines_are_unhealthy_than_it_allows() {
-    let (server, client, _base) = start().await;
+    let (server, client, base) = start().await;
     let by = PatchParams { field_manager: Some("test".into()), ..Default::default() };
     let clusters = api(&client, "cluster.x-k8s.io", "Cluster", "clusters");
     create(&clusters, cluster()).await;
@@ -324,9 +329,11 @@ async fn a_health_check_remediates_nothing_while_more_machines_are_unhealthy_tha
     // 2, one more than it allows (made earlier, it would find them one at a time, each alone
     // within the allowance, and remediate each).
     let machines = api(&client, "cluster.x-k8s.io", "Machine", "machines");
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let timing = common::timing(&base).await;
+    let made = timing.capi_reconciles();
+    let deadline = made.deadline();
     while machines.list(&Default::default()).await.unwrap().items.len() < 2 {
-        assert!(Instant::now() < deadline, "the MachineSet made no two Machines");
+        assert!(Instant::now() < deadline, "the MachineSet made no two Machines within {made}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // (Timestamps have whole seconds: 2.5 s puts both clear of the 1 s timeout whatever their stamps.)
@@ -372,6 +379,9 @@ async fn a_health_check_remediates_nothing_while_more_machines_are_unhealthy_tha
     // Allowed them all, the check sends both away and the MachineSet makes two others.
     let originals: Vec<String> = listed.items.iter().map(|m| m.metadata.name.clone().unwrap()).collect();
     checks.patch("gpu", &by, &Patch::Merge(json!({"spec": {"maxUnhealthy": "100%"}}))).await.unwrap();
+    // The check's remediation, then the MachineSet's two new Machines: CAPI's, each on the event.
+    let replaced = timing.capi_reconciles().then(&timing.capi_reconciles());
+    let deadline = replaced.deadline();
     loop {
         let now: Vec<String> = machines
             .list(&Default::default())
@@ -384,7 +394,7 @@ async fn a_health_check_remediates_nothing_while_more_machines_are_unhealthy_tha
         if now.len() == 2 && now.iter().all(|n| !originals.contains(n)) {
             break;
         }
-        assert!(Instant::now() < deadline + Duration::from_secs(30), "not replaced: {now:?}");
+        assert!(Instant::now() < deadline, "not replaced within {replaced}: {now:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

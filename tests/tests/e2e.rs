@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use xcsp_tests::bounds::{Bound, Timing};
 use xcsp_tests::{bin, root};
 
 /// A running `xcsp-sim` with the IL5 cluster fixture and an OpenShift Kubernetes API (CAPZ
@@ -221,6 +222,11 @@ impl Clouds {
         c
     }
 
+    /// The world's timing, what a wait for an upstream controller derives its deadline from.
+    fn timing(&self) -> Timing {
+        Timing::new(self.get("/_sim/timing"))
+    }
+
     fn get(&self, path: &str) -> serde_json::Value {
         let out = Command::new("curl").args(["-sf", &format!("{}{path}", self.url)]).output().expect("curl");
         serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
@@ -356,7 +362,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     // Node Ready, named after the VM and carrying the VM's provider ID, resource group
     // lower-cased as CAPZ writes it. (A Machine appears when its VM would be made, its Node when
     // the VM has booted: a few seconds after the MachineSet here.)
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = clouds.timing().machine_joins().deadline();
     let (status, machines) = loop {
         let out = clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap();
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -495,7 +501,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     };
     // The node lifecycle controller turns them Unknown once their Leases are older than its
     // grace period.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = clouds.timing().node_unknown().deadline();
     let (status, unknown) = loop {
         let status: serde_json::Value =
             serde_json::from_slice(&clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap().stdout)
@@ -527,7 +533,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         &vnet_id,
         &serde_json::json!({"properties": {"dhcpOptions": {"dnsServers": ["168.63.129.16"]}}}),
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = clouds.timing().node_unknown().deadline();
     let status = loop {
         let out = clouds.xcsp(state).args(["status", "--json"]).arg(il5()).output().unwrap();
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -673,7 +679,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         ]
     );
     // Its two MachineSets, one per zone, made the pool's two machines.
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = clouds.timing().capi_reconciles().deadline();
     let machines = || {
         let all = clouds.objects()["items"].as_array().cloned().unwrap_or_default();
         all.iter().filter(|o| o["kind"] == "Machine").count()
@@ -828,11 +834,11 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     );
 }
 
-/// `xcsp status` of the il5 state once it says `needle` (or as it is after 30 s): CAPI copies a
-/// VM's provider ID from the AzureMachine to the Machine on its next reconcile, a moment after
-/// the sim's stand-in reports where the machine is held.
+/// `xcsp status` of the il5 state once it says `needle` (or as it is by CAPI's next reconcile):
+/// CAPI copies a VM's provider ID from the AzureMachine to the Machine on its next reconcile, a
+/// moment after the sim's stand-in reports where the machine is held.
 fn status_saying(clouds: &Clouds, state: &Path, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = clouds.timing().capi_reconciles().deadline();
     loop {
         let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
         if text.contains(needle) || Instant::now() > deadline {
@@ -1068,13 +1074,14 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
     )
     .unwrap();
     clouds.kubectl(&["create", "-f", pod.to_str().unwrap()]);
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let scheduling = Bound::on_event("kube-scheduler");
+    let deadline = scheduling.deadline();
     let bound = loop {
         let p = clouds.kubectl(&["get", "pod", "cuda", "-n", "default"]);
         if let Some(n) = p["spec"]["nodeName"].as_str() {
             break n.to_string();
         }
-        assert!(Instant::now() < deadline, "the GPU Pod is not scheduled: {}", p["status"]);
+        assert!(Instant::now() < deadline, "the GPU Pod is not scheduled within {scheduling}: {}", p["status"]);
         std::thread::sleep(Duration::from_millis(500));
     };
     assert!(pool_nodes.contains(&bound), "bound to {bound}, not a pool Node {pool_nodes:?}");
@@ -1084,13 +1091,14 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
     // controller recorded the generation stable before the pool came) until the driver rolls out
     // again, as an upgrade does: then the rollout never finishes, and status says so.
     let status_until = |wanted: &[&str]| {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let rollout = Bound::on_event("the DaemonSet controller");
+        let deadline = rollout.deadline();
         loop {
             let said = text_of(&clouds.xcsp(state).args(["status"]).arg(il5()).output().unwrap());
             if wanted.iter().all(|w| said.contains(w)) {
                 break said;
             }
-            assert!(Instant::now() < deadline, "status does not say {wanted:?}: {said}");
+            assert!(Instant::now() < deadline, "status does not say {wanted:?} within {rollout}: {said}");
             std::thread::sleep(Duration::from_millis(500));
         }
     };
@@ -1109,7 +1117,8 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
     // The link cut: the kubelets' Leases stop, and the node lifecycle controller (the status
     // writer is kube-controller-manager) turns both Nodes Unknown.
     clouds.cut_every_tunnel();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let grace = clouds.timing().node_unknown();
+    let deadline = grace.deadline();
     let unknown = loop {
         let u = ready("Unknown");
         if u.len() == 2 || Instant::now() > deadline {
@@ -1117,7 +1126,7 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
         }
         std::thread::sleep(Duration::from_millis(500));
     };
-    assert_eq!(unknown.len(), 2, "both Nodes Unknown within 60 s of the cut");
+    assert_eq!(unknown.len(), 2, "both Nodes Unknown within {grace} of the cut");
     for n in &unknown {
         let writers = status_writers(n);
         assert!(writers.contains(&"kube-controller-manager"), "{writers:?}");
@@ -1132,13 +1141,15 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
         assert!(cause.contains("the link is down (0 of 4 tunnels up)"), "{status}");
     }
 
-    // Restored: the kubelets post again and the Nodes are Ready.
+    // Restored: the tunnels negotiate again, the kubelets post again and the Nodes are Ready.
     clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
-    let deadline = Instant::now() + Duration::from_secs(60);
+    assert_eq!(tunnels_up(&clouds, state), 4);
+    let posted = clouds.timing().node_ready_again();
+    let deadline = posted.deadline();
     while ready("True").len() < 2 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(500));
     }
-    assert_eq!(ready("True").len(), 2, "both Nodes Ready again");
+    assert_eq!(ready("True").len(), 2, "both Nodes Ready again within {posted}");
 
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
     for kind in ["machinesets", "machines", "azuremachines", "azuremachinetemplates", "machinehealthchecks"] {
@@ -1715,7 +1726,7 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     // A Machine deleted by hand: its MachineSet makes another, whose VM cannot fetch its config.
     let machines = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines");
     let victim = machines["items"][0]["metadata"]["name"].as_str().unwrap().to_string();
-    let held = replaced_and_held(&clouds, Some(&victim), "api_path");
+    let held = replaced_and_held(&clouds, &victim, "api_path");
     let said = held[0]["message"].as_str().unwrap();
     assert!(said.contains(&format!("security group {lb} lets no TCP 22623 in from the VM's subnet")), "{said}");
     let cause = "no Node: the cluster's security groups may refuse its VM (7 of the link's 8 port ranges are open in every security group of the cluster";
@@ -1741,7 +1752,7 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
         "{said}"
     );
     let victim = held[0]["name"].as_str().unwrap().to_string();
-    let held = replaced_and_held(&clouds, Some(&victim), "csr");
+    let held = replaced_and_held(&clouds, &victim, "csr");
     let said = held[0]["message"].as_str().unwrap();
     assert!(said.contains("stays Pending"), "{held:#?}");
     let csr = said.split_whitespace().find(|w| w.starts_with("csr-")).expect("the request's name").to_string();
@@ -1793,7 +1804,7 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     );
     assert!(said.contains("deny-cluster"), "{said}");
     let victim = joined(&clouds, 2)[0]["name"].as_str().unwrap().to_string();
-    let held = replaced_and_held(&clouds, Some(&victim), "api_path");
+    let held = replaced_and_held(&clouds, &victim, "api_path");
     let said = held[0]["message"].as_str().unwrap();
     assert!(said.contains("denies Tcp 22623 out to 10.0.0.") && said.contains("blocked by hand"), "{said}");
     let text = status_saying(&clouds, state, "no Node: the network security group of its subnet differs from the spec");
@@ -1820,7 +1831,7 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     );
     assert!(said.contains("\"addressPrefix\""), "{said}");
     let victim = joined(&clouds, 2)[0]["name"].as_str().unwrap().to_string();
-    let held = replaced_and_held(&clouds, Some(&victim), "pull");
+    let held = replaced_and_held(&clouds, &victim, "pull");
     let said = held[0]["message"].as_str().unwrap();
     assert!(said.contains("private (defaultOutboundAccess false) with no NAT gateway"), "{said}");
     let (code, said) = plan(&clouds, state);
@@ -1845,7 +1856,8 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
         &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{victim}"),
         None,
     );
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let joins = clouds.timing().machine_joins();
+    let deadline = joins.deadline();
     loop {
         let all = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
         let joined_now: Vec<&serde_json::Value> =
@@ -1853,7 +1865,10 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
         if joined_now.len() == 2 {
             break;
         }
-        assert!(Instant::now() < deadline, "the replacement joins despite the missing SKU role: {all:#?}");
+        assert!(
+            Instant::now() < deadline,
+            "the replacement joins despite the missing SKU role within {joins}: {all:#?}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let text = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
@@ -1877,7 +1892,7 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
         {"path": path, "mode": 493, "overwrite": true, "contents": {"source": source}}]}}}});
     clouds.kube_request("PATCH", config, Some(("application/merge-patch+json", &patch.to_string())));
     let victim = joined(&clouds, 2)[0]["name"].as_str().unwrap().to_string();
-    let held_wrong = replaced_and_held(&clouds, Some(&victim), "node_ref");
+    let held_wrong = replaced_and_held(&clouds, &victim, "node_ref");
     let said = held_wrong[0]["message"].as_str().unwrap();
     assert!(
         said.contains("registered with provider ID \"azure:///wrong\"") && said.contains("CAPI never matches them"),
@@ -1885,8 +1900,19 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     );
 
     // A wrong audience applied offline (plan did not read the cluster, so nothing refused it),
-    // with a third machine: its token is refused, which CAPZ says only in its log, while the two
-    // machines whose VMs exist stay joined. Status names the refusal.
+    // with a third machine: Entra refuses CAPZ's token, while the two machines whose VMs exist
+    // stay. CAPZ lists a location's SKUs once per credential (above), so the third machine's first
+    // Azure call is its NIC's GET, in a client made for that reconcile, whose token policy asks
+    // the credential and MSAL asks Entra for a token with under five minutes left (the world's
+    // live two); the refusal fails the service, and CAPZ writes it on the AzureMachine
+    // (`azure/reconcile.go` `ReconcileAll`, `UpdatePutStatus`: NetworkInterfacesReady False). The
+    // world holds the machine where CAPZ reports it; status names the refusal.
+    let before: Vec<String> = clouds.get("/_sim/machines")["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["name"].as_str().map(String::from))
+        .collect();
     let wrong = il5_copy(state, |t| {
         t.replacen(
             "workload_identity \"capz\" {",
@@ -1897,8 +1923,27 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     });
     let args = ["apply", "--auto-approve", "--offline", "--wait-for-nodes", "false"];
     ok(&clouds.xcsp(state).args(args).arg(&wrong).output().unwrap());
-    let held = replaced_and_held(&clouds, None, "token_exchange");
-    assert!(held[0]["message"].as_str().unwrap().contains("AADSTS70021"), "{held:#?}");
+    let reports = clouds.timing().capz_reports();
+    let deadline = reports.deadline();
+    let third = loop {
+        let all = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
+        let new: Vec<serde_json::Value> =
+            all.iter().filter(|m| !before.iter().any(|b| m["name"] == b.as_str())).cloned().collect();
+        let reported = |m: &serde_json::Value| {
+            m["held_at"] == "vm" && m["message"].as_str().is_some_and(|t| t.contains("AADSTS70021"))
+        };
+        if new.iter().any(reported) {
+            break new;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "CAPZ reports no refused token on the third machine within {reports}: {all:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(third.len(), 1, "{third:#?}");
+    let said = third[0]["message"].as_str().unwrap();
+    assert!(said.starts_with("Failed: interfaces failed to create or update"), "CAPZ's NIC service says so: {said}");
     let out = clouds.xcsp(state).arg("status").arg(&wrong).output().unwrap();
     let text = text_of(&out);
     assert_eq!(out.status.code(), Some(2), "{text}");
@@ -1944,13 +1989,15 @@ fn a_link_outage_deletes_no_machine_and_a_hung_machine_is_replaced_alone() {
 
     // The link cut: both Nodes Unknown past the timeout, and CAPI remediates neither.
     clouds.cut_every_tunnel();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let timing = clouds.timing();
+    let judged = timing.node_unknown().then(&timing.capi_reconciles());
+    let deadline = judged.deadline();
     let short_circuited = loop {
         let mhc = clouds.kube_get(&path);
         if mhc["status"]["currentHealthy"] == 0 && mhc["status"]["expectedMachines"] == 2 {
             break mhc;
         }
-        assert!(Instant::now() < deadline, "both machines unhealthy within 60 s: {mhc}");
+        assert!(Instant::now() < deadline, "both machines unhealthy within {judged}: {mhc}");
         std::thread::sleep(Duration::from_millis(250));
     };
     assert_eq!(short_circuited["status"]["remediationsAllowed"], 0, "{short_circuited}");
@@ -1974,14 +2021,17 @@ fn a_link_outage_deletes_no_machine_and_a_hung_machine_is_replaced_alone() {
     // One machine hangs while the link is fine: the health check replaces it, and only it.
     let victim = before[0].clone();
     clouds.configure(&serde_json::json!({"faults": {"hung_vms": [victim.clone()]}}));
-    let deadline = Instant::now() + Duration::from_secs(90);
+    // Its Node Unknown, the health check's remediation (CAPI), CAPZ's delete of its VM and the
+    // replacement's VM.
+    let replaced = timing.node_unknown().then(&timing.capi_reconciles()).then(&timing.machine_joins());
+    let deadline = replaced.deadline();
     let after = loop {
         let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
         let now = names(&held);
         if !now.contains(&victim) && now.len() == 2 {
             break now;
         }
-        assert!(Instant::now() < deadline, "the hung machine is not replaced: {held:#?}");
+        assert!(Instant::now() < deadline, "the hung machine is not replaced within {replaced}: {held:#?}");
         std::thread::sleep(Duration::from_millis(250));
     };
     assert!(after.contains(&before[1]), "the healthy machine stays: {after:?}");
@@ -2033,31 +2083,31 @@ impl Watch {
     }
 }
 
-/// Deletes the IL5 pool's Machine `victim` (if any) as a person would; answers the machines the
-/// sim holds at `step` once one is (asserting it is the only one, and not `victim`).
-fn replaced_and_held(clouds: &Clouds, victim: Option<&str>, step: &str) -> Vec<serde_json::Value> {
-    if let Some(victim) = victim {
-        clouds.kube_request(
-            "DELETE",
-            &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{victim}"),
-            None,
-        );
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
+/// Deletes the IL5 pool's Machine `victim` as a person would; answers the machines the sim
+/// holds at `step` of the boot (past CAPZ's VM) once one is (asserting it is the only one, and
+/// not `victim`). A step the world decides from the VM CAPZ made, so it is reached once the
+/// replacement would have joined.
+fn replaced_and_held(clouds: &Clouds, victim: &str, step: &str) -> Vec<serde_json::Value> {
+    clouds.kube_request(
+        "DELETE",
+        &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{victim}"),
+        None,
+    );
+    let bound = clouds.timing().machine_joins();
+    let deadline = bound.deadline();
     let held = loop {
         let all = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
         // The victim itself, while it goes, is no replacement.
         let held: Vec<serde_json::Value> =
-            all.into_iter().filter(|m| m["held_at"] == step && victim.is_none_or(|v| m["name"] != v)).collect();
-        if !held.is_empty() || Instant::now() > deadline {
+            all.iter().filter(|m| m["held_at"] == step && m["name"] != victim).cloned().collect();
+        if !held.is_empty() {
             break held;
         }
+        assert!(Instant::now() < deadline, "no replacement held at {step} within {bound}: {all:#?}");
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(held.len(), 1, "{held:#?}");
-    if let Some(victim) = victim {
-        assert_ne!(held[0]["name"], victim);
-    }
+    assert_ne!(held[0]["name"], victim);
     held
 }
 
@@ -2233,13 +2283,14 @@ impl Clouds {
 }
 
 /// The sim's machines once `n` of them have joined (their Node registered and matched), or as
-/// they are after 60 seconds.
+/// they are by the time a new machine joins ([`Timing::machine_joins`]).
 fn joined(clouds: &Clouds, n: usize) -> Vec<serde_json::Value> {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let bound = clouds.timing().machine_joins();
+    let deadline = bound.deadline();
     loop {
         let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
         if held.iter().filter(|m| m["held_at"] == "joined").count() >= n || Instant::now() > deadline {
-            assert_eq!(held.iter().filter(|m| m["held_at"] == "joined").count(), n, "{held:#?}");
+            assert_eq!(held.iter().filter(|m| m["held_at"] == "joined").count(), n, "within {bound}: {held:#?}");
             return held;
         }
         std::thread::sleep(Duration::from_millis(250));
@@ -2796,7 +2847,8 @@ impl Clouds {
         let applied = self.kubectl(&["apply", "-f", file.to_str().unwrap()]);
         assert!(applied["items"].as_array().is_some_and(|i| i.len() == 7), "{applied}");
         // The API server serves the CRD once it is Established.
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let establishing = Bound::on_event("the API server's establishing controller");
+        let deadline = establishing.deadline();
         loop {
             let crd = self.kubectl(&["get", "crd", "xcspstacks.xcsp.io"]);
             let established = crd["status"]["conditions"]
@@ -2805,7 +2857,7 @@ impl Clouds {
             if established {
                 break;
             }
-            assert!(Instant::now() < deadline, "the CRD is not Established: {crd}");
+            assert!(Instant::now() < deadline, "the CRD is not Established within {establishing}: {crd}");
             std::thread::sleep(Duration::from_millis(200));
         }
         let bin = PathBuf::from(std::env::var_os("XCSP_UPSTREAM_BIN").unwrap()).join("kubectl");

@@ -3,8 +3,18 @@
 
 #![allow(dead_code)]
 
+/// The tests' deadlines for upstream controllers' actions, derived from the world's timing: the
+/// workspace tests' own module, shared by path (no dependency between the two test crates).
+#[path = "../../../tests/src/bounds.rs"]
+pub mod bounds;
 pub mod kube_client;
 pub mod swagger;
+
+/// The world's timing as `GET /_sim/timing` reports it.
+pub async fn timing(base: &str) -> bounds::Timing {
+    let json: Value = reqwest::get(format!("{base}/_sim/timing")).await.unwrap().json().await.unwrap();
+    bounds::Timing::new(json)
+}
 
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -4,6 +4,12 @@
 //! without a change, an invalid object refused with the schema's message, and a MachineSet
 //! deleted only after its machines are gone.
 
+/// The deadlines for upstream controllers, derived from the world's timing (the workspace tests'
+/// module, shared by path).
+#[path = "../../../tests/src/bounds.rs"]
+#[allow(dead_code)]
+mod bounds;
+
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -322,9 +328,10 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     }
 
     // Destroy in reverse: each zone's MachineSet waits for its machine to go first.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let made = bounds::Timing::new(xcsp_sim::cluster::Timing::default().to_json()).capi_reconciles();
+    let deadline = made.deadline();
     while objects(&client_for_checks, &ns).await.iter().filter(|(k, _, _)| k == "Machine").count() < 2 {
-        assert!(std::time::Instant::now() < deadline, "the MachineSet made its machines");
+        assert!(std::time::Instant::now() < deadline, "the MachineSet made its machines within {made}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let progress = Recorder::default();

@@ -76,6 +76,9 @@ impl Link {
 }
 
 const CAPI: &str = "cluster.x-k8s.io";
+/// The finalizer CAPZ puts on an AzureMachine at its first reconcile (`api/v1beta1`
+/// `MachineFinalizer`).
+const CAPZ_FINALIZER: &str = "azuremachine.infrastructure.cluster.x-k8s.io";
 const CAPZ: &str = "infrastructure.cluster.x-k8s.io";
 
 /// Where a Machine is held.
@@ -273,7 +276,9 @@ pub fn vm_subnet_resource<'a>(arm: &'a ArmStore, machine: &str) -> Option<&'a cr
 /// or for want of a role (the error is returned before any condition, `azuremachine_controller.go`
 /// `reconcileNormal`, `InitMachineCache`, and only logged): then the world says why, the last
 /// answer its Entra gave CAPZ's identity (`token_exchange`), or Resource Manager's last refusal of
-/// it (`authorization`); else that CAPZ has not reported yet.
+/// it (`authorization`), once CAPZ has reconciled this AzureMachine (its finalizer is on it); else
+/// that CAPZ has not reported yet. A refusal on a later call (a NIC's GET once the SKUs are
+/// cached) CAPZ writes itself (`ReconcileAll`, `UpdatePutStatus`): the machine is held at `vm`.
 fn capz_reported(store: &Store, machine: &Value, azure: &Azure, client_id: &str) -> Held {
     let ns = machine["metadata"]["namespace"].as_str().unwrap_or_default();
     let r = &machine["spec"]["infrastructureRef"];
@@ -291,6 +296,15 @@ fn capz_reported(store: &Store, machine: &Value, azure: &Azure, client_id: &str)
         let (reason, text) = (c["reason"].as_str().unwrap_or_default(), c["message"].as_str().unwrap_or_default());
         let message = if text.is_empty() { reason.to_string() } else { format!("{reason}: {text}") };
         return Held { step: "vm", message, source };
+    }
+    // CAPZ's first act on an AzureMachine is its finalizer, before any Azure call
+    // (`reconcileNormal`): without it, CAPZ has not tried for this machine, and another's refusal
+    // says nothing of it.
+    let tried = am
+        .and_then(|a| a["metadata"]["finalizers"].as_array())
+        .is_some_and(|f| f.iter().any(|f| f.as_str() == Some(CAPZ_FINALIZER)));
+    if !tried {
+        return Held { step: "vm", message: "CAPZ has not reported on the AzureMachine yet".into(), source };
     }
     let last = azure.tokens.get(client_id).filter(|_| !client_id.is_empty());
     if let Some(t) = last.filter(|t| !t.issued) {

@@ -141,6 +141,9 @@ pub struct Capz {
     pub env: Vec<(String, String)>,
 }
 
+/// The label that aggregates a ClusterRole into CAPI's manager's (upstream `config/rbac`).
+pub const CAPI_AGGREGATE_LABEL: &str = "cluster.x-k8s.io/aggregate-to-manager";
+
 /// The namespace CAPZ runs in on OpenShift, and its service account.
 pub const CAPZ_NAMESPACE: &str = "openshift-cluster-api";
 pub const CAPZ_SERVICE_ACCOUNT: &str = "capz-manager";
@@ -539,12 +542,20 @@ impl UpstreamCluster {
         }
         cluster.install_crds(&admin, crds).await?;
 
-        // CAPI's manager runs as its service account's user with CAPI's own ClusterRole.
+        // CAPI's manager runs as its service account's user with CAPI's own ClusterRole, bound
+        // through the aggregated role as upstream's kustomization does
+        // (`config/rbac/aggregated_role.yaml`, `config/default/manager_role_aggregation_patch.yaml`)
+        // and OpenShift's manifests keep (`capi-aggregated-manager-role`): a provider's own kinds
+        // reach the manager by a ClusterRole labelled `cluster.x-k8s.io/aggregate-to-manager`.
         let capi_user = "system:serviceaccount:capi-system:capi-manager";
-        for doc in yaml_file(&capi.join("config/rbac/role.yaml"))? {
+        for mut doc in yaml_file(&capi.join("config/rbac/role.yaml"))? {
+            doc["metadata"]["labels"][CAPI_AGGREGATE_LABEL] = json!("true");
             apply(&admin, doc, "the CAPI manager's ClusterRole").await?;
         }
-        let role = "manager-role";
+        for doc in yaml_file(&capi.join("config/rbac/aggregated_role.yaml"))? {
+            apply(&admin, doc, "the CAPI manager's aggregated ClusterRole").await?;
+        }
+        let role = "aggregated-manager-role";
         apply(
             &admin,
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",

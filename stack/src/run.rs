@@ -531,6 +531,8 @@ pub async fn render(s: &Stack, capi_version: &str) -> miette::Result<Vec<Rendere
         }
         let object = xcsp_kube::object(&l.model.stack, &node.address, &node.filled(output_of))
             .map_err(|e| StackError::Render(e.to_string()))?;
+        // A Cluster's externally managed control plane goes before it.
+        out.extend(xcsp_kube::control_plane::rendered_with(&object).into_iter().map(Rendered::Object));
         out.push(Rendered::Object(xcsp_kube::in_capi_version(object, capi_version)));
     }
     Ok(out)

@@ -616,10 +616,12 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     let copy = clouds.kube_get("/api/v1/namespaces/xcsp-il5-gpu/secrets/xcsp-il5-gpu-gpu-user-data");
     assert_eq!(copy["data"]["value"], rotated.as_str(), "{copy}");
-    // What a kill between xcsp's write of the AzureCluster or Cluster and its status write leaves
-    // (the object there, its status not): the AzureCluster not ready (CAPZ then holds every new
-    // machine at `infrastructure`) and the Cluster without ControlPlaneInitialized (CAPI then
-    // matches no Node). Refresh reads both statuses, plan shows them, and apply writes them again.
+    // What a kill between xcsp's write of the AzureCluster or the Cluster's control plane and its
+    // status write leaves (the object there, its status not): the AzureCluster not ready (CAPZ then
+    // holds every new machine at `infrastructure`) and the control plane not initialized, which
+    // CAPI copies to the Cluster's ControlPlaneInitialized (CAPI then matches no Node, and its
+    // health checks skip the pool). Refresh reads both statuses, plan shows them, and apply writes
+    // them again.
     let ns_path = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/azureclusters";
     let ac_name = clouds.kube_get(ns_path)["items"][0]["metadata"]["name"].as_str().unwrap().to_string();
     let unready = serde_json::json!({"status": {"ready": false}}).to_string();
@@ -629,6 +631,18 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         false
     );
     let cluster_path = format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/clusters/{ac_name}/status");
+    let control_plane =
+        format!("/apis/controlplane.xcsp.io/v1alpha1/namespaces/xcsp-il5-gpu/xcspcontrolplanes/{ac_name}/status");
+    let uninitialized = serde_json::json!({"status": {"externalManagedControlPlane": false,
+        "initialization": {"controlPlaneInitialized": false}, "conditions": []}});
+    let patched = clouds.kube_request(
+        "PATCH",
+        &control_plane,
+        Some(("application/merge-patch+json", &uninitialized.to_string())),
+    );
+    assert_eq!(patched["status"]["initialization"]["controlPlaneInitialized"], false, "{patched}");
+    // (CAPI keeps a Cluster's ControlPlaneInitialized once True; cleared, it takes it again from
+    // the control plane, now uninitialized: `setControlPlaneInitializedCondition`.)
     let cleared = serde_json::json!({"status": {"conditions": [], "v1beta2": {"conditions": []}}}).to_string();
     clouds.kube_request("PATCH", &cluster_path, Some(("application/merge-patch+json", &cleared)));
     let planned = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(il5()).output().unwrap();
@@ -641,7 +655,15 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     assert!(said.contains("Plan: 0 to add, 2 to change"), "{said}");
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
     assert_eq!(clouds.kube_get(&format!("{ns_path}/{ac_name}"))["status"]["ready"], true);
-    let conditions = clouds.kube_get(&cluster_path.replace("/status", ""))["status"]["v1beta2"]["conditions"].clone();
+    let cluster = clouds.kube_get(&cluster_path.replace("/status", ""));
+    assert_eq!(cluster["spec"]["controlPlaneRef"]["kind"], "XcspControlPlane", "{cluster}");
+    let cp = clouds.kube_get(&control_plane.replace("/status", ""));
+    assert_eq!(cp["status"]["externalManagedControlPlane"], true, "{cp}");
+    assert!(
+        cp["metadata"]["ownerReferences"].as_array().is_some_and(|o| o.iter().any(|o| o["kind"] == "Cluster")),
+        "CAPI's Cluster controller owns it: {cp}"
+    );
+    let conditions = cluster["status"]["v1beta2"]["conditions"].clone();
     assert!(
         conditions.as_array().unwrap().iter().any(|c| c["type"] == "ControlPlaneInitialized" && c["status"] == "True"),
         "{conditions}"
@@ -791,12 +813,17 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
         ("MachineConfig", "99-xcsp-il5-gpu-gpu-azure"),
         ("ClusterRole", "xcsp-il5-gpu-il5-gpu-x7k2p-link-capi"),
         ("ClusterRoleBinding", "xcsp-il5-gpu-il5-gpu-x7k2p-link-capi"),
+        ("ClusterRole", "xcsp-capi-control-planes"),
     ] {
         assert!(
             !all.as_array().unwrap().iter().any(|o| o["kind"] == kind && o["name"] == name),
             "{kind} {name} left: {all}"
         );
     }
+    // The control plane's kind went with the last Cluster that named one.
+    let crd = clouds
+        .kube_get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/xcspcontrolplanes.controlplane.xcsp.io");
+    assert!(crd.is_null(), "{crd}");
     // The cluster went first: each MachineSet was scaled to zero and its machines deleted (by
     // CAPI) before it, and every object xcsp deleted before the first Azure delete, as the API
     // server's audit log and the ARM journal time them.
@@ -2037,6 +2064,43 @@ fn a_link_outage_deletes_no_machine_and_a_hung_machine_is_replaced_alone() {
     assert!(after.contains(&before[1]), "the healthy machine stays: {after:?}");
     clouds.configure(&serde_json::json!({"faults": {"hung_vms": []}}));
     joined(&clouds, 2);
+    // The replaced machine's Node goes with it. CAPI drains and deletes a deleted Machine's Node
+    // only when `isDeleteNodeAllowed` lets it (cluster-api v1.13
+    // `internal/controllers/machine/machine_controller.go`): never in a Cluster without control-plane
+    // Machines, unless its control plane is externally managed; AWS's cloud controller cannot
+    // look up an `azure://` Node and deletes nothing either.
+    let nodes = |clouds: &Clouds| -> Vec<String> {
+        let items = clouds.kube_get("/api/v1/nodes")["items"].as_array().cloned().unwrap_or_default();
+        items.iter().filter_map(|n| n["metadata"]["name"].as_str().map(String::from)).collect()
+    };
+    let deleted = timing.capi_reconciles();
+    let deadline = deleted.deadline();
+    while nodes(&clouds).contains(&victim) {
+        assert!(
+            Instant::now() < deadline,
+            "the replaced machine's Node {victim} stays past {deleted}: {:?}",
+            nodes(&clouds)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+
+    // Scaled down by one, as a person would (`oc scale`): the machine goes, and its Node with it,
+    // so no NotReady Node is left to count against the pool's MachineConfigPool.
+    let sets = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machinesets");
+    let set = sets["items"][0]["metadata"]["name"].as_str().expect("a MachineSet").to_string();
+    let scale = serde_json::json!({"spec": {"replicas": 0}});
+    clouds.kube_request(
+        "PATCH",
+        &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machinesets/{set}"),
+        Some(("application/merge-patch+json", &scale.to_string())),
+    );
+    let scaled = timing.capi_reconciles().then(&timing.capz_reports()).then(&timing.capi_reconciles());
+    let deadline = scaled.deadline();
+    while nodes(&clouds).len() > 1 {
+        assert!(Instant::now() < deadline, "the scaled-away machine's Node stays past {scaled}: {:?}", nodes(&clouds));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    joined(&clouds, 1);
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
 }
 

@@ -428,6 +428,10 @@ pub fn expanded(model: &Model) -> Expanded {
                 // xcsp marks it initialized (status conditions, written after the object);
                 // refresh reads them back.
                 ("control_plane_initialized", Value::Bool(true)),
+                // Its control plane is the OpenShift cluster, an externally managed one to CAPI
+                // (xcsp's XcspControlPlane object of the same name): CAPI then drains and
+                // deletes a removed machine's Node (`isDeleteNodeAllowed`).
+                ("control_plane", Value::string(format!("XcspControlPlane/{infra}-{name}"))),
             ],
         );
         b.after(cl, &ac_addr);

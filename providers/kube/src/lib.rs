@@ -8,6 +8,7 @@
 //! [`object`] builds one object as JSON; [`render`] writes them as YAML documents for `oc apply`
 //! or GitOps; [`KubeProvider`] applies them to the cluster with server-side apply.
 
+pub mod control_plane;
 pub mod health_check;
 mod kubeconfig;
 pub mod machine_config;
@@ -191,12 +192,18 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
                 }
             })
         }
-        T::K8sCluster => json!({
-            "apiVersion": CAPI, "kind": "Cluster", "metadata": meta,
-            "spec": {
+        T::K8sCluster => {
+            let mut spec = json!({
                 "infrastructureRef": { "apiVersion": CAPZ, "kind": "AzureCluster", "name": a.str_or_empty("infrastructure_ref"), "namespace": ns },
+            });
+            // Its control plane, the OpenShift cluster, as an externally managed one
+            // ([`control_plane`]): CAPI then drains and deletes a removed machine's Node.
+            if let Some(cp) = a.opt_str("control_plane") {
+                let name = cp.strip_prefix(&format!("{}/", control_plane::KIND)).unwrap_or(&cp).to_string();
+                spec["controlPlaneRef"] = control_plane::reference(&ns, &name);
             }
-        }),
+            json!({ "apiVersion": CAPI, "kind": "Cluster", "metadata": meta, "spec": spec })
+        }
         T::K8sAzureMachineTemplate => {
             let image = known(&a, "image", "the spec")?;
             json!({
@@ -334,6 +341,10 @@ pub fn in_capi_version(mut object: Json, version: &str) -> Json {
         "Cluster" => {
             let r = reference(&object["spec"]["infrastructureRef"]);
             object["spec"]["infrastructureRef"] = r;
+            if !object["spec"]["controlPlaneRef"].is_null() {
+                let r = reference(&object["spec"]["controlPlaneRef"]);
+                object["spec"]["controlPlaneRef"] = r;
+            }
         }
         "MachineSet" => {
             let r = reference(&object["spec"]["template"]["spec"]["infrastructureRef"]);

@@ -64,6 +64,28 @@ pub fn resource(rtype: T, capi_version: &str) -> Option<ApiResource> {
     Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural))
 }
 
+/// CustomResourceDefinitions.
+fn crd_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    )
+}
+
+/// ClusterRoles.
+fn cluster_roles() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRole"),
+        "clusterroles",
+    )
+}
+
+/// The pool Clusters' control planes ([`crate::control_plane`]).
+fn control_planes() -> ApiResource {
+    use crate::control_plane as cp;
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(cp::GROUP, cp::VERSION, cp::KIND), cp::PLURAL)
+}
+
 /// Secrets, for the copies xcsp reads at apply.
 fn secrets() -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets")
@@ -356,6 +378,10 @@ impl KubeProvider {
                 }
             }
         }
+        if a.rtype == T::K8sCluster && !object["spec"]["controlPlaneRef"].is_null() {
+            let cp = object["spec"]["controlPlaneRef"]["name"].as_str().unwrap_or(name).to_string();
+            self.ensure_control_plane(a, ns, &cp, &object["metadata"]["labels"]).await?;
+        }
         let params = PatchParams::apply(FIELD_MANAGER);
         let patch = Patch::Apply(&object);
         let applied = self.retry(a, || api.patch(name, &params, &patch)).await?;
@@ -558,6 +584,7 @@ impl KubeProvider {
         let deadline = Instant::now() + self.config.timeout;
         loop {
             match self.retry(a, || api.get_opt(name)).await? {
+                None if a.rtype == T::K8sCluster => return self.remove_control_plane(a, ns, name).await,
                 None => return Ok(()),
                 Some(_) if Instant::now() > deadline => {
                     return Err(ProviderError::Timeout {
@@ -572,6 +599,97 @@ impl KubeProvider {
                 }
             }
         }
+    }
+
+    /// The Cluster's externally managed control plane ([`crate::control_plane`]): its CRD and the
+    /// ClusterRole that lets CAPI's manager read it (cluster-wide, shared by every stack's
+    /// Clusters), then the object `ns/name` and its status.
+    async fn ensure_control_plane(
+        &self,
+        a: &Address,
+        ns: &str,
+        name: &str,
+        labels: &serde_json::Value,
+    ) -> Result<(), ProviderError> {
+        use crate::control_plane as cp;
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
+        let crd = cp::crd();
+        let crd = Patch::Apply(&crd);
+        self.retry(a, || crds.patch(cp::CRD, &params, &crd)).await?;
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            let found = self.retry(a, || crds.get(cp::CRD)).await?;
+            let established = found.data["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
+            if established {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(ProviderError::Timeout {
+                    address: a.to_string(),
+                    operation: "apply",
+                    timeout: self.config.timeout,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let roles: Api<DynamicObject> = Api::all_with(self.client.clone(), &cluster_roles());
+        let role = cp::capi_role();
+        let role = Patch::Apply(&role);
+        self.retry(a, || roles.patch(cp::CAPI_ROLE, &params, &role)).await?;
+        let objects: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &control_planes());
+        let object = cp::object(ns, name, labels);
+        let object = Patch::Apply(&object);
+        self.retry(a, || objects.patch(name, &params, &object)).await?;
+        let now = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+        let at = now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+        let status = cp::status(&at);
+        let merge = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        let status = Patch::Merge(&status);
+        self.retry(a, || objects.patch_status(name, &merge, &status)).await?;
+        Ok(())
+    }
+
+    /// After the Cluster `ns/name` is gone: its control plane object (CAPI deletes it with the
+    /// Cluster; a Cluster CAPI never saw leaves it), then the CRD and CAPI's ClusterRole once no
+    /// stack's control plane is left, and only those xcsp installed.
+    async fn remove_control_plane(&self, a: &Address, ns: &str, name: &str) -> Result<(), ProviderError> {
+        use crate::control_plane as cp;
+        let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
+        let Some(crd) = self.retry(a, || crds.get_opt(cp::CRD)).await? else { return Ok(()) };
+        let objects: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &control_planes());
+        let params = DeleteParams::default();
+        match self.retry(a, || objects.delete(name, &params)).await {
+            Ok(_) | Err(ProviderError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let all: Api<DynamicObject> = Api::all_with(self.client.clone(), &control_planes());
+        let every = ListParams::default();
+        let left = self.retry(a, || all.list(&every)).await?.items;
+        if left.iter().any(|o| o.metadata.deletion_timestamp.is_none()) {
+            return Ok(());
+        }
+        let ours = |labels: &Option<std::collections::BTreeMap<String, String>>| {
+            labels.as_ref().and_then(|l| l.get(cp::INSTALLED_BY)).is_some_and(|v| v == "xcsp")
+        };
+        let roles: Api<DynamicObject> = Api::all_with(self.client.clone(), &cluster_roles());
+        if let Some(role) = self.retry(a, || roles.get_opt(cp::CAPI_ROLE)).await?
+            && ours(&role.metadata.labels)
+        {
+            match self.retry(a, || roles.delete(cp::CAPI_ROLE, &params)).await {
+                Ok(_) | Err(ProviderError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if ours(&crd.metadata.labels) {
+            match self.retry(a, || crds.delete(cp::CRD, &params)).await {
+                Ok(_) | Err(ProviderError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Deletes the Nodes of MachineSet `ns/set`, whose machines are all gone: those whose provider
@@ -683,6 +801,30 @@ impl KubeProvider {
                     !token.is_empty() && held.contains(&token) && held.contains(&ca)
                 })
             }
+            T::K8sCluster => {
+                // The control plane the Cluster names counts only while it exists and says it is
+                // externally managed and initialized (a kill before its status write, or a hand's
+                // delete, shows in the plan and apply writes it again).
+                let Some(cp) = seen.attributes.get("control_plane").and_then(|v| v.as_str()).map(String::from) else {
+                    return Ok(seen);
+                };
+                let name = cp.split_once('/').map_or(cp.as_str(), |(_, n)| n).to_string();
+                let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &ns, &control_planes());
+                let found = match self.retry(&address, || api.get_opt(&name)).await {
+                    Ok(found) => found,
+                    // The kind is not served (its CRD gone): no control plane.
+                    Err(ProviderError::NotFound { .. }) => None,
+                    Err(e) => return Err(e),
+                };
+                let whole = found.is_some_and(|o| {
+                    o.data["status"]["externalManagedControlPlane"] == true
+                        && o.data["status"]["initialization"]["controlPlaneInitialized"] == true
+                });
+                if !whole {
+                    seen.attributes.shift_remove("control_plane");
+                }
+                return Ok(seen);
+            }
             _ => return Ok(seen),
         };
         seen.attributes.insert("in_sync".into(), Value::Bool(in_sync));
@@ -722,6 +864,10 @@ fn observe(o: &DynamicObject, address: Address) -> Observed {
         }
         T::K8sCluster => {
             attributes.insert("control_plane_initialized".into(), Value::Bool(initialized(&o.data["status"])));
+            let r = &spec["controlPlaneRef"];
+            if let (Some(kind), Some(name)) = (r["kind"].as_str(), r["name"].as_str()) {
+                attributes.insert("control_plane".into(), Value::string(format!("{kind}/{name}")));
+            }
         }
         _ => {}
     }

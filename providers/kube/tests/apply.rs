@@ -328,10 +328,10 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
     }
 
     // Destroy in reverse: each zone's MachineSet waits for its machine to go first.
-    let made = bounds::Timing::new(xcsp_sim::cluster::Timing::default().to_json()).capi_reconciles();
-    let deadline = made.deadline();
+    let making = bounds::Timing::new(xcsp_sim::cluster::Timing::default().to_json()).capi_reconciles();
+    let deadline = making.deadline();
     while objects(&client_for_checks, &ns).await.iter().filter(|(k, _, _)| k == "Machine").count() < 2 {
-        assert!(std::time::Instant::now() < deadline, "the MachineSet made its machines within {made}");
+        assert!(std::time::Instant::now() < deadline, "the MachineSet made its machines within {making}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let progress = Recorder::default();

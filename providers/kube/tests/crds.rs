@@ -29,8 +29,30 @@ fn world() -> &'static World {
             .unwrap_or_else(|e| panic!("the sim and its cluster start: {e}"));
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let client = runtime.block_on(sim.client()).expect("a client of the cluster");
+        // The kind a pool's Cluster names as its control plane, installed as apply installs it
+        // before the Cluster: CAPI's conversion webhook resolves a `controlPlaneRef` by its CRD's
+        // contract label.
+        runtime.block_on(install(&client, xcsp_kube::control_plane::crd()));
         World { _sim: sim, runtime, client }
     })
+}
+
+/// Creates the CRD `crd` and waits for the API server to serve it (`Established`).
+async fn install(client: &kube::Client, crd: Json) {
+    let gvk = kube::api::GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition");
+    let api: Api<DynamicObject> =
+        Api::all_with(client.clone(), &kube::api::ApiResource::from_gvk_with_plural(&gvk, "customresourcedefinitions"));
+    let name = crd["metadata"]["name"].as_str().unwrap().to_string();
+    api.create(&PostParams::default(), &serde_json::from_value(crd).unwrap()).await.expect("the CRD is made");
+    for _ in 0..100 {
+        let found = api.get(&name).await.unwrap();
+        let conditions = found.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        if conditions.iter().any(|c| c["type"] == "Established" && c["status"] == "True") {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the API server does not serve {name}");
 }
 
 /// Every problem the API server finds in `object` (`fieldValidation=Strict`, `dryRun=All`), as
@@ -123,6 +145,12 @@ fn example_objects(example: &str) -> Vec<Json> {
             });
             xcsp_kube::object(&loaded.model.stack, &n.address, &attrs).unwrap()
         })
+        // As `xcsp render` writes them: a Cluster's control plane before it.
+        .flat_map(|o| {
+            let mut with = xcsp_kube::control_plane::rendered_with(&o);
+            with.push(o);
+            with
+        })
         .collect()
 }
 
@@ -178,7 +206,9 @@ fn the_il5_objects_are_valid_against_the_capz_and_capi_crds() {
     // CAPI reaches the cluster as a service account of the pool's own, bound to what it does there.
     let binding = find(&all, "ClusterRoleBinding")[0];
     assert_eq!(binding["subjects"][0]["namespace"], "xcsp-il5-gpu");
-    assert_eq!(binding["roleRef"]["name"], find(&all, "ClusterRole")[0]["metadata"]["name"]);
+    let roles: Vec<&str> =
+        find(&all, "ClusterRole").into_iter().filter_map(|r| r["metadata"]["name"].as_str()).collect();
+    assert_eq!(roles, [xcsp_kube::control_plane::CAPI_ROLE, binding["roleRef"]["name"].as_str().unwrap()]);
     let token = find(&all, "Secret")[0];
     assert_eq!(token["type"], "kubernetes.io/service-account-token");
     assert!(token.get("data").is_none(), "the tokens controller fills the token in");

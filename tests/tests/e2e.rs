@@ -222,6 +222,15 @@ impl Clouds {
         c
     }
 
+    /// Deletes the IL5 pool's Machine `name` as a person would (`oc delete machine`).
+    fn delete_machine(&self, name: &str) {
+        self.kube_request(
+            "DELETE",
+            &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{name}"),
+            None,
+        );
+    }
+
     /// The world's timing, what a wait for an upstream controller derives its deadline from.
     fn timing(&self) -> Timing {
         Timing::new(self.get("/_sim/timing"))
@@ -1878,11 +1887,7 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
         recorded(state)["resources"]["azure_role_assignment.capz-skus"]["id"].as_str().unwrap().to_string();
     clouds.arm_delete(&assignment, "2022-04-01");
     let victim = joined(&clouds, 2)[0]["name"].as_str().unwrap().to_string();
-    clouds.kube_request(
-        "DELETE",
-        &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{victim}"),
-        None,
-    );
+    clouds.delete_machine(&victim);
     let joins = clouds.timing().machine_joins();
     let deadline = joins.deadline();
     loop {
@@ -2028,6 +2033,9 @@ fn a_link_outage_deletes_no_machine_and_a_hung_machine_is_replaced_alone() {
         std::thread::sleep(Duration::from_millis(250));
     };
     assert_eq!(short_circuited["status"]["remediationsAllowed"], 0, "{short_circuited}");
+    // Given the time to remediate, it does not: five of the check's 1 s unhealthy timeouts, past
+    // each of which CAPI's health check controller looks again (it requeues at the nearest
+    // timeout, `machinehealthcheck_controller.go` `healthCheckTargets`).
     std::thread::sleep(Duration::from_secs(5));
     let held = clouds.get("/_sim/machines")["machines"].as_array().cloned().unwrap_or_default();
     assert_eq!(names(&held), before, "no machine was replaced for the outage: {held:#?}");
@@ -2152,11 +2160,7 @@ impl Watch {
 /// not `victim`). A step the world decides from the VM CAPZ made, so it is reached once the
 /// replacement would have joined.
 fn replaced_and_held(clouds: &Clouds, victim: &str, step: &str) -> Vec<serde_json::Value> {
-    clouds.kube_request(
-        "DELETE",
-        &format!("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines/{victim}"),
-        None,
-    );
+    clouds.delete_machine(victim);
     let bound = clouds.timing().machine_joins();
     let deadline = bound.deadline();
     let held = loop {

@@ -58,6 +58,16 @@ pub fn cluster_rules() -> Vec<Value> {
         rule(&["infrastructure.cluster.x-k8s.io"], &["azureclusters/status"], &["patch"]),
         rule(&["cluster.x-k8s.io"], &["clusters", "machinesets", "machinehealthchecks"], &written),
         rule(&["cluster.x-k8s.io"], &["clusters/status"], &["get", "patch"]),
+        // The pool Cluster's externally managed control plane (xcsp_kube::control_plane): its CRD,
+        // the object and its status, and what the ClusterRole made for CAPI's manager grants
+        // (RBAC lets a subject grant only what it holds).
+        rule(&["apiextensions.k8s.io"], &["customresourcedefinitions"], &written),
+        rule(
+            &["controlplane.xcsp.io"],
+            &["xcspcontrolplanes"],
+            &["get", "list", "watch", "create", "patch", "update", "delete"],
+        ),
+        rule(&["controlplane.xcsp.io"], &["xcspcontrolplanes/status"], &["get", "patch", "update"]),
         // The pool's machines and Nodes: read, Nodes initialized (their taint) and deleted with
         // their machines.
         rule(&["cluster.x-k8s.io"], &["machines"], &["list"]),

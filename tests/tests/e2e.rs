@@ -766,8 +766,20 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let mut files: Vec<_> = std::fs::read_dir(&objects).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     // Every object but the two copies of what only the cluster has (the pool's pointer ignition,
-    // the kubeconfig with the service account's token), which render names instead.
-    assert_eq!(files.len(), 14, "{rendered}");
+    // the kubeconfig with the service account's token), which render names instead, and the
+    // Cluster's control plane before it (its CRD, CAPI's ClusterRole for it, the object).
+    assert_eq!(files.len(), 17, "{rendered}");
+    let kinds: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            std::fs::read_to_string(f).ok()?.lines().find_map(|l| l.strip_prefix("kind: ").map(String::from))
+        })
+        .collect();
+    let at = |kind: &str| kinds.iter().position(|k| k == kind).unwrap_or_else(|| panic!("no {kind}: {kinds:?}"));
+    assert!(
+        at("CustomResourceDefinition") < at("XcspControlPlane") && at("XcspControlPlane") < at("Cluster"),
+        "{kinds:?}"
+    );
     assert_eq!(rendered.matches("not rendered: ").count(), 2, "{rendered}");
     assert!(rendered.contains("not rendered: k8s_user_data_secret.gpu"), "{rendered}");
     let namespace = std::fs::read_to_string(&files[0]).unwrap();

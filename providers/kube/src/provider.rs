@@ -688,6 +688,19 @@ impl KubeProvider {
                 Ok(_) | Err(ProviderError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
+            // The API server removes a CRD once its objects are gone (its `CustomResourceCleanup`
+            // finalizer): the destroy ends when it has.
+            let deadline = Instant::now() + self.config.timeout;
+            while self.retry(a, || crds.get_opt(cp::CRD)).await?.is_some() {
+                if Instant::now() > deadline {
+                    return Err(ProviderError::Timeout {
+                        address: a.to_string(),
+                        operation: "delete",
+                        timeout: self.config.timeout,
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
         }
         Ok(())
     }

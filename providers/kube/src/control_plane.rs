@@ -89,11 +89,12 @@ pub fn capi_role() -> Json {
             "name": CAPI_ROLE,
             "labels": { "cluster.x-k8s.io/aggregate-to-manager": "true", INSTALLED_BY: "xcsp" },
         },
-        "rules": [{
-            "apiGroups": [GROUP],
-            "resources": [PLURAL, format!("{PLURAL}/status")],
-            "verbs": ["get", "list", "watch", "patch", "update", "delete"],
-        }],
+        // No more than CAPI uses, and than xcsp's controller holds (RBAC lets a subject grant
+        // only what it holds itself): the status is CAPI's to read, not to list or delete.
+        "rules": [
+            { "apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch", "patch", "update", "delete"] },
+            { "apiGroups": [GROUP], "resources": [format!("{PLURAL}/status")], "verbs": ["get", "patch", "update"] },
+        ],
     })
 }
 

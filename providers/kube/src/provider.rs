@@ -64,6 +64,20 @@ pub fn resource(rtype: T, capi_version: &str) -> Option<ApiResource> {
     Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural))
 }
 
+/// A call whose object is already gone (a delete, a scale of what went) as done.
+fn absent_is_fine<T>(r: Result<T, ProviderError>) -> Result<(), ProviderError> {
+    match r {
+        Ok(_) | Err(ProviderError::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Now, in whole seconds, as a condition's `lastTransitionTime`.
+fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+}
+
 /// CustomResourceDefinitions.
 fn crd_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -492,8 +506,7 @@ impl KubeProvider {
             if initialized(status) {
                 return Ok(());
             }
-            let now = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-            let at = now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+            let at = now_rfc3339();
             let with = |list: &serde_json::Value, condition: serde_json::Value| {
                 let mut list: Vec<serde_json::Value> = list.as_array().cloned().unwrap_or_default();
                 list.retain(|c| c["type"] != CONTROL_PLANE_INITIALIZED);
@@ -543,10 +556,7 @@ impl KubeProvider {
             let zero = json!({ "spec": { "replicas": 0 } });
             let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
             let patch = Patch::Merge(&zero);
-            match self.retry(a, || api.patch(name, &params, &patch)).await {
-                Ok(_) | Err(ProviderError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
+            absent_is_fine(self.retry(a, || api.patch(name, &params, &patch)).await)?;
             let machines: Api<DynamicObject> =
                 Api::namespaced_with(self.client.clone(), ns, &machines(self.capi().await));
             let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={name}"));
@@ -577,10 +587,7 @@ impl KubeProvider {
             }
         }
         let params = DeleteParams::default();
-        match self.retry(a, || api.delete(name, &params)).await {
-            Ok(_) | Err(ProviderError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        }
+        absent_is_fine(self.retry(a, || api.delete(name, &params)).await)?;
         let deadline = Instant::now() + self.config.timeout;
         loop {
             match self.retry(a, || api.get_opt(name)).await? {
@@ -617,24 +624,15 @@ impl KubeProvider {
         let crd = cp::crd();
         let crd = Patch::Apply(&crd);
         self.retry(a, || crds.patch(cp::CRD, &params, &crd)).await?;
-        let deadline = Instant::now() + self.config.timeout;
-        loop {
-            let found = self.retry(a, || crds.get(cp::CRD)).await?;
-            let established = found.data["status"]["conditions"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
-            if established {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(ProviderError::Timeout {
-                    address: a.to_string(),
-                    operation: "apply",
-                    timeout: self.config.timeout,
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        // The API server serves the kind once the CRD is Established.
+        self.until_crd(a, "apply", |found| {
+            found.is_some_and(|c| {
+                c.data["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
+            })
+        })
+        .await?;
         let roles: Api<DynamicObject> = Api::all_with(self.client.clone(), &cluster_roles());
         let role = cp::capi_role();
         let role = Patch::Apply(&role);
@@ -643,9 +641,7 @@ impl KubeProvider {
         let object = cp::object(ns, name, labels);
         let object = Patch::Apply(&object);
         self.retry(a, || objects.patch(name, &params, &object)).await?;
-        let now = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-        let at = now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
-        let status = cp::status(&at);
+        let status = cp::status(&now_rfc3339());
         let merge = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
         let status = Patch::Merge(&status);
         self.retry(a, || objects.patch_status(name, &merge, &status)).await?;
@@ -661,10 +657,7 @@ impl KubeProvider {
         let Some(crd) = self.retry(a, || crds.get_opt(cp::CRD)).await? else { return Ok(()) };
         let objects: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &control_planes());
         let params = DeleteParams::default();
-        match self.retry(a, || objects.delete(name, &params)).await {
-            Ok(_) | Err(ProviderError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        }
+        absent_is_fine(self.retry(a, || objects.delete(name, &params)).await)?;
         let all: Api<DynamicObject> = Api::all_with(self.client.clone(), &control_planes());
         let every = ListParams::default();
         let left = self.retry(a, || all.list(&every)).await?.items;
@@ -678,31 +671,37 @@ impl KubeProvider {
         if let Some(role) = self.retry(a, || roles.get_opt(cp::CAPI_ROLE)).await?
             && ours(&role.metadata.labels)
         {
-            match self.retry(a, || roles.delete(cp::CAPI_ROLE, &params)).await {
-                Ok(_) | Err(ProviderError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
+            absent_is_fine(self.retry(a, || roles.delete(cp::CAPI_ROLE, &params)).await)?;
         }
         if ours(&crd.metadata.labels) {
-            match self.retry(a, || crds.delete(cp::CRD, &params)).await {
-                Ok(_) | Err(ProviderError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
+            absent_is_fine(self.retry(a, || crds.delete(cp::CRD, &params)).await)?;
             // The API server removes a CRD once its objects are gone (its `CustomResourceCleanup`
             // finalizer): the destroy ends when it has.
-            let deadline = Instant::now() + self.config.timeout;
-            while self.retry(a, || crds.get_opt(cp::CRD)).await?.is_some() {
-                if Instant::now() > deadline {
-                    return Err(ProviderError::Timeout {
-                        address: a.to_string(),
-                        operation: "delete",
-                        timeout: self.config.timeout,
-                    });
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            self.until_crd(a, "delete", |found| found.is_none()).await?;
         }
         Ok(())
+    }
+
+    /// Reads the control plane's CRD until `done` holds of it (`None`: gone), within the
+    /// provider's timeout.
+    async fn until_crd(
+        &self,
+        a: &Address,
+        operation: &'static str,
+        done: impl Fn(Option<&DynamicObject>) -> bool,
+    ) -> Result<(), ProviderError> {
+        let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            let found = self.retry(a, || crds.get_opt(crate::control_plane::CRD)).await?;
+            if done(found.as_ref()) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(ProviderError::Timeout { address: a.to_string(), operation, timeout: self.config.timeout });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// Deletes the Nodes of MachineSet `ns/set`, whose machines are all gone: those whose provider
@@ -734,10 +733,7 @@ impl KubeProvider {
                 && annotation("cluster.x-k8s.io/owner-name") == Some(set)
                 && annotation("cluster.x-k8s.io/cluster-namespace") == Some(ns);
             if the_sets || provider_ids.contains(&pid) || provider_ids.contains(&name) {
-                match self.retry(a, || nodes.delete(&name, &params)).await {
-                    Ok(_) | Err(ProviderError::NotFound { .. }) => {}
-                    Err(e) => return Err(e),
-                }
+                absent_is_fine(self.retry(a, || nodes.delete(&name, &params)).await)?;
             }
         }
         Ok(())

@@ -271,10 +271,18 @@ pub async fn preflight(s: &Stack, json: bool) -> miette::Result<ExitCode> {
             .iter()
             .map(|p| serde_json::json!({"severity": if p.is_error() { "error" } else { "warning" }, "code": p.code, "message": p.message}))
             .collect();
-        let out = serde_json::json!({"cluster": survey, "problems": said});
+        let chosen = preflight::providers(&s.loaded.model, &survey);
+        let out = serde_json::json!({"cluster": survey, "problems": said,
+            "providers": {"core": preflight::source_text(&chosen.core), "azure": preflight::source_text(&chosen.azure)}});
         println!("{}", serde_json::to_string_pretty(&out).expect("json"));
     } else {
         print!("{}", preflight::describe(&survey));
+        let chosen = preflight::providers(&s.loaded.model, &survey);
+        println!(
+            "Providers:    Cluster API's core {}; CAPZ {}",
+            preflight::source_text(&chosen.core),
+            preflight::source_text(&chosen.azure)
+        );
         let ns = xcsp_plans::spec::pool_namespace(s.name(), &s.loaded.model.cluster);
         println!(
             "Pool objects: namespace {ns} (the pool's own: {} admits one Cluster, OpenShift's)",

@@ -94,6 +94,7 @@ resource_types! {
     K8sClusterRole => "k8s_cluster_role", Kubernetes;
     K8sClusterRoleBinding => "k8s_cluster_role_binding", Kubernetes;
     K8sKubeconfigSecret => "k8s_kubeconfig_secret", Kubernetes;
+    K8sClusterApiProvider => "k8s_cluster_api_provider", Kubernetes;
 }
 
 /// The error for a name that is no resource type.
@@ -209,6 +210,7 @@ impl ResourceType {
                 ("namespace", "a Kubernetes object's namespace is part of its identity"),
                 ("name", "a Kubernetes object's name is part of its identity"),
             ],
+            K8sClusterApiProvider => &[("namespace", "a provider's objects live in its namespace")],
             AwsRoutePropagation | AwsSecurityGroupIngress => &[],
         };
         table.iter().find(|(a, _)| *a == attribute).map(|(_, why)| *why)

@@ -6,6 +6,7 @@
 //! (spec -> [`validate::Model`]), [`expand`] (model -> resource nodes), [`graph`] (nodes ->
 //! checked DAG) and [`plan`] (graph vs recorded state -> changes).
 
+pub mod components;
 pub mod decode;
 pub mod eval;
 pub mod expand;
@@ -70,7 +71,10 @@ pub fn check_sources(
             file.hide(secret);
         }
     }
-    let model = validate::validate(spec, &mut problems);
+    let model = validate::validate(spec, &mut problems).map(|mut m| {
+        read_components(&mut m, &mut problems);
+        m
+    });
     problems.sort();
     let Some(model) = model.filter(|_| !problems.has_errors()) else {
         return Err(LoadFailure::Problems(problems));
@@ -81,6 +85,46 @@ pub fn check_sources(
         Err(e) => {
             problems.push(Problem::error("xcsp::graph::invalid", e.to_string()));
             Err(LoadFailure::Problems(problems))
+        }
+    }
+}
+
+/// Reads the components files the `cluster_api` block names, relative to the directory of the
+/// file that names them; `providers = "xcsp"` needs both.
+fn read_components(model: &mut validate::Model, problems: &mut xcsp_core::Problems) {
+    use spec::ProvidersMode;
+    let api = &mut model.cluster.cluster_api;
+    for (key, source) in [("core_components", &mut api.core), ("azure_components", &mut api.azure)] {
+        let Some(source) = source else {
+            if api.providers.value == ProvidersMode::Xcsp {
+                problems.push(
+                    Problem::error("xcsp::cluster_api::components", format!("providers = \"xcsp\" needs `{key}`"))
+                        .label(&api.providers.span, "xcsp installs the providers")
+                        .with_help(format!(
+                            "set `{key}` to the provider's release manifests ({}), or providers = \"auto\"",
+                            if key == "core_components" {
+                                "core-components.yaml of a Cluster API release"
+                            } else {
+                                "infrastructure-components.yaml of a CAPZ release"
+                            }
+                        )),
+                );
+            }
+            continue;
+        };
+        let written = std::path::Path::new(&source.components.value);
+        let dir = std::path::Path::new(&source.components.span.file.name).parent().map(std::path::Path::to_path_buf);
+        let path = match dir {
+            Some(d) if written.is_relative() => d.join(written),
+            _ => written.to_path_buf(),
+        };
+        match components::read(&path) {
+            Ok(c) => source.read = Some(c),
+            Err(e) => problems.push(
+                Problem::error("xcsp::cluster_api::components", e)
+                    .label(&source.components.span, "the provider's release manifests")
+                    .with_help("name a provider's components file: `core-components.yaml` of a Cluster API release, `infrastructure-components.yaml` of a CAPZ release"),
+            ),
         }
     }
 }

@@ -101,7 +101,16 @@ pub const CLUSTER: BlockSpec = BlockSpec {
         opt("namespace", Ty::String),
         opt("ssh_public_key", Ty::String),
     ],
-    blocks: &[],
+    blocks: &[block(
+        "cluster_api",
+        &[
+            opt("providers", Ty::String),
+            opt("core_components", Ty::String),
+            opt("core_image", Ty::String),
+            opt("azure_components", Ty::String),
+            opt("azure_image", Ty::String),
+        ],
+    )],
     computed: &[],
 };
 

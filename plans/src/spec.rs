@@ -48,6 +48,10 @@ impl AzureCloud {
 /// is not what this token carries.
 pub const CAPZ_NAMESPACE: &str = "openshift-cluster-api";
 pub const CAPZ_SERVICE_ACCOUNT: &str = "capz-manager";
+/// Where xcsp runs Cluster API's core manager and CAPZ's when it installs them
+/// (`cluster_api`; the release manifests' service account names are kept: `capz-manager`).
+pub const XCSP_CAPI_NAMESPACE: &str = "xcsp-capi-system";
+pub const XCSP_CAPZ_NAMESPACE: &str = "xcsp-capz-system";
 pub const CAPZ_TOKEN_AUDIENCE: &str = "api://AzureADTokenExchange";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +90,41 @@ pub struct Cluster {
     /// `sshKey`): Azure refuses a Linux VM without one, and outside `openshift-cluster-api` no
     /// CAPZ webhook generates it.
     pub ssh_public_key: Option<Sp<String>>,
+    /// Which Cluster API managers make the pool's machines (the `cluster_api` block).
+    pub cluster_api: ClusterApi,
     pub span: Span,
+}
+
+/// Whose Cluster API managers the pool uses (docs/cluster-api-on-openshift.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProvidersMode {
+    /// Per provider, the cluster's where it has one (its CRDs are installed and not xcsp's), else
+    /// xcsp's, decided against the cluster at plan and apply.
+    Auto,
+    /// The cluster's own (OpenShift's, or what its owners installed); xcsp installs none.
+    Cluster,
+    /// xcsp's, installed from the components files the block names.
+    Xcsp,
+}
+
+/// The `cluster_api` block of `cluster`.
+#[derive(Debug, Clone)]
+pub struct ClusterApi {
+    pub providers: Sp<ProvidersMode>,
+    /// Cluster API's core provider (`core-components.yaml` of a Cluster API release).
+    pub core: Option<ProviderSource>,
+    /// CAPZ (`infrastructure-components.yaml` of a CAPZ release).
+    pub azure: Option<ProviderSource>,
+}
+
+/// Where one provider's release manifests are, and the image to run instead of theirs.
+#[derive(Debug, Clone)]
+pub struct ProviderSource {
+    /// The file as written (relative to the spec file's directory).
+    pub components: Sp<String>,
+    pub image: Option<Sp<String>>,
+    /// What the file holds, read when the spec is loaded.
+    pub read: Option<crate::components::Components>,
 }
 
 /// The namespace the pool's CAPZ/CAPI objects live in: the spec's `cluster.namespace`, else

@@ -124,6 +124,10 @@ pub struct ClusterConfig {
     pub timing: Timing,
     /// Run CAPZ's manager as OpenShift deploys it ([`Capz`]); `None`: CAPZ's CRDs only.
     pub capz: Option<Capz>,
+    /// No Cluster API: the cluster of an OpenShift `Default` feature set on AWS, where no release
+    /// installs Cluster API's core or provider CRDs or runs a manager (docs/cluster-api-on-openshift.md);
+    /// only the IPAM CRDs the cluster-version operator installs there. `capz` must be `None`.
+    pub no_capi: bool,
 }
 
 /// CAPZ's manager as OpenShift's manifests deploy it (openshift/cluster-api-provider-azure
@@ -160,18 +164,24 @@ enum Inherit {
 const CAPZ_TOKEN_PATH: &str = "azure-identity-token";
 
 /// A certificate and its key, PEM.
-struct Pem {
-    cert: String,
-    key: String,
+pub struct Pem {
+    pub cert: String,
+    pub key: String,
 }
 
-struct Pki {
+/// A certificate authority of the world's (the cluster's, or OpenShift's service CA).
+pub struct Pki {
     ca: Pem,
     issuer: Issuer<'static, KeyPair>,
 }
 
 impl Pki {
-    fn new() -> Result<Pki, rcgen::Error> {
+    /// The CA's certificate, PEM.
+    pub fn ca_cert(&self) -> &str {
+        &self.ca.cert
+    }
+
+    pub fn new() -> Result<Pki, rcgen::Error> {
         let mut ca = CertificateParams::new(Vec::new())?;
         ca.distinguished_name.push(DnType::CommonName, "xcsp-world-ca");
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -184,7 +194,7 @@ impl Pki {
     }
 
     /// A serving certificate for `sans`.
-    fn server(&self, cn: &str, sans: &[&str]) -> Result<Pem, rcgen::Error> {
+    pub fn server(&self, cn: &str, sans: &[&str]) -> Result<Pem, rcgen::Error> {
         let mut p = CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
         p.distinguished_name.push(DnType::CommonName, cn);
         p.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
@@ -239,6 +249,11 @@ impl Program {
     }
 }
 
+/// The last lines of a program's log.
+pub fn log_tail(log: &Path) -> String {
+    tail(log)
+}
+
 fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
@@ -266,6 +281,10 @@ pub struct UpstreamCluster {
     /// A serving certificate (PEM, with its key) the world's CA signed for Azure's host names
     /// ([`crate::arm::clouds::host_names`]), which the world's TLS front ([`crate::front`]) presents.
     pub clouds_tls: (String, String),
+    /// The upstream binaries (a pod of a manager the world builds runs one: [`crate::kube::pods`]).
+    pub bin: PathBuf,
+    /// The CA's certificate as a file.
+    pub ca_file: PathBuf,
     programs: Vec<Program>,
     dir: tempfile::TempDir,
 }
@@ -387,6 +406,8 @@ impl UpstreamCluster {
             proxy,
             audit_log: audit_log.clone(),
             clouds_tls: (clouds.cert, clouds.key),
+            bin: bin.clone(),
+            ca_file: ca.clone(),
             url: String::new(),
             ca_pem: pki.ca.cert.clone(),
             admin_token,
@@ -422,7 +443,11 @@ impl UpstreamCluster {
             cluster.proxy.routes.add(host, 6443, std::net::SocketAddr::from(([127, 0, 0, 1], port)));
         }
         let issuer = config.service_account_issuer.clone().unwrap_or_else(|| "https://kubernetes.default.svc".into());
-        cluster.spawn(
+        // The world's proxy, as a cluster behind one gives its API server: a webhook named by Service
+        // (`<svc>.<ns>.svc`) is dialled through it (client-go `transport/cache.go`), and the proxy
+        // routes that name to the pod that serves it ([`crate::kube::pods`]); loopback goes direct.
+        let apiserver_proxy = cluster.proxy.url();
+        cluster.spawn_env(
             "kube-apiserver",
             &bin,
             &[
@@ -448,6 +473,8 @@ impl UpstreamCluster {
                 format!("--audit-log-path={}", audit_log.display()),
                 "--audit-log-format=json".into(),
             ],
+            &[("HTTPS_PROXY", apiserver_proxy.as_str()), ("NO_PROXY", "127.0.0.1,localhost")],
+            Inherit::Parent,
         )?;
         let admin = cluster.client().await?;
         cluster.wait_ready(&admin).await?;
@@ -520,6 +547,35 @@ impl UpstreamCluster {
         let capz = cluster.module("sigs.k8s.io/cluster-api-provider-azure")?;
         let openshift = cluster.module("github.com/openshift/api")?;
         let mut crds = Vec::new();
+        for rel in OPENSHIFT_CRDS {
+            crds.extend(yaml_file(&openshift.join(rel))?);
+        }
+        if config.no_capi {
+            if config.capz.is_some() {
+                return Err(ClusterError::Manifest {
+                    path: "ClusterConfig".into(),
+                    message: "CAPZ cannot run on a cluster with no Cluster API".into(),
+                });
+            }
+            // The cluster-version operator's IPAM CRDs, the only ones of Cluster API a Default
+            // cluster has (openshift/cluster-api `openshift/manifests`, gated
+            // `-ClusterAPIMachineManagement` from release-4.22), as the CVO applies a manifest:
+            // its annotations kept, no conversion webhook.
+            for name in IPAM_CRDS {
+                for mut doc in
+                    yaml_file(&capi.join("config/crd/bases").join(format!("ipam.cluster.x-k8s.io_{name}.yaml")))?
+                {
+                    doc["metadata"]["annotations"]["include.release.openshift.io/self-managed-high-availability"] =
+                        json!("true");
+                    doc["metadata"]["annotations"]["release.openshift.io/feature-gate"] =
+                        json!("-ClusterAPIMachineManagement");
+                    crds.push(doc);
+                }
+            }
+            cluster.install_crds(&admin, crds).await?;
+            cluster.versions = versions(&admin, &bin, &cluster.modules).await;
+            return Ok(cluster);
+        }
         for doc in yaml_dir(&capi.join("config/crd/bases"))? {
             crds.push(with_conversion_webhook(doc, &webhook_url, &ca_bundle));
         }
@@ -536,9 +592,6 @@ impl UpstreamCluster {
         for doc in yaml_file(&capa.join("config/crd/bases/infrastructure.cluster.x-k8s.io_awsclusters.yaml"))? {
             let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_string();
             crds.push(with_labels(doc, &BTreeMap::from([(name, common.clone())])));
-        }
-        for rel in OPENSHIFT_CRDS {
-            crds.extend(yaml_file(&openshift.join(rel))?);
         }
         cluster.install_crds(&admin, crds).await?;
 
@@ -843,7 +896,11 @@ impl UpstreamCluster {
 
 /// OpenShift's API types the world serves, as `github.com/openshift/api` generates them for the
 /// Default feature set of a self-managed cluster.
+/// The IPAM kinds of Cluster API that the cluster-version operator installs on every cluster.
+const IPAM_CRDS: &[&str] = &["ipaddresses", "ipaddressclaims"];
+
 const OPENSHIFT_CRDS: &[&str] = &[
+    "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_featuregates.crd.yaml",
     "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_infrastructures-Default.crd.yaml",
     "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_networks-Default.crd.yaml",
     "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_authentications-Default.crd.yaml",
@@ -1049,6 +1106,8 @@ async fn versions(
 
 enum Auth<'a> {
     Token(&'a str),
+    /// A token file, re-read as it changes (client-go's `tokenFile`).
+    TokenFile(&'a Path),
     Cert(&'a str, &'a str),
 }
 
@@ -1057,12 +1116,19 @@ fn kubeconfig(url: &str, ca_pem: &str, auth: Auth<'_>) -> String {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let user = match auth {
         Auth::Token(t) => format!("    token: {t}\n"),
+        Auth::TokenFile(p) => format!("    tokenFile: {}\n", p.display()),
         Auth::Cert(c, k) => format!("    client-certificate-data: {}\n    client-key-data: {}\n", b64(c), b64(k)),
     };
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: xcsp-world\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: xcsp-world\n  user:\n{user}contexts:\n- name: xcsp-world\n  context:\n    cluster: xcsp-world\n    user: xcsp-world\ncurrent-context: xcsp-world\npreferences: {{}}\n",
         ca = b64(ca_pem)
     )
+}
+
+/// A kubeconfig for `url` trusting `ca_pem`, its bearer token read from `token` (a pod's
+/// service-account token, renewed in place).
+pub fn token_file_kubeconfig(url: &str, ca_pem: &str, token: &Path) -> String {
+    kubeconfig(url, ca_pem, Auth::TokenFile(token))
 }
 
 /// A kube client for `url` trusting `ca_pem`, with a bearer token.

@@ -77,6 +77,12 @@ struct Args {
     /// ClusterOperator that reports it).
     #[arg(long, requires = "openshift")]
     ebs_csi: bool,
+    /// With --openshift: the cluster's feature set, `TechPreviewNoUpgrade` (OpenShift runs Cluster
+    /// API's core manager) or `Default` (no Cluster API at all, as every production cluster on AWS;
+    /// docs/cluster-api-on-openshift.md).
+    #[arg(long, value_name = "SET", requires = "openshift", default_value = "TechPreviewNoUpgrade",
+        value_parser = ["Default", "TechPreviewNoUpgrade"], conflicts_with = "capz")]
+    feature_set: String,
     /// Run the world's cluster: upstream kube-apiserver, etcd, kube-controller-manager and Cluster
     /// API's manager (their directory in XCSP_UPSTREAM_BIN, which scripts/upstream-setup prints),
     /// with the sim's stand-ins as its clients.
@@ -154,6 +160,11 @@ fn main() {
                 })
                 .collect(),
             ebs_csi: args.ebs_csi,
+            feature_set: if args.feature_set == "Default" {
+                xcsp_sim::world::FeatureSet::Default
+            } else {
+                xcsp_sim::world::FeatureSet::TechPreviewNoUpgrade
+            },
         });
     }
     let started = if args.upstream {

@@ -23,6 +23,11 @@ impl Routes {
         self.0.lock().expect("routes lock").insert(format!("{}:{port}", host.to_ascii_lowercase()), to);
     }
 
+    /// Stops serving every name routed to `to`.
+    pub fn remove_to(&self, to: SocketAddr) {
+        self.0.lock().expect("routes lock").retain(|_, a| *a != to);
+    }
+
     fn get(&self, authority: &str) -> Option<SocketAddr> {
         self.0.lock().expect("routes lock").get(&authority.to_ascii_lowercase()).copied()
     }

@@ -512,6 +512,9 @@ impl SimServer {
                 env: env.map(|h| ("AZURE_AUTHORITY_HOST".to_string(), h.clone())).collect(),
             });
         }
+        if let Some(o) = &config.openshift {
+            cluster.no_capi = !o.feature_set.runs_capi();
+        }
         let mut server = SimServer::start(config, port)?;
         server.sim.real_capz.store(cluster.capz.is_some(), std::sync::atomic::Ordering::SeqCst);
         let _ = server.sim.timing.set(cluster.timing.clone());
@@ -578,6 +581,23 @@ impl SimServer {
                     match started {
                         Ok((cluster, bridge)) => {
                             tokio::spawn(bridge.clone().run(sim));
+                            // The pods of the upstream managers a Deployment asks for.
+                            match cluster.client().await.map_err(|e| e.to_string()).and_then(|client| {
+                                crate::kube::pods::Runner::new(
+                                    client,
+                                    cluster.bin.clone(),
+                                    cluster.dir().join("pods"),
+                                    cluster.url.clone(),
+                                    cluster.ca_pem.clone(),
+                                    cluster.ca_file.clone(),
+                                    cluster.proxy.clone(),
+                                )
+                            }) {
+                                Ok(runner) => {
+                                    tokio::spawn(Arc::new(runner).run());
+                                }
+                                Err(e) => eprintln!("xcsp-sim: the pod runner does not run: {e}"),
+                            }
                             let _ = ready.send(Ok((cluster.clone(), bridge)));
                             let _ = stopped.await;
                             drop(cluster);

@@ -256,6 +256,37 @@ pub struct OpenShift {
     /// Linux node, and the `storage` ClusterOperator reports its rollout.
     #[serde(default)]
     pub ebs_csi: bool,
+    /// The cluster's feature set (`FeatureGate.spec.featureSet`): which Cluster API it runs
+    /// (docs/cluster-api-on-openshift.md).
+    #[serde(default)]
+    pub feature_set: FeatureSet,
+}
+
+/// An OpenShift feature set, as far as Cluster API on AWS goes (openshift/api `features/features.go`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FeatureSet {
+    /// What every production cluster runs: no Cluster API on AWS, no `cluster-api` ClusterOperator,
+    /// only the IPAM CRDs of the cluster-version operator.
+    Default,
+    /// cluster-capi-operator runs Cluster API's core manager and the platform's provider (CAPA) in
+    /// `openshift-cluster-api`; the cluster can never be upgraded again.
+    #[default]
+    TechPreviewNoUpgrade,
+}
+
+impl FeatureSet {
+    /// As `FeatureGate.spec.featureSet` writes it (the empty string for `Default`).
+    pub fn spec_value(self) -> &'static str {
+        match self {
+            FeatureSet::Default => "",
+            FeatureSet::TechPreviewNoUpgrade => "TechPreviewNoUpgrade",
+        }
+    }
+
+    /// Whether OpenShift runs Cluster API here.
+    pub fn runs_capi(self) -> bool {
+        self == FeatureSet::TechPreviewNoUpgrade
+    }
 }
 
 /// One `imageDigestMirrors` entry (openshift/api `config/v1/types_image_digest_mirror_set.go`).

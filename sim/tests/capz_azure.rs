@@ -105,6 +105,7 @@ async fn capz_exchanges_its_token_and_needs_a_role_for_each_call_at_its_scope() 
         proxy: None,
         mirrors: vec![],
         ebs_csi: false,
+        feature_set: Default::default(),
     });
     let (h, client) = Harness::with_cluster(config).await;
 

@@ -41,6 +41,7 @@ async fn start(openshift: bool) -> (SimServer, kube::Client) {
         proxy: None,
         mirrors: vec![],
         ebs_csi: false,
+        feature_set: Default::default(),
     });
     common::with_cluster(SimConfig { openshift, ..SimConfig::default() }).await
 }

@@ -36,6 +36,7 @@ fn openshift(capz: bool) -> Option<OpenShift> {
         proxy: None,
         mirrors: vec![],
         ebs_csi: false,
+        feature_set: Default::default(),
     })
 }
 

@@ -116,11 +116,13 @@ pub struct Stack {
     pub state: StateSettings,
     pub options: RunOptions,
     pub say: Say,
+    /// Whose each Cluster API provider is, once the cluster was read before changes.
+    pub providers: std::sync::OnceLock<preflight::Chosen>,
 }
 
 impl Stack {
     pub fn new(source: Source, loaded: Loaded, state: StateSettings, options: RunOptions, say: Say) -> Stack {
-        Stack { loaded, source, state, options, say }
+        Stack { loaded, source, state, options, say, providers: std::sync::OnceLock::new() }
     }
 
     /// The spec's stack name.

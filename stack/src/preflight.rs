@@ -30,16 +30,31 @@ fn errors_at(severity: Severity, p: Problem) -> Problem {
 
 /// The spec against the cluster. Errors stop plan and apply; warnings are said and the run goes on.
 pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
+    let chosen = providers(model, s);
+    // xcsp's CAPZ is the one that will present the identity's tokens.
+    let with_ours;
+    let s = if chosen.azure == Source::Xcsp {
+        with_ours = Survey { capz: Some(xcsp_capz(model)), ..s.clone() };
+        &with_ours
+    } else {
+        s
+    };
+    let mut problems = crd_owner_problems(model, s, &chosen);
+    problems.extend(check_with(model, s, &chosen));
+    problems
+}
+
+fn check_with(model: &Model, s: &Survey, chosen: &Chosen) -> Vec<Problem> {
     let applying = model.cluster.kubernetes_objects.value == KubernetesObjects::Apply;
     // What the cluster would refuse stops an apply of the objects; with "render" it is said.
     let stop = if applying { Severity::Error } else { Severity::Warning };
     let mut problems = Vec::new();
     let cluster = &model.cluster;
-    if applying && s.capi_versions.is_empty() {
+    if applying && s.capi_versions.is_empty() && chosen.core != Source::Xcsp {
         problems.push(
-            Problem::error("xcsp::cluster::no_capi", "the cluster serves no Cluster API (`cluster.x-k8s.io`)")
+            Problem::error("xcsp::cluster::no_capi", format!("the cluster serves no Cluster API (`cluster.x-k8s.io`){}", no_capi_why(s)))
                 .label(&cluster.kubernetes_objects.span, "the pool's objects are applied to it")
-                .with_help("install Cluster API first, or set kubernetes_objects = \"render\""),
+                .with_help("name Cluster API's and CAPZ's release manifests in `cluster { cluster_api { core_components, azure_components } }` and xcsp installs them; on OpenShift, TechPreviewNoUpgrade would install Cluster API instead, but it can never be turned off and blocks every minor upgrade (docs/cluster-api-on-openshift.md)"),
         );
     }
     // xcsp writes Cluster API's objects in the first version the cluster prefers among those it
@@ -50,7 +65,9 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
         ("infrastructure.cluster.x-k8s.io", &s.capz_versions, &[xcsp_kube::RENDERED_VERSION]),
     ];
     for (group, served, ours) in writable {
-        if !served.is_empty() && !served.iter().any(|v| ours.contains(&v.as_str())) {
+        // What xcsp installs, it writes in.
+        let installed = if group == "cluster.x-k8s.io" { &chosen.core } else { &chosen.azure };
+        if !served.is_empty() && *installed != Source::Xcsp && !served.iter().any(|v| ours.contains(&v.as_str())) {
             problems.push(with_severity(
                 stop,
                 Problem::error(
@@ -119,6 +136,7 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
         problems.extend(boot_image_problems(model, images).into_iter().map(|p| errors_at(stop, p)));
     }
     match &s.capz {
+        None if chosen.azure == Source::Xcsp => {}
         None => problems.push(with_severity(
             stop,
             Problem::error(
@@ -129,7 +147,7 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
             )
             .label(&cluster.kubernetes_objects.span, "the pool's objects go to this cluster (kubernetes_objects)")
             .with_help(
-                "the network and the identity can still be applied: set kubernetes_objects = \"render\" and write the objects with `xcsp render DIR` for when Azure is installed as a secondary provider",
+                "name CAPZ's release manifests (infrastructure-components.yaml) in `cluster { cluster_api { azure_components } }` and xcsp installs it; or set kubernetes_objects = \"render\" and write the objects with `xcsp render DIR`",
             ),
         )),
         Some(capz) => {
@@ -180,6 +198,146 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
         }
     }
     problems
+}
+
+/// Whose manager a provider of the pool is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The cluster's own: its CRDs are installed, by the owner said.
+    Cluster(String),
+    /// xcsp's, from the spec's components.
+    Xcsp,
+    /// Nobody's: the cluster has none and the spec names no components.
+    Missing,
+}
+
+/// Whose each provider is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    pub core: Source,
+    pub azure: Source,
+}
+
+/// The CRD that says a provider is installed: Cluster API's Cluster, CAPZ's AzureMachine.
+const CORE_CRD: &str = "clusters.cluster.x-k8s.io";
+const AZURE_CRD: &str = "azuremachines.infrastructure.cluster.x-k8s.io";
+
+/// The CRDs the pool's objects are of: another manager's at another version than xcsp's
+/// components would leave the pool's objects to a manager xcsp does not run.
+const POOL_CRDS: &[&str] = &[
+    "clusters.cluster.x-k8s.io",
+    "machines.cluster.x-k8s.io",
+    "machinesets.cluster.x-k8s.io",
+    "machinehealthchecks.cluster.x-k8s.io",
+    "azureclusters.infrastructure.cluster.x-k8s.io",
+    "azureclusteridentities.infrastructure.cluster.x-k8s.io",
+    "azuremachines.infrastructure.cluster.x-k8s.io",
+    "azuremachinetemplates.infrastructure.cluster.x-k8s.io",
+];
+
+/// Whose each provider is, by the spec's `cluster_api` block and the cluster's CRDs: with
+/// `providers = "auto"`, the cluster's where its CRD is installed by someone other than this
+/// stack, else xcsp's where the spec names its components.
+pub fn providers(model: &Model, s: &Survey) -> Chosen {
+    use xcsp_plans::spec::ProvidersMode;
+    let api = &model.cluster.cluster_api;
+    let one = |crd: &str, named: bool| {
+        let found = s.capi_crds.iter().find(|c| c.name == crd);
+        let theirs = found.filter(|c| c.xcsp_stack.as_deref() != Some(model.stack.as_str()));
+        match (api.providers.value, theirs, named) {
+            (ProvidersMode::Cluster, Some(c), _) => Source::Cluster(c.owner.clone()),
+            (ProvidersMode::Cluster, None, _) => Source::Missing,
+            (ProvidersMode::Xcsp, _, true) => Source::Xcsp,
+            (ProvidersMode::Auto, Some(c), _) => Source::Cluster(c.owner.clone()),
+            (_, _, true) => Source::Xcsp,
+            (_, _, false) => Source::Missing,
+        }
+    };
+    Chosen {
+        core: one(CORE_CRD, api.core.as_ref().is_some_and(|c| c.read.is_some())),
+        azure: one(AZURE_CRD, api.azure.as_ref().is_some_and(|c| c.read.is_some())),
+    }
+}
+
+/// Whose a provider is, for a person.
+pub fn source_text(s: &Source) -> String {
+    match s {
+        Source::Cluster(owner) => format!("the cluster's (installed by {owner})"),
+        Source::Xcsp => "xcsp's (installed from the spec's cluster_api components)".into(),
+        Source::Missing => "none (the cluster has none and the spec's cluster_api names no components)".into(),
+    }
+}
+
+/// CAPZ as xcsp installs it: its release manifests' service account and projected token
+/// (CAPZ `config/capz`: `capz-manager`, audience `api://AzureADTokenExchange`), in xcsp's namespace,
+/// asking the spec's cloud's authority.
+fn xcsp_capz(model: &Model) -> xcsp_kube::survey::Capz {
+    let authority = spec_authority(model);
+    xcsp_kube::survey::Capz {
+        namespace: xcsp_plans::spec::XCSP_CAPZ_NAMESPACE.into(),
+        deployment: CAPZ_DEPLOYMENT.into(),
+        service_account: xcsp_plans::spec::CAPZ_SERVICE_ACCOUNT.into(),
+        audiences: vec!["api://AzureADTokenExchange".into()],
+        authority_host: (authority != PUBLIC_AUTHORITY).then(|| format!("{authority}/")),
+    }
+}
+
+/// A CRD the pool needs that another manager owns, where xcsp installs the provider: xcsp would
+/// not overwrite it, and the pool's objects would be served at that manager's versions.
+fn crd_owner_problems(model: &Model, s: &Survey, chosen: &Chosen) -> Vec<Problem> {
+    let api = &model.cluster.cluster_api;
+    let mut out = Vec::new();
+    for (source, provider, group_of) in
+        [(&chosen.core, &api.core, "cluster.x-k8s.io"), (&chosen.azure, &api.azure, "infrastructure.cluster.x-k8s.io")]
+    {
+        let (Source::Xcsp, Some(p)) = (source, provider) else { continue };
+        let Some(read) = &p.read else { continue };
+        for crd in s.capi_crds.iter().filter(|c| c.name.ends_with(&format!(".{group_of}")) || c.name == group_of) {
+            let ours = crd.xcsp_stack.as_deref() == Some(model.stack.as_str());
+            if ours || !POOL_CRDS.contains(&crd.name.as_str()) || !read.crds.contains(&crd.name) {
+                continue;
+            }
+            out.push(
+                Problem::error(
+                    "xcsp::cluster_api::crd_owner",
+                    format!(
+                        "CRD {} is installed by {} (versions {}); xcsp would install {} {} and never overwrites another manager's CRD",
+                        crd.name,
+                        crd.owner,
+                        crd.versions.join(", "),
+                        read.provider,
+                        read.version
+                    ),
+                )
+                .label(&p.components.span, "xcsp installs this provider")
+                .with_help("use the cluster's provider (providers = \"auto\" or \"cluster\"), or remove the other installation first"),
+            );
+        }
+    }
+    out
+}
+
+/// Why an OpenShift cluster serves no Cluster API, as its feature set and ClusterOperators say
+/// (docs/cluster-api-on-openshift.md); empty when the cluster says nothing of it.
+fn no_capi_why(s: &Survey) -> String {
+    match s.feature_set.as_deref() {
+        Some("Default") if !s.capi_operator => ": it runs OpenShift's Default feature set, under which no release installs Cluster API on AWS (no `cluster-api` ClusterOperator, no Cluster API CRDs but the IPAM ones)".into(),
+        Some(set) if !s.capi_operator => format!(": it runs OpenShift's {set} feature set, but no `cluster-api` ClusterOperator"),
+        Some(set) => format!(": it runs OpenShift's {set} feature set and the `cluster-api` ClusterOperator, whose CRDs are not installed yet"),
+        None => String::new(),
+    }
+}
+
+/// Which Cluster API the pool's objects meet, and why (the preflight report's line).
+fn capi_source(s: &Survey) -> String {
+    let set = s.feature_set.as_deref().map(|f| format!("feature set {f}, ")).unwrap_or_default();
+    if s.capi_operator {
+        format!("OpenShift's ({set}ClusterOperator cluster-api)")
+    } else if s.capi_versions.is_empty() {
+        format!("none ({set}no ClusterOperator cluster-api, no core CRDs)")
+    } else {
+        format!("not OpenShift's ({set}no ClusterOperator cluster-api)")
+    }
 }
 
 /// The public cloud's Entra authority, where the Azure SDK for Go asks when nothing says otherwise.
@@ -523,19 +681,21 @@ fn mtu_problem(model: &Model, mtu: i64, ipsec: bool) -> Option<Problem> {
 
 /// Plan and apply: reads the cluster when a kubeconfig is in reach (and not `--offline`); says
 /// the warnings; stops on errors. Without a kubeconfig, nothing is read.
-pub async fn before_changes(model: &Model, offline: bool, say: &Say) -> miette::Result<()> {
+/// Answers whose each provider is, when the cluster could be read.
+pub async fn before_changes(model: &Model, offline: bool, say: &Say) -> miette::Result<Option<Chosen>> {
     if offline {
-        return Ok(());
+        return Ok(None);
     }
-    let Ok(found) = crate::cluster::find(model) else { return Ok(()) };
+    let Ok(found) = crate::cluster::find(model) else { return Ok(None) };
     let survey = match survey(&found).await {
         Ok(s) => s,
         Err(e) => {
             say.warn(format_args!("cannot read the cluster ({e}); its values are taken from the spec"));
-            return Ok(());
+            return Ok(None);
         }
     };
-    stop_on_errors(check(model, &survey), say)
+    stop_on_errors(check(model, &survey), say)?;
+    Ok(Some(providers(model, &survey)))
 }
 
 /// Says the warnings; the errors become the command's error.
@@ -565,7 +725,10 @@ pub fn describe(s: &Survey) -> String {
         ),
         None => "Cluster:      not OpenShift (no Infrastructure object)\n".to_string(),
     };
-    out += &format!("Cluster API:  cluster.x-k8s.io {}\n", versions(&s.capi_versions));
+    out += &format!("Cluster API:  cluster.x-k8s.io {}, {}\n", versions(&s.capi_versions), capi_source(s));
+    for c in &s.capi_crds {
+        out += &format!("CRD:          {} {} by {}\n", c.name, c.versions.join(","), c.owner);
+    }
     out += &format!("CAPZ API:     infrastructure.cluster.x-k8s.io {}\n", versions(&s.capz_versions));
     out += &match &s.capz {
         Some(c) => {
@@ -665,6 +828,9 @@ mod tests {
             proxy: None,
             mirrors: vec![],
             ebs_csi_node: false,
+            feature_set: Some("TechPreviewNoUpgrade".into()),
+            capi_operator: true,
+            capi_crds: vec![],
             boot_images: Some(xcsp_kube::survey::BootImages {
                 release: "4.22.3".into(),
                 gen1: Some(image("aro_422")),
@@ -680,6 +846,26 @@ mod tests {
             sku: sku.into(),
             version: "422.94.20251104".into(),
         }
+    }
+
+    #[test]
+    fn a_default_feature_set_is_named_as_why_no_cluster_api_is_served() {
+        let model = il5();
+        let mut s = survey(&[], &[]);
+        s.feature_set = Some("Default".into());
+        s.capi_operator = false;
+        s.capz = None;
+        let problems = check(&model, &s);
+        let no_capi = problems.iter().find(|p| p.code == "xcsp::cluster::no_capi").expect("no_capi");
+        assert!(no_capi.message.contains("Default feature set"), "{}", no_capi.message);
+        assert!(no_capi.help.as_deref().unwrap_or_default().contains("TechPreviewNoUpgrade"));
+        assert!(describe(&s).contains("Cluster API:  cluster.x-k8s.io not served, none (feature set Default"));
+        s.feature_set = Some("TechPreviewNoUpgrade".into());
+        s.capi_operator = true;
+        s.capi_versions = vec!["v1beta1".into()];
+        let problems = check(&model, &s);
+        assert!(problems.iter().all(|p| p.code != "xcsp::cluster::no_capi"));
+        assert!(describe(&s).contains("OpenShift's (feature set TechPreviewNoUpgrade, ClusterOperator cluster-api)"));
     }
 
     #[test]

@@ -64,7 +64,10 @@ async fn check_issuers(s: &Stack) -> miette::Result<()> {
 /// cluster's preflight.
 async fn checks_before_changes(s: &Stack) -> miette::Result<()> {
     check_issuers(s).await?;
-    crate::preflight::before_changes(&s.loaded.model, s.options.offline, &s.say).await
+    if let Some(chosen) = crate::preflight::before_changes(&s.loaded.model, s.options.offline, &s.say).await? {
+        let _ = s.providers.set(chosen);
+    }
+    Ok(())
 }
 
 /// The part of the graph this run applies: everything, unless the spec says
@@ -72,6 +75,47 @@ async fn checks_before_changes(s: &Stack) -> miette::Result<()> {
 /// `xcsp render DIR` as the way to deliver them), except when state records some: those an
 /// earlier run applied stay xcsp's, so the run never plans to delete them.
 pub fn in_reach(s: &Stack, state: &State) -> ResourceGraph {
+    let graph = objects_in_reach(s, state);
+    providers_in_reach(s, state, graph)
+}
+
+/// The Cluster API providers xcsp installs, less those the cluster has of its own (as the
+/// preflight read it: `cluster_api.providers = "auto"`), unless state records them: what an
+/// earlier run installed stays xcsp's until destroyed.
+fn providers_in_reach(s: &Stack, state: &State, graph: ResourceGraph) -> ResourceGraph {
+    use crate::preflight::Source;
+    let Some(chosen) = s.providers.get() else { return graph };
+    let dropped: Vec<Address> = graph
+        .nodes()
+        .filter(|n| n.address.rtype == xcsp_core::ResourceType::K8sClusterApiProvider)
+        .filter(|n| {
+            let source = if n.address.name == "core" { &chosen.core } else { &chosen.azure };
+            *source != Source::Xcsp && !state.resources.contains_key(&n.address)
+        })
+        .map(|n| n.address.clone())
+        .collect();
+    if dropped.is_empty() {
+        return graph;
+    }
+    for a in &dropped {
+        s.say.note(format_args!(
+            "{a}: the cluster has this provider of its own, so xcsp installs none (cluster_api.providers = \"auto\")"
+        ));
+    }
+    let kept: Vec<_> = graph
+        .nodes()
+        .filter(|n| !dropped.contains(&n.address))
+        .cloned()
+        .map(|mut n| {
+            n.depends_on.retain(|d| !dropped.contains(d));
+            n
+        })
+        .collect();
+    ResourceGraph::new(kept).expect("a graph less some providers is a graph")
+}
+
+/// [`in_reach`] before the providers: the Kubernetes objects by `kubernetes_objects`.
+fn objects_in_reach(s: &Stack, state: &State) -> ResourceGraph {
     let l = &s.loaded;
     let recorded = state.resources.keys().filter(|a| a.rtype.provider() == ProviderKind::Kubernetes).count();
     if l.model.cluster.kubernetes_objects.value == KubernetesObjects::Apply {

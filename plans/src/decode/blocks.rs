@@ -191,8 +191,39 @@ fn decode_cluster(f: &Fields, problems: &mut Problems) -> Option<Cluster> {
         ),
         namespace: f.get_string("namespace", problems),
         ssh_public_key: f.get_string("ssh_public_key", problems),
+        cluster_api: decode_cluster_api(f, problems),
         span: f.head(),
     })
+}
+
+fn decode_cluster_api(f: &Fields, problems: &mut Problems) -> ClusterApi {
+    let Some(c) = f.nested("cluster_api") else {
+        return ClusterApi { providers: Sp::new(ProvidersMode::Auto, f.head()), core: None, azure: None };
+    };
+    let source = |prefix: &str, problems: &mut Problems| {
+        let components = c.get_string(&format!("{prefix}_components"), problems);
+        let image = c.get_string(&format!("{prefix}_image"), problems);
+        if components.is_none()
+            && let Some(i) = &image
+        {
+            problems.push(
+                Problem::error("xcsp::cluster_api::image", format!("`{prefix}_image` without `{prefix}_components`"))
+                    .label(&i.span, "the image of which components?")
+                    .with_help(format!("name the provider's release manifests in `{prefix}_components`")),
+            );
+        }
+        components.map(|components| ProviderSource { components, image, read: None })
+    };
+    ClusterApi {
+        providers: c.choice(
+            "providers",
+            &[("auto", ProvidersMode::Auto), ("cluster", ProvidersMode::Cluster), ("xcsp", ProvidersMode::Xcsp)],
+            ProvidersMode::Auto,
+            problems,
+        ),
+        core: source("core", problems),
+        azure: source("azure", problems),
+    }
 }
 
 fn decode_aws(f: &Fields, problems: &mut Problems) -> Option<Aws> {
@@ -301,7 +332,17 @@ fn decode_identity(
         name: Sp::new(f.block.labels[0].0.clone(), f.block.labels[0].1.clone()),
         issuer,
         audience,
-        namespace: f.string_or("namespace", CAPZ_NAMESPACE, problems),
+        // The CAPZ that takes the identity's tokens: xcsp's, when the spec gives its components.
+        namespace: f.string_or(
+            "namespace",
+            match cluster {
+                Some(c) if c.cluster_api.azure.is_some() && c.cluster_api.providers.value != ProvidersMode::Cluster => {
+                    XCSP_CAPZ_NAMESPACE
+                }
+                _ => CAPZ_NAMESPACE,
+            },
+            problems,
+        ),
         service_account: f.string_or("service_account", CAPZ_SERVICE_ACCOUNT, problems),
         role: f.string_or("role", "Contributor", problems),
         prevent_destroy: f.bool_or("prevent_destroy", false, problems),

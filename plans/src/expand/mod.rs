@@ -448,5 +448,65 @@ pub fn expanded(model: &Model) -> Expanded {
         expand_pool(&mut b, p, &vnets[&p.network.value], &[cluster, kubeconfig], &rg_addr);
         b.protect_since(start, p.prevent_destroy);
     }
+    if !model.pools.is_empty() {
+        expand_providers(&mut b);
+    }
     Expanded { nodes: b.nodes, exports: b.exports }
+}
+
+/// The namespaces xcsp's managers run in, one per provider (destroying one never takes the other's).
+pub const PROVIDER_NAMESPACES: [(&str, &str); 2] =
+    [("core", crate::spec::XCSP_CAPI_NAMESPACE), ("azure", crate::spec::XCSP_CAPZ_NAMESPACE)];
+
+/// The Cluster API providers xcsp installs (the `cluster_api` block's components): one node each,
+/// every Cluster API and CAPZ object of the pool after them (so destroy removes the providers
+/// last, once their objects, and the VMs those hold, are gone). Which of them a run keeps is
+/// decided against the cluster (`providers = "auto"`: not where the cluster has its own).
+fn expand_providers(b: &mut Builder) {
+    let api = &b.model.cluster.cluster_api;
+    if api.providers.value == crate::spec::ProvidersMode::Cluster {
+        return;
+    }
+    let authority = match b.model.azure.cloud.value {
+        AzureCloud::UsGovernment => "https://login.microsoftonline.us/".to_string(),
+        AzureCloud::Custom => b.model.azure.endpoints.as_ref().map(|e| e.authority.value.clone()).unwrap_or_default(),
+        AzureCloud::Public => String::new(),
+    };
+    let sources = [("core", api.core.clone()), ("azure", api.azure.clone())];
+    let mut providers = Vec::new();
+    for ((name, source), (_, namespace)) in sources.into_iter().zip(PROVIDER_NAMESPACES) {
+        let Some(read) = source.as_ref().and_then(|s| s.read.clone()) else { continue };
+        let image = source.as_ref().and_then(|s| s.image.as_ref()).map_or(read.image.clone(), |i| i.value.clone());
+        let mut attrs = vec![
+            ("name", Value::string(&read.provider)),
+            ("namespace", Value::string(namespace)),
+            ("components", Value::string(read.path.display().to_string())),
+            ("components_digest", Value::string(&read.digest)),
+            ("version", Value::string(crate::components::image_version(&image))),
+            ("image", Value::string(&image)),
+            ("watch_namespace", Value::string(&b.namespace)),
+            // Refresh reads the manager's Deployment back: Available, as apply leaves it.
+            ("available", Value::Bool(true)),
+        ];
+        if name == "azure" {
+            attrs.push(("authority_host", Value::string(&authority)));
+        }
+        let at = b.add(T::K8sClusterApiProvider, name, None, attrs);
+        providers.push(b.addr(at));
+    }
+    let users = [
+        T::K8sAzureClusterIdentity,
+        T::K8sAzureCluster,
+        T::K8sCluster,
+        T::K8sAzureMachineTemplate,
+        T::K8sMachineSet,
+        T::K8sMachineHealthCheck,
+    ];
+    for i in 0..b.nodes.len() {
+        if users.contains(&b.nodes[i].address.rtype) {
+            for p in &providers {
+                b.after(i, p);
+            }
+        }
+    }
 }

@@ -8,6 +8,7 @@
 //! [`object`] builds one object as JSON; [`render`] writes them as YAML documents for `oc apply`
 //! or GitOps; [`KubeProvider`] applies them to the cluster with server-side apply.
 
+pub mod components;
 pub mod control_plane;
 pub mod health_check;
 mod kubeconfig;

@@ -363,6 +363,9 @@ impl KubeProvider {
 
     async fn apply(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
         let a = req.address;
+        if a.rtype == T::K8sClusterApiProvider {
+            return self.apply_provider(req, progress).await;
+        }
         let object = crate::object(req.stack, a, req.attributes).map_err(|e| failed(a, "Unknown", e.to_string()))?;
         let mut object = crate::in_capi_version(object, self.capi().await);
         let reader = xcsp_core::attrs::Reader::new(a, req.attributes);
@@ -545,6 +548,9 @@ impl KubeProvider {
 
     async fn remove(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<(), ProviderError> {
         let a = req.address;
+        if a.rtype == T::K8sClusterApiProvider {
+            return self.remove_provider(req, progress).await;
+        }
         let id = req.id.unwrap_or_default();
         let Some((ns, name)) = split_id(a, id) else {
             return Err(failed(a, "BadId", format!("`{id}` is not namespace/name")));
@@ -742,11 +748,19 @@ impl KubeProvider {
     /// The objects of `rtype` labelled with `stack`, and those state records (`known`: address
     /// and `namespace/name`) that the label selector missed (their label was changed), by name.
     async fn list(&self, stack: &str, rtype: T, known: &[Observed]) -> Result<Vec<Observed>, ProviderError> {
+        if rtype == T::K8sClusterApiProvider {
+            return self.list_providers(stack, known).await;
+        }
         let probe = Address::new(rtype, "refresh");
         let Some(ar) = resource(rtype, self.capi().await) else { return Ok(Vec::new()) };
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
         let params = ListParams::default().labels(&format!("{STACK_TAG}={stack}"));
-        let list = self.retry(&probe, || api.list(&params)).await?;
+        let list = match self.retry(&probe, || api.list(&params)).await {
+            Ok(l) => l,
+            // The kind is not served (its CRD is not installed yet): none of its objects exist.
+            Err(ProviderError::NotFound { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
         let mut out = Vec::new();
         for o in &list.items {
             let Some(address) = o
@@ -777,7 +791,266 @@ impl KubeProvider {
     }
 }
 
+/// The kinds of a provider's objects that destroy removes, in order: the webhooks first (nothing
+/// calls a manager that is going), the manager and what it uses, its namespace, its CRDs last.
+const PROVIDER_KINDS: &[(&str, &str, &str, &str)] = &[
+    ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings"),
+    ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+    ("apps", "v1", "Deployment", "deployments"),
+    ("", "v1", "Service", "services"),
+    ("", "v1", "Secret", "secrets"),
+    ("", "v1", "ConfigMap", "configmaps"),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings"),
+    ("rbac.authorization.k8s.io", "v1", "Role", "roles"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles"),
+    ("", "v1", "ServiceAccount", "serviceaccounts"),
+    ("", "v1", "Namespace", "namespaces"),
+    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions"),
+];
+
+fn provider_resource(kind: &str) -> Option<ApiResource> {
+    PROVIDER_KINDS
+        .iter()
+        .find(|k| k.2 == kind)
+        .map(|(g, v, k, p)| ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(g, v, k), p))
+}
+
 impl KubeProvider {
+    /// Installs (or updates) one Cluster API provider from its components file
+    /// ([`crate::components`]) and waits for its manager to be available.
+    async fn apply_provider(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
+        use crate::components as c;
+        let a = req.address;
+        let r = xcsp_core::attrs::Reader::new(a, req.attributes);
+        let path = r.str_or_empty("components");
+        let digest = r.str_or_empty("components_digest");
+        let bytes = std::fs::read(&path).map_err(|e| failed(a, "Components", format!("cannot read {path}: {e}")))?;
+        let found = {
+            use sha2::Digest as _;
+            hex::encode(sha2::Sha256::digest(&bytes))
+        };
+        if found != digest {
+            return Err(failed(
+                a,
+                "Components",
+                format!("{path} changed since the plan (sha256 {found}, planned {digest}): plan again"),
+            ));
+        }
+        let provider = r.str_or_empty("name");
+        let text = String::from_utf8(bytes).map_err(|_| failed(a, "Components", format!("{path} is not UTF-8")))?;
+        let text = c::envsubst(&text, &c::variables(&provider)).map_err(|e| failed(a, "Components", e))?;
+        let docs = c::documents(&text).map_err(|e| failed(a, "Components", format!("{path}: {e}")))?;
+        // A CRD another manager owns stays theirs (preflight refused one the pool needs).
+        let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
+        let mut skip = std::collections::BTreeSet::new();
+        for d in docs.iter().filter(|d| d["kind"] == "CustomResourceDefinition") {
+            let name = d["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            if let Some(existing) = self.retry(a, || crds.get_opt(&name)).await? {
+                let owner = existing.metadata.labels.as_ref().and_then(|l| l.get(STACK_TAG)).cloned();
+                if owner.as_deref() != Some(req.stack) {
+                    skip.insert(name);
+                }
+            }
+        }
+        let (namespace, watch, image, authority) = (
+            r.str_or_empty("namespace"),
+            r.str_or_empty("watch_namespace"),
+            r.str_or_empty("image"),
+            r.str_or_empty("authority_host"),
+        );
+        let address = a.to_string();
+        let install = c::Install {
+            stack: req.stack,
+            address: &address,
+            provider: &provider,
+            namespace: &namespace,
+            watch_namespace: &watch,
+            image: &image,
+            authority_host: &authority,
+            components: &path,
+            digest: &digest,
+        };
+        let objects = c::transform(docs, &install, &skip);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        for o in &objects {
+            let kind = o["kind"].as_str().unwrap_or_default();
+            let Some(ar) = provider_resource(kind) else {
+                return Err(failed(a, "Components", format!("{path}: xcsp does not install a {kind}")));
+            };
+            let ns = o["metadata"]["namespace"].as_str();
+            let api: Api<DynamicObject> = match ns {
+                Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+                None => Api::all_with(self.client.clone(), &ar),
+            };
+            let name = o["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let patch = Patch::Apply(o);
+            self.retry(a, || api.patch(&name, &params, &patch)).await?;
+        }
+        // Its kinds are served once each CRD is Established.
+        let deadline = Instant::now() + self.config.timeout;
+        for o in objects.iter().filter(|o| o["kind"] == "CustomResourceDefinition") {
+            let name = o["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            loop {
+                let found = self.retry(a, || crds.get_opt(&name)).await?;
+                let established = found.is_some_and(|c| {
+                    c.data["status"]["conditions"]
+                        .as_array()
+                        .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
+                });
+                if established {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(ProviderError::Timeout {
+                        address: address.clone(),
+                        operation: "apply",
+                        timeout: self.config.timeout,
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        let Some(d) = c::deployment(&objects) else {
+            return Err(failed(a, "Components", format!("{path} holds no manager Deployment")));
+        };
+        let (ns, name) = (
+            d["metadata"]["namespace"].as_str().unwrap_or_default().to_string(),
+            d["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+        );
+        let deployments: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &ns, &provider_resource("Deployment").expect("deployments"));
+        // A manager's start: its image pulled, its webhook certificate issued, its caches synced.
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            let found = self.retry(a, || deployments.get_opt(&name)).await?;
+            let value = found.map(|d| serde_json::to_value(d).unwrap_or_default()).unwrap_or_default();
+            let seen = c::observe(&value);
+            if seen.get("available") == Some(&json!(true)) {
+                let mut out = req.attributes.clone();
+                for (k, v) in seen {
+                    out.insert(k.to_string(), Value::from_json(&v));
+                }
+                return Ok(Observed { address: a.clone(), id: object_id(&ns, &name), attributes: out });
+            }
+            let why = c::unavailable_because(&value);
+            if Instant::now() > deadline {
+                return Err(failed(
+                    a,
+                    "ManagerUnavailable",
+                    format!("Deployment {ns}/{name} is not available after {}s: {why}", self.config.timeout.as_secs()),
+                ));
+            }
+            progress.waiting(a, &format!("waiting for Deployment {ns}/{name} to be available: {why}"));
+            tokio::time::sleep(self.config.poll_interval.min(Duration::from_secs(2))).await;
+        }
+    }
+
+    /// Removes what xcsp installed of one provider (by its label and address, whatever the
+    /// components file says now), CRDs last, and waits for them to go.
+    async fn remove_provider(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<(), ProviderError> {
+        let a = req.address;
+        let address = a.to_string();
+        let selector = ListParams::default().labels(&format!("{STACK_TAG}={}", req.stack));
+        let mut crds_left = Vec::new();
+        for (g, v, k, p) in PROVIDER_KINDS {
+            let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(g, v, k), p);
+            let all: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+            let listed = match self.retry(a, || all.list(&selector)).await {
+                Ok(l) => l.items,
+                Err(ProviderError::NotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            for o in listed {
+                let ours = o.metadata.annotations.as_ref().and_then(|x| x.get(ADDRESS_TAG)) == Some(&address);
+                if !ours {
+                    continue;
+                }
+                let name = o.metadata.name.clone().unwrap_or_default();
+                let api: Api<DynamicObject> = match &o.metadata.namespace {
+                    Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+                    None => Api::all_with(self.client.clone(), &ar),
+                };
+                let params = DeleteParams::default();
+                absent_is_fine(self.retry(a, || api.delete(&name, &params)).await)?;
+                if *k == "CustomResourceDefinition" {
+                    crds_left.push(name);
+                }
+            }
+        }
+        // The API server removes a CRD once its objects are gone.
+        let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            let mut left = 0;
+            for name in &crds_left {
+                if self.retry(a, || crds.get_opt(name)).await?.is_some() {
+                    left += 1;
+                }
+            }
+            if left == 0 {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(ProviderError::Timeout { address, operation: "delete", timeout: self.config.timeout });
+            }
+            progress.waiting(a, &format!("waiting for {left} CRDs of the provider to be removed"));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// The providers xcsp installed, each read from its manager Deployment.
+    async fn list_providers(&self, stack: &str, known: &[Observed]) -> Result<Vec<Observed>, ProviderError> {
+        let probe = Address::new(T::K8sClusterApiProvider, "refresh");
+        let ar = provider_resource("Deployment").expect("deployments");
+        let all: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        let params = ListParams::default().labels(&format!("{STACK_TAG}={stack}"));
+        let mut out = Vec::new();
+        let mut seen_ids = std::collections::BTreeSet::new();
+        let mut found: Vec<DynamicObject> = self.retry(&probe, || all.list(&params)).await?.items;
+        for k in known.iter().filter(|k| k.address.rtype == T::K8sClusterApiProvider) {
+            let Some((ns, name)) = split_id(&k.address, &k.id) else { continue };
+            if found
+                .iter()
+                .any(|d| d.metadata.namespace.as_deref() == Some(ns) && d.metadata.name.as_deref() == Some(name))
+            {
+                continue;
+            }
+            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
+            if let Some(d) = self.retry(&probe, || api.get_opt(name)).await? {
+                found.push(d);
+            }
+        }
+        for d in found {
+            let Some(address) = d
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|x| x.get(ADDRESS_TAG))
+                .and_then(|x| x.parse::<Address>().ok())
+                .filter(|x| x.rtype == T::K8sClusterApiProvider)
+            else {
+                continue;
+            };
+            let id = object_id(
+                d.metadata.namespace.as_deref().unwrap_or_default(),
+                d.metadata.name.as_deref().unwrap_or_default(),
+            );
+            if !seen_ids.insert(id.clone()) {
+                continue;
+            }
+            let value = serde_json::to_value(&d).unwrap_or_default();
+            let mut attributes = Attributes::new();
+            for (k, v) in crate::components::observe(&value) {
+                attributes.insert(k.to_string(), Value::from_json(&v));
+            }
+            out.push(Observed { address, id, attributes });
+        }
+        Ok(out)
+    }
+
     /// [`observe`], and for a copy xcsp writes from the cluster (`crate::copied_at_apply`) whether
     /// it still holds what its source holds (`in_sync`): the operator rotates the CA in the
     /// pointer ignition, and a token secret can be replaced. Only the verdict is recorded.

@@ -100,6 +100,67 @@ pub struct Survey {
     pub mirrors: Vec<Mirror>,
     /// Whether the AWS EBS CSI driver's node DaemonSet ([`EBS_CSI_NAMESPACE`]/[`EBS_CSI_NODE`]) runs.
     pub ebs_csi_node: bool,
+    /// The cluster's feature set (`FeatureGate` `cluster` `spec.featureSet`, `Default` when
+    /// empty); `None`: no FeatureGate object (not OpenShift).
+    pub feature_set: Option<String>,
+    /// Whether cluster-capi-operator's ClusterOperator `cluster-api` exists: OpenShift runs
+    /// Cluster API here (docs/cluster-api-on-openshift.md).
+    pub capi_operator: bool,
+    /// The Cluster API CRDs the cluster has (`*.cluster.x-k8s.io`), each with who installed it.
+    pub capi_crds: Vec<CrdOwner>,
+}
+
+/// One Cluster API CRD and what the cluster says of its owner.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CrdOwner {
+    pub name: String,
+    /// The xcsp stack that installed it, when one did.
+    pub xcsp_stack: Option<String>,
+    /// Who installed it, as its labels, annotations and field managers say ([`crd_owner`]).
+    pub owner: String,
+    /// Its served versions, the storage version first.
+    pub versions: Vec<String>,
+}
+
+/// Who installed a CRD: cluster-capi-operator's label (`capi-operator.openshift.io/managed-by`,
+/// release-4.22 on), the cluster-version operator's release annotations
+/// (`release.openshift.io/*`, `include.release.openshift.io/*`, which only its manifests carry),
+/// a provider's label (`cluster.x-k8s.io/provider`, which clusterctl and the providers' release
+/// manifests set), xcsp's own label, else the first field manager that wrote it.
+pub fn crd_owner(crd: &Json) -> String {
+    let meta = &crd["metadata"];
+    if let Some(component) = meta["labels"]["capi-operator.openshift.io/managed-by"].as_str() {
+        return format!("cluster-capi-operator (component {component})");
+    }
+    if let Some(stack) = meta["labels"][xcsp_core::STACK_TAG].as_str() {
+        return format!("xcsp (stack `{stack}`)");
+    }
+    let release = meta["annotations"].as_object().is_some_and(|a| {
+        a.keys().any(|k| k.starts_with("release.openshift.io/") || k.starts_with("include.release.openshift.io/"))
+    });
+    if release {
+        return "the cluster-version operator (a release manifest)".into();
+    }
+    if let Some(p) = meta["labels"]["cluster.x-k8s.io/provider"].as_str() {
+        return format!("provider `{p}` (clusterctl or its release manifests)");
+    }
+    match meta["managedFields"].as_array().and_then(|m| m.first()).and_then(|m| m["manager"].as_str()) {
+        Some(m) => format!("field manager `{m}`"),
+        None => "unknown".into(),
+    }
+}
+
+/// A CRD's served versions, its storage version first.
+fn crd_versions(crd: &Json) -> Vec<String> {
+    let mut v: Vec<(bool, String)> = crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["served"].as_bool() == Some(true))
+        .map(|v| (v["storage"].as_bool() != Some(true), v["name"].as_str().unwrap_or_default().to_string()))
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, n)| n).collect()
 }
 
 /// The namespace and name of OpenShift's AWS EBS CSI node DaemonSet.
@@ -426,7 +487,36 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
     let ebs_csi_node = absent(daemon_sets.get(EBS_CSI_NODE).await)
         .map_err(|e| format!("cannot read the DaemonSet {EBS_CSI_NAMESPACE}/{EBS_CSI_NODE}: {e}"))?
         .is_some();
+    let gates: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("config.openshift.io", "v1", "FeatureGate", "featuregates"));
+    let feature_set =
+        absent(gates.get("cluster").await).map_err(|e| format!("cannot read the FeatureGate object: {e}"))?.map(|g| {
+            let set = str_at(&g.data, &["spec", "featureSet"]);
+            if set.is_empty() { "Default".to_string() } else { set }
+        });
+    let operators: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("config.openshift.io", "v1", "ClusterOperator", "clusteroperators"));
+    let capi_operator = absent(operators.get("cluster-api").await)
+        .map_err(|e| format!("cannot read the ClusterOperator cluster-api: {e}"))?
+        .is_some();
+    let crds: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions"),
+    );
+    let mut capi_crds = Vec::new();
+    for crd in crds.list(&ListParams::default()).await.map_err(|e| format!("cannot list the cluster's CRDs: {e}"))? {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        if !name.ends_with("cluster.x-k8s.io") {
+            continue;
+        }
+        let json = serde_json::to_value(&crd).map_err(|e| e.to_string())?;
+        let xcsp_stack = json["metadata"]["labels"][xcsp_core::STACK_TAG].as_str().map(String::from);
+        capi_crds.push(CrdOwner { owner: crd_owner(&json), versions: crd_versions(&json), name, xcsp_stack });
+    }
     Ok(Survey {
+        feature_set,
+        capi_operator,
+        capi_crds,
         openshift,
         capi_versions,
         capz_versions,
@@ -490,6 +580,31 @@ mod tests {
         assert_eq!(b.gen2.unwrap().sku, "422-v2");
         assert_eq!(b.gen1.unwrap().sku, "aro_422");
         assert_eq!(boot_images(&serde_json::json!({"stream": "{}"})).unwrap().gen2, None);
+    }
+
+    #[test]
+    fn a_crds_owner_is_read_from_its_labels_annotations_and_managers() {
+        use serde_json::json;
+        let owner = |meta: Json| crd_owner(&json!({"metadata": meta}));
+        assert_eq!(
+            owner(json!({"labels": {"capi-operator.openshift.io/managed-by": "cluster-api"}})),
+            "cluster-capi-operator (component cluster-api)"
+        );
+        assert_eq!(
+            owner(json!({"annotations": {"release.openshift.io/feature-gate": "-ClusterAPIMachineManagement"}})),
+            "the cluster-version operator (a release manifest)"
+        );
+        assert_eq!(
+            owner(json!({"labels": {"cluster.x-k8s.io/provider": "infrastructure-azure"}})),
+            "provider `infrastructure-azure` (clusterctl or its release manifests)"
+        );
+        assert_eq!(owner(json!({"managedFields": [{"manager": "kubectl"}]})), "field manager `kubectl`");
+        assert_eq!(owner(json!({})), "unknown");
+        let crd = json!({"spec": {"versions": [
+            {"name": "v1beta1", "served": true, "storage": false},
+            {"name": "v1alpha1", "served": false, "storage": false},
+            {"name": "v1beta2", "served": true, "storage": true}]}});
+        assert_eq!(crd_versions(&crd), vec!["v1beta2", "v1beta1"]);
     }
 
     #[test]

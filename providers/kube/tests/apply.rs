@@ -90,6 +90,7 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         proxy: None,
         mirrors: vec![],
         ebs_csi: false,
+        feature_set: Default::default(),
     });
     let sim = SimServer::start_with_cluster_async(config)
         .await

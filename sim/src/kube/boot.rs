@@ -995,6 +995,7 @@ mod tests {
                     proxy: None,
                     mirrors: vec![],
                     ebs_csi: false,
+                    feature_set: Default::default(),
                 }),
                 ..Default::default()
             })

@@ -54,7 +54,7 @@ fn resource(kind: &Kind) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(kind.group, kind.version, kind.kind), kind.plural)
 }
 
-fn api(client: &kube::Client, kind: &Kind, ns: &str) -> Api<DynamicObject> {
+pub(crate) fn api(client: &kube::Client, kind: &Kind, ns: &str) -> Api<DynamicObject> {
     if kind.namespaced {
         Api::namespaced_with(client.clone(), ns, &resource(kind))
     } else {
@@ -94,7 +94,7 @@ impl Bridge {
         for o in namespaces.into_iter().chain(rest) {
             create(&client, o.kind, &o.value).await?;
         }
-        if let Some(o) = sim.world.config().openshift {
+        if let Some(o) = sim.world.config().openshift.filter(|o| o.feature_set.runs_capi()) {
             for policy in super::openshift::admission_policies(&o.infrastructure_name) {
                 crate::cluster::apply_as(&client, &policy, MANAGER).await?;
             }
@@ -160,10 +160,13 @@ impl Bridge {
     async fn snapshot(&self) -> Result<BTreeMap<Key, Obj>, String> {
         let mut out = BTreeMap::new();
         for kind in KINDS {
-            let list = api(&self.client, kind, "")
-                .list(&Default::default())
-                .await
-                .map_err(|e| format!("listing {}: {e}", kind.resource()))?;
+            let list = match api(&self.client, kind, "").list(&Default::default()).await {
+                Ok(l) => l,
+                // A kind whose CRD is not installed (Cluster API's, on a cluster that runs none
+                // until someone installs it) has no objects.
+                Err(kube::Error::Api(e)) if e.code == 404 => continue,
+                Err(e) => return Err(format!("listing {}: {e}", kind.resource())),
+            };
             for o in list.items {
                 let mut value = serde_json::to_value(&o).map_err(|e| e.to_string())?;
                 value["apiVersion"] = json!(kind.api_version());

@@ -56,6 +56,7 @@ pub const KINDS: &[Kind] = &[
     cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "Proxy", "proxies")),
     cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "ImageDigestMirrorSet", "imagedigestmirrorsets")),
     cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "ClusterOperator", "clusteroperators")),
+    cluster_wide(kind(OPENSHIFT_CONFIG, "v1", "FeatureGate", "featuregates")),
     kind(APPS, "v1", "DaemonSet", "daemonsets"),
     // No status subresource in its CRD: the status is written with the object.
     cluster_wide(no_status(kind(OPENSHIFT_CONFIG, "v1", "Network", "networks"))),

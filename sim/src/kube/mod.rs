@@ -10,4 +10,5 @@ pub mod joins;
 pub mod kinds;
 pub mod mco;
 pub mod openshift;
+pub mod pods;
 pub mod store;

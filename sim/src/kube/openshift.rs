@@ -58,7 +58,30 @@ pub fn seed(store: &mut Store, o: &OpenShift, now: &str) {
                 },
             }),
         ),
+        // openshift/api `config/v1/types_feature.go`: the cluster's feature set.
         (
+            kind("config.openshift.io", "featuregates"),
+            json!({
+                "apiVersion": "config.openshift.io/v1", "kind": "FeatureGate", "metadata": {"name": "cluster"},
+                "spec": {"featureSet": o.feature_set.spec_value()},
+            }),
+        ),
+    ];
+    for (k, v) in objects {
+        store.insert(k, v);
+    }
+    if o.feature_set.runs_capi() {
+        // cluster-capi-operator's ClusterOperator (`manifests/0000_30_cluster-api_12_clusteroperator.yaml`,
+        // TechPreviewNoUpgrade only) and the cluster's own `Cluster`, which its cluster controller makes.
+        store.insert(
+            kind("config.openshift.io", "clusteroperators"),
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator", "metadata": {"name": "cluster-api"},
+                "status": {"conditions": [
+                    {"type": "Available", "status": "True", "lastTransitionTime": now, "reason": "AsExpected"},
+                    {"type": "Degraded", "status": "False", "lastTransitionTime": now, "reason": "AsExpected"},
+                ], "versions": [{"name": "operator", "version": "4.22.0"}]}}),
+        );
+        store.insert(
             kind("cluster.x-k8s.io", "clusters"),
             json!({
                 "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
@@ -68,10 +91,7 @@ pub fn seed(store: &mut Store, o: &OpenShift, now: &str) {
                     "name": infra, "namespace": CAPI_NAMESPACE,
                 }},
             }),
-        ),
-    ];
-    for (k, v) in objects {
-        store.insert(k, v);
+        );
     }
     // openshift/api `config/v1/types_network.go`: what the network operator reports, the overlay
     // MTU among it (an installer's default networks, OVN-Kubernetes).

@@ -56,8 +56,11 @@ impl Store {
             heartbeats: BTreeMap::new(),
             csrs: BTreeMap::new(),
         };
-        for name in DEFAULT_NAMESPACES {
-            s.add_namespace(name);
+        // cluster-capi-operator makes `openshift-cluster-api`, on TechPreviewNoUpgrade only.
+        if world.config().openshift.is_none_or(|o| o.feature_set.runs_capi()) {
+            for name in DEFAULT_NAMESPACES {
+                s.add_namespace(name);
+            }
         }
         if let Some(o) = world.config().openshift {
             super::openshift::seed(&mut s, &o, &timestamp(world));

@@ -523,6 +523,9 @@ impl SimServer {
         let (ready, started) = std::sync::mpsc::channel::<Result<Started, String>>();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let sim = server.sim.clone();
+        let sim_for_runner = server.sim.clone();
+        let real_capz_at_start = cluster.capz.is_some();
+        let timing = cluster.timing.clone();
         std::thread::Builder::new()
             .name("xcsp-cluster".into())
             .spawn(move || {
@@ -582,16 +585,13 @@ impl SimServer {
                         Ok((cluster, bridge)) => {
                             tokio::spawn(bridge.clone().run(sim));
                             // The pods of the upstream managers a Deployment asks for.
+                            let for_runner = sim_for_runner.clone();
+                            let runs_capz = real_capz_at_start;
+                            let on_capz = Box::new(move |running: bool| {
+                                for_runner.real_capz.store(runs_capz || running, std::sync::atomic::Ordering::SeqCst);
+                            });
                             match cluster.client().await.map_err(|e| e.to_string()).and_then(|client| {
-                                crate::kube::pods::Runner::new(
-                                    client,
-                                    cluster.bin.clone(),
-                                    cluster.dir().join("pods"),
-                                    cluster.url.clone(),
-                                    cluster.ca_pem.clone(),
-                                    cluster.ca_file.clone(),
-                                    cluster.proxy.clone(),
-                                )
+                                crate::kube::pods::Runner::new(&cluster, client, timing.clone(), on_capz)
                             }) {
                                 Ok(runner) => {
                                     tokio::spawn(Arc::new(runner).run());

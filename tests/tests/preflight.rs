@@ -303,3 +303,86 @@ fn preflight_names_the_proxy_the_ecr_mirror_and_the_ebs_csi_driver_and_refuses_a
     let words = one_line(&stderr);
     assert!(words.contains("xcsp::pool::egress") && words.contains("only to Amazon ECR"), "{stderr}");
 }
+
+/// The IL5 example whose `cluster` block names the providers' release manifests the world built
+/// (`$XCSP_UPSTREAM_BIN/components`), with `providers` as given.
+fn il5_with_components(providers: &str) -> tempfile::TempDir {
+    let bin = std::env::var("XCSP_UPSTREAM_BIN").expect("XCSP_UPSTREAM_BIN is set (scripts/test sets it)");
+    let components = Path::new(&bin).join("components");
+    il5_with(|t| {
+        t.replacen(
+            "\ncluster {",
+            &format!(
+                "\ncluster {{\n  cluster_api {{\n    providers = \"{providers}\"\n    core_components = \"{}\"\n    azure_components = \"{}\"\n  }}",
+                components.join("core-components.yaml").display(),
+                components.join("infrastructure-components.yaml").display()
+            ),
+            1,
+        )
+    })
+}
+
+#[test]
+fn on_a_default_cluster_preflight_says_why_no_cluster_api_runs_and_plan_installs_xcsps() {
+    let cluster = Cluster::start(&["--feature-set", "Default"]);
+    let spec = root().join("examples/il5-govcloud");
+    let out = cluster.xcsp(&["preflight"], &spec);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("Cluster API:  cluster.x-k8s.io not served, none (feature set Default"), "{stdout}");
+    // The cluster-version operator's IPAM CRDs are the only ones of Cluster API there.
+    assert!(
+        stdout.contains("CRD:          ipaddresses.ipam.cluster.x-k8s.io")
+            && stdout.contains("by the cluster-version operator (a release manifest)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Providers:    Cluster API's core none"), "{stdout}");
+    let said = one_line(&stderr);
+    assert!(said.contains("xcsp::cluster::no_capi"), "{said}");
+    assert!(said.contains("it runs OpenShift's Default feature set"), "{said}");
+    assert!(
+        said.contains("TechPreviewNoUpgrade would install Cluster API instead, but it can never be turned off"),
+        "{said}"
+    );
+
+    // With the providers' release manifests named, xcsp installs both, and plan says so.
+    let with = il5_with_components("auto");
+    let out = cluster.xcsp(&["preflight"], with.path());
+    let (stdout, stderr) = text(&out);
+    assert!(stdout.contains("Providers:    Cluster API's core xcsp's"), "{stdout}{stderr}");
+    assert!(stdout.contains("CAPZ xcsp's"), "{stdout}");
+    assert!(!stderr.contains("no_capi") && !stderr.contains("no_capz"), "{stderr}");
+    let out = cluster.xcsp(&["plan"], with.path());
+    let (stdout, stderr) = text(&out);
+    assert!(stdout.contains("k8s_cluster_api_provider.core will be created"), "{stdout}{stderr}");
+    assert!(stdout.contains("k8s_cluster_api_provider.azure will be created"), "{stdout}");
+    assert!(stdout.contains("v1.13.6") && stdout.contains("v1.26.0"), "the versions show: {stdout}");
+}
+
+#[test]
+fn where_another_manager_owns_cluster_apis_crds_xcsps_providers_are_refused_naming_it() {
+    // A TechPreviewNoUpgrade cluster: OpenShift's Cluster API, its CRDs another manager's.
+    let cluster = Cluster::start(&[]);
+    let with = il5_with_components("xcsp");
+    let out = cluster.xcsp(&["preflight"], with.path());
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let said = one_line(&stderr);
+    assert!(said.contains("xcsp::cluster_api::crd_owner"), "{said}");
+    assert!(
+        said.contains(
+            "CRD clusters.cluster.x-k8s.io is installed by field manager `xcsp-world` (versions v1beta2, v1beta1)"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("xcsp would install cluster-api v1.13.6"), "{said}");
+    // With `auto`, the cluster's own is used and nothing is refused for it.
+    let auto = il5_with_components("auto");
+    let out = cluster.xcsp(&["preflight"], auto.path());
+    let (stdout, stderr) = text(&out);
+    assert!(!stderr.contains("crd_owner"), "{stderr}");
+    assert!(
+        stdout.contains("Providers:    Cluster API's core the cluster's (installed by field manager `xcsp-world`)"),
+        "{stdout}"
+    );
+}

@@ -23,7 +23,8 @@
 //!
 //! What the world changes, because pods here share one network namespace and one file system:
 //! leader election is off (it reads the pod's namespace from its service-account mount; one
-//! replica runs), and the manager's ports
+//! replica runs), the controllers' periods are the world's test timing (as its own managers'),
+//! and the manager's ports
 //! (`--webhook-port`, `--health-addr`, `--diagnostics-address`) are free loopback ports, and a
 //! Service that selects the pod is reachable by its name (`<svc>.<ns>.svc:<port>`) through the
 //! world's proxy ([`crate::proxy`]), which the API server is given as `HTTPS_PROXY` (client-go
@@ -93,6 +94,12 @@ pub struct Runner {
     pub ca_file: PathBuf,
     pub proxy: crate::proxy::Proxy,
     pub service_ca: crate::cluster::Pki,
+    /// The controllers' timing for tests, given to the managers as their flags
+    /// ([`crate::cluster::Timing`]), as the world gives its own managers.
+    pub timing: crate::cluster::Timing,
+    /// Told whether a CAPZ manager runs (the world's holds read it: a Machine is held at `vm`
+    /// while nothing reconciles its AzureMachine).
+    pub on_capz: Box<dyn Fn(bool) + Send + Sync>,
     pods: Mutex<BTreeMap<(String, String), Pod>>,
 }
 
@@ -100,6 +107,8 @@ pub struct Runner {
 struct Pod {
     /// The template it runs, as JSON text: a change is a new pod.
     template: String,
+    /// The binary it runs.
+    bin: &'static str,
     child: Option<Child>,
     started: Instant,
     restarts: u32,
@@ -207,16 +216,25 @@ pub fn uid_range(annotation: &str) -> Option<(u64, u64)> {
 
 impl Runner {
     pub fn new(
+        cluster: &crate::cluster::UpstreamCluster,
         client: kube::Client,
-        bin: PathBuf,
-        dir: PathBuf,
-        api_url: String,
-        ca_pem: String,
-        ca_file: PathBuf,
-        proxy: crate::proxy::Proxy,
+        timing: crate::cluster::Timing,
+        on_capz: Box<dyn Fn(bool) + Send + Sync>,
     ) -> Result<Runner, String> {
         let service_ca = crate::cluster::Pki::new().map_err(|e| format!("cannot make the service CA: {e}"))?;
-        Ok(Runner { client, bin, dir, api_url, ca_pem, ca_file, proxy, service_ca, pods: Mutex::new(BTreeMap::new()) })
+        Ok(Runner {
+            client,
+            bin: cluster.bin.clone(),
+            dir: cluster.dir().join("pods"),
+            api_url: cluster.url.clone(),
+            ca_pem: cluster.ca_pem.clone(),
+            ca_file: cluster.ca_file.clone(),
+            proxy: cluster.proxy.clone(),
+            service_ca,
+            timing,
+            on_capz,
+            pods: Mutex::new(BTreeMap::new()),
+        })
     }
 
     /// Passes until the runtime stops.
@@ -293,6 +311,8 @@ impl Runner {
         for (ns, name) in gone {
             self.stop(&ns, &name);
         }
+        let capz = self.pods.lock().expect("pods lock").values().any(|p| p.bin == "capz-manager" && p.child.is_some());
+        (self.on_capz)(capz);
         Ok(())
     }
 
@@ -336,7 +356,7 @@ impl Runner {
         ns: &str,
         name: &str,
         index: usize,
-        bin: &str,
+        bin: &'static str,
         range: (u64, u64),
     ) -> Result<(), Refusal> {
         let template = d["spec"]["template"].clone();
@@ -350,7 +370,7 @@ impl Runner {
             if let Some(r) = scc_refusal(name, &template, range) {
                 return Err(r);
             }
-            let pod = self.prepare(ns, name, &template, text).await?;
+            let pod = self.prepare(ns, name, &template, text, bin).await?;
             self.pods.lock().expect("pods lock").insert(key.clone(), pod);
         }
         self.renew_tokens(&key).await;
@@ -401,7 +421,14 @@ impl Runner {
 
     /// The pod's directory, volumes and tokens, before its container starts: a missing Secret or
     /// ConfigMap is the kubelet's refusal.
-    async fn prepare(&self, ns: &str, name: &str, template: &Value, text: String) -> Result<Pod, Refusal> {
+    async fn prepare(
+        &self,
+        ns: &str,
+        name: &str,
+        template: &Value,
+        text: String,
+        bin: &'static str,
+    ) -> Result<Pod, Refusal> {
         let dir = self.dir.join(format!("{ns}-{name}"));
         let _ = std::fs::remove_dir_all(&dir);
         let mount_failed = |volume: &str, what: String| Refusal {
@@ -470,6 +497,7 @@ impl Runner {
         }
         let mut pod = Pod {
             template: text,
+            bin,
             child: None,
             started: Instant::now(),
             restarts: 0,
@@ -654,6 +682,18 @@ impl Runner {
             args.push(format!("--webhook-cert-dir={}", dir.display()));
         }
         args.push("--leader-elect=false".into());
+        // The world's fast clock, as the world's own managers get it.
+        let t = &self.timing;
+        args.retain(|a| {
+            !a.starts_with(&owned("sync-period"))
+                && !a.starts_with(&owned("debouncing-timer"))
+                && !a.starts_with(&owned("reconciler-requeue"))
+        });
+        args.push(format!("--sync-period={}s", t.capi_sync.as_secs().max(1)));
+        if bin == "capz-manager" {
+            args.push(format!("--debouncing-timer={}s", t.capz_debounce.as_secs().max(1)));
+            args.push(format!("--reconciler-requeue={}s", t.capz_requeue.as_secs().max(1)));
+        }
         args.push(format!("--webhook-port={}", pod.webhook));
         args.push(format!("--health-addr=127.0.0.1:{}", pod.health));
         args.push(format!("--diagnostics-address=127.0.0.1:{}", free_port()));

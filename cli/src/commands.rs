@@ -273,7 +273,8 @@ pub async fn preflight(s: &Stack, json: bool) -> miette::Result<ExitCode> {
             .collect();
         let chosen = preflight::providers(&s.loaded.model, &survey);
         let out = serde_json::json!({"cluster": survey, "problems": said,
-            "providers": {"core": preflight::source_text(&chosen.core), "azure": preflight::source_text(&chosen.azure)}});
+            "providers": {"core": preflight::source_text(&chosen.core), "azure": preflight::source_text(&chosen.azure),
+                "approver": preflight::source_text(&chosen.approver)}});
         println!("{}", serde_json::to_string_pretty(&out).expect("json"));
     } else {
         print!("{}", preflight::describe(&survey));

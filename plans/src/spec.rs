@@ -52,6 +52,9 @@ pub const CAPZ_SERVICE_ACCOUNT: &str = "capz-manager";
 /// (`cluster_api`; the release manifests' service account names are kept: `capz-manager`).
 pub const XCSP_CAPI_NAMESPACE: &str = "xcsp-capi-system";
 pub const XCSP_CAPZ_NAMESPACE: &str = "xcsp-capz-system";
+/// OpenShift's machine approver of Machine API Machines, on every cluster: the image an approver
+/// for Cluster API Machines runs too (openshift/cluster-machine-approver `manifests/04-deployment.yaml`).
+pub const MACHINE_APPROVER_DEPLOYMENT: &str = "openshift-cluster-machine-approver/machine-approver";
 pub const CAPZ_TOKEN_AUDIENCE: &str = "api://AzureADTokenExchange";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

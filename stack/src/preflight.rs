@@ -151,7 +151,7 @@ fn check_with(model: &Model, s: &Survey, chosen: &Chosen) -> Vec<Problem> {
             ),
         )),
         Some(capz) => {
-            if !s.machine_approver {
+            if !s.machine_approver && chosen.approver != Source::Xcsp {
                 use xcsp_kube::survey::{MACHINE_APPROVER_CAPI, MACHINE_APPROVER_NAMESPACE};
                 problems.push(
                     Problem::warning(
@@ -216,6 +216,9 @@ pub enum Source {
 pub struct Chosen {
     pub core: Source,
     pub azure: Source,
+    /// The machine approver for the pool's Cluster API Machines: OpenShift's `machine-approver-capi`
+    /// where it runs, else xcsp's, which comes with xcsp's core provider.
+    pub approver: Source,
 }
 
 /// The CRD that says a provider is installed: Cluster API's Cluster, CAPZ's AzureMachine.
@@ -253,10 +256,16 @@ pub fn providers(model: &Model, s: &Survey) -> Chosen {
             (_, _, false) => Source::Missing,
         }
     };
-    Chosen {
-        core: one(CORE_CRD, api.core.as_ref().is_some_and(|c| c.read.is_some())),
-        azure: one(AZURE_CRD, api.azure.as_ref().is_some_and(|c| c.read.is_some())),
-    }
+    let core = one(CORE_CRD, api.core.as_ref().is_some_and(|c| c.read.is_some()));
+    let approver = if s.machine_approver {
+        use xcsp_kube::survey::{MACHINE_APPROVER_CAPI, MACHINE_APPROVER_NAMESPACE};
+        Source::Cluster(format!("OpenShift (Deployment {MACHINE_APPROVER_NAMESPACE}/{MACHINE_APPROVER_CAPI})"))
+    } else if core == Source::Xcsp {
+        Source::Xcsp
+    } else {
+        Source::Missing
+    };
+    Chosen { core, azure: one(AZURE_CRD, api.azure.as_ref().is_some_and(|c| c.read.is_some())), approver }
 }
 
 /// Whose a provider is, for a person.

@@ -89,7 +89,11 @@ fn providers_in_reach(s: &Stack, state: &State, graph: ResourceGraph) -> Resourc
         .nodes()
         .filter(|n| n.address.rtype == xcsp_core::ResourceType::K8sClusterApiProvider)
         .filter(|n| {
-            let source = if n.address.name == "core" { &chosen.core } else { &chosen.azure };
+            let source = match n.address.name.as_str() {
+                "core" => &chosen.core,
+                "approver" => &chosen.approver,
+                _ => &chosen.azure,
+            };
             *source != Source::Xcsp && !state.resources.contains_key(&n.address)
         })
         .map(|n| n.address.clone())

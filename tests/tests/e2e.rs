@@ -54,17 +54,24 @@ impl Clouds {
         );
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
+        let default_set = extra.windows(2).any(|w| w == ["--feature-set", "Default"]);
         let mut child = Command::new(bin("xcsp-sim"))
             // The IL5 cluster's network on AWS, and its API an OpenShift one with CAPZ installed as
             // the seed proposes: OpenShift's admission sees every object xcsp applies.
             .args(["--latency", "fast", "--fixture", "il5-gpu-x7k2p:us-gov-west-1"])
-            .args(["--openshift", "il5-gpu-x7k2p:us-gov-west-1", "--capz"])
+            .args(["--openshift", "il5-gpu-x7k2p:us-gov-west-1"])
+            // OpenShift's CAPZ, unless the world plays a Default cluster, which runs no Cluster API.
+            .args(if default_set { &[][..] } else { &["--capz"][..] })
             // Its MTU migrated to what the link carries (the example's overlay_mtu): as installed,
             // 8901, the pool is refused (tests/tests/preflight.rs).
             .args(["--cluster-network-mtu", "1300"])
             // The IL5 tenant is Azure Government's: its owner pointed CAPZ at that authority (as
             // installed, CAPZ asks the public one and the pool is refused, tests/tests/preflight.rs).
-            .args(["--capz-authority-host", "https://login.microsoftonline.us/"])
+            .args(if default_set {
+                &[][..]
+            } else {
+                &["--capz-authority-host", "https://login.microsoftonline.us/"][..]
+            })
             // Its Entra tenant is homed in Azure Government: the public authority refuses it.
             .args(["--azure-cloud", "usgovernment"])
             // An IL5 cluster, installed in FIPS mode, as the example says.
@@ -3217,4 +3224,113 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
     // Its state stays, recording nothing; its lock is gone.
     assert_eq!(clouds.recorded_in_cluster()["resources"], serde_json::json!({}));
     assert!(clouds.kube_get("/apis/coordination.k8s.io/v1/namespaces/gpu/leases/xcsp-lock-il5-gpu").is_null());
+}
+
+/// On the cluster its owners run in production (OpenShift's `Default` feature set: no Cluster API,
+/// no CAPZ), xcsp brings both providers and a machine approver from the spec's `cluster_api`
+/// block; the VMs are made by the CAPZ xcsp deployed, the Nodes join and are schedulable, a second
+/// apply changes nothing, a deleted manager is drift that apply repairs, and destroy leaves no
+/// object of xcsp's providers.
+#[test]
+fn on_a_default_cluster_xcsp_brings_the_providers_and_the_pool_joins() {
+    let clouds =
+        Clouds::start_with(&["--upstream", "--api-host", "api-int.il5.example.mil", "--feature-set", "Default"]);
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let components =
+        PathBuf::from(std::env::var_os("XCSP_UPSTREAM_BIN").expect("XCSP_UPSTREAM_BIN")).join("components");
+    let spec = il5_copy(dir.path(), |t| {
+        t.replacen(
+            "\ncluster {",
+            &format!(
+                "\ncluster {{\n  cluster_api {{\n    core_components = \"{}\"\n    azure_components = \"{}\"\n  }}",
+                components.join("core-components.yaml").display(),
+                components.join("infrastructure-components.yaml").display()
+            ),
+            1,
+        )
+    });
+    assert!(clouds.kubectl(&["get", "crds"])["items"].as_array().unwrap().iter().all(|c| {
+        let name = c["metadata"]["name"].as_str().unwrap();
+        !name.ends_with(".cluster.x-k8s.io") || name.ends_with(".ipam.cluster.x-k8s.io")
+    }));
+    let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
+    for p in ["core", "azure", "approver"] {
+        assert!(applied.contains(&format!("k8s_cluster_api_provider.{p}")), "{p}: {applied}");
+    }
+    let deployments = clouds.kubectl(&["get", "deployments", "-A"]);
+    let capz = deployments["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["metadata"]["namespace"] == "xcsp-capz-system")
+        .expect("xcsp's CAPZ");
+    let env = capz["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
+    assert!(env.contains("https://login.microsoftonline.us/"), "the Government authority is CAPZ's: {env}");
+
+    // The CAPZ xcsp deployed made the VMs, under Azure Government's name.
+    let requests = clouds.get("/_sim/requests");
+    let vms: Vec<&serde_json::Value> = requests["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["method"] == "PUT"
+                && r["host"] == "management.usgovcloudapi.net"
+                && r["path"].as_str().is_some_and(|p| p.contains("/virtualMachines/"))
+                && r["user_agent"].as_str().is_some_and(|u| u.contains("cluster-api-provider-azure/v1.26.0"))
+        })
+        .collect();
+    assert!(vms.len() >= 2, "CAPZ made the two VMs: {}", vms.len());
+    let nodes = clouds.kubectl(&["get", "nodes"]);
+    let ready: Vec<&serde_json::Value> = nodes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| {
+            n["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+        .filter(|n| n["spec"]["unschedulable"] != true)
+        .collect();
+    assert_eq!(ready.len(), 2, "{nodes}");
+
+    let (code, said) = plan_of(&clouds, state, &spec);
+    assert_eq!(code, Some(0), "a second apply changes nothing: {said}");
+
+    // A deleted manager is drift: plan shows it, apply puts it back.
+    let bin = PathBuf::from(std::env::var_os("XCSP_UPSTREAM_BIN").unwrap()).join("kubectl");
+    let deleted = Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(&clouds.kubeconfig)
+        .args(["-n", "xcsp-capz-system", "delete", "deployment", "capz-controller-manager"])
+        .output()
+        .unwrap();
+    assert!(deleted.status.success(), "{}", String::from_utf8_lossy(&deleted.stderr));
+    let (code, said) = plan_of(&clouds, state, &spec);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("k8s_cluster_api_provider.azure"), "{said}");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
+    let (code, said) = plan_of(&clouds, state, &spec);
+    assert_eq!(code, Some(0), "{said}");
+
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(&spec).output().unwrap());
+    let left: Vec<String> = clouds.kubectl(&["get", "crds"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(String::from))
+        .filter(|n| n.ends_with("cluster.x-k8s.io") || n.ends_with("xcsp.io"))
+        .collect();
+    assert_eq!(left, ["ipaddressclaims.ipam.cluster.x-k8s.io", "ipaddresses.ipam.cluster.x-k8s.io"]);
+    for kind in [
+        "deployments",
+        "clusterroles",
+        "clusterrolebindings",
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+        "serviceaccounts",
+    ] {
+        let found = clouds.kubectl(&["get", kind, "-A", "-l", "xcsp.io/stack"]);
+        assert_eq!(found["items"].as_array().unwrap().len(), 0, "no {kind} of xcsp's is left: {found}");
+    }
 }

@@ -493,6 +493,27 @@ fn expand_providers(b: &mut Builder) {
         }
         let at = b.add(T::K8sClusterApiProvider, name, None, attrs);
         providers.push(b.addr(at));
+        if name == "core" {
+            // A cluster where xcsp brings Cluster API brings no machine approver for its Machines
+            // either (OpenShift deploys `machine-approver-capi` with TechPreviewNoUpgrade only): the
+            // pool's nodes' certificate requests would wait for a person. xcsp runs one from the
+            // image of the cluster's own approver (read at apply), for the pool's namespace only.
+            let core = b.addr(at);
+            let approver = b.add(
+                T::K8sClusterApiProvider,
+                "approver",
+                None,
+                vec![
+                    ("name", Value::string("machine-approver-capi")),
+                    ("namespace", Value::string(namespace)),
+                    ("image_from", Value::string(crate::spec::MACHINE_APPROVER_DEPLOYMENT)),
+                    ("watch_namespace", Value::string(&b.namespace)),
+                    ("available", Value::Bool(true)),
+                ],
+            );
+            b.after(approver, &core);
+            providers.push(b.addr(approver));
+        }
     }
     let users = [
         T::K8sAzureClusterIdentity,

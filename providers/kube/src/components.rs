@@ -256,6 +256,76 @@ fn manager(doc: &mut Json, i: &Install) {
     }
 }
 
+/// A machine approver for the pool's Cluster API Machines, as OpenShift's own
+/// `machine-approver-capi` runs (openshift/cluster-machine-approver `manifests/04-deployment-capi.yaml`,
+/// `01-rbac.yaml`, `01-rbac-capi.yaml`), with `image` (the cluster's approver's), restricted to
+/// `watch_namespace` (`--machine-namespace`), without the host network and metrics proxy, and with
+/// its roles named for xcsp.
+pub fn approver(i: &Install, image: &str) -> Vec<Json> {
+    let meta = |name: &str, ns: Option<&str>| {
+        let mut m = json!({"name": name, "labels": {STACK_TAG: i.stack}, "annotations": {ADDRESS_TAG: i.address}});
+        if let Some(ns) = ns {
+            m["namespace"] = json!(ns);
+        }
+        m
+    };
+    let account = "xcsp-machine-approver";
+    let cluster_role = format!("xcsp:machine-approver-capi:{}", i.watch_namespace);
+    let subject = json!([{"kind": "ServiceAccount", "name": account, "namespace": i.namespace}]);
+    let rbac = "rbac.authorization.k8s.io/v1";
+    // The namespace is the core provider's, which the approver comes after.
+    vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(account, Some(i.namespace))}),
+        json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": meta(&cluster_role, None), "rules": [
+            {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests/approval"], "verbs": ["update"]},
+            {"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+                "resourceNames": ["kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"], "verbs": ["approve"]},
+            {"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+        ]}),
+        json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": meta(&cluster_role, None),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role}, "subjects": subject}),
+        json!({"apiVersion": rbac, "kind": "Role", "metadata": meta(account, Some(i.namespace)), "rules": [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update", "delete"]},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        ]}),
+        json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": meta(account, Some(i.namespace)),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account}, "subjects": subject}),
+        json!({"apiVersion": rbac, "kind": "Role", "metadata": meta(account, Some("openshift-config-managed")), "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["csr-controller-ca"], "verbs": ["get"]},
+        ]}),
+        json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": meta(account, Some("openshift-config-managed")),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account}, "subjects": subject}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+            "name": i.provider, "namespace": i.namespace,
+            "labels": {STACK_TAG: i.stack, "app": i.provider},
+            "annotations": {ADDRESS_TAG: i.address, COMPONENTS_ANNOTATION: i.components}},
+        "spec": {"replicas": 1, "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": {"app": i.provider}},
+            "template": {"metadata": {"labels": {"app": i.provider}}, "spec": {
+                "serviceAccountName": account,
+                "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{
+                    "name": "machine-approver-controller",
+                    "image": image,
+                    "command": ["/usr/bin/machine-approver"],
+                    "args": [
+                        "--logtostderr", "-v=2",
+                        "--leader-elect=true",
+                        format!("--leader-elect-resource-namespace={}", i.namespace),
+                        "--leader-elect-resource-name=xcsp-machine-approver-capi-leader",
+                        "--api-group-version=cluster.x-k8s.io/v1beta1",
+                        format!("--machine-namespace={}", i.watch_namespace),
+                        "--disable-status-controller=true",
+                    ],
+                    "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+                }],
+            }},
+        }}),
+    ]
+}
+
 /// The manager Deployment among `objects`.
 pub fn deployment(objects: &[Json]) -> Option<&Json> {
     objects.iter().find(|o| o["kind"] == "Deployment")
@@ -265,7 +335,11 @@ pub fn deployment(objects: &[Json]) -> Option<&Json> {
 pub fn observe(d: &Json) -> BTreeMap<&'static str, Json> {
     let meta = &d["metadata"];
     let containers = d["spec"]["template"]["spec"]["containers"].as_array().cloned().unwrap_or_default();
-    let manager = containers.iter().find(|c| c["name"] == "manager").cloned().unwrap_or(Json::Null);
+    let manager = containers
+        .iter()
+        .find(|c| c["name"] == "manager" || c["name"] == "machine-approver-controller")
+        .cloned()
+        .unwrap_or(Json::Null);
     let image = manager["image"].as_str().unwrap_or_default().to_string();
     let args: Vec<&str> = manager["args"].as_array().into_iter().flatten().filter_map(Json::as_str).collect();
     let watch = args.iter().find_map(|a| a.strip_prefix("--namespace=")).unwrap_or_default();
@@ -294,6 +368,17 @@ pub fn observe(d: &Json) -> BTreeMap<&'static str, Json> {
     ]);
     if out["name"] == "infrastructure-azure" {
         out.insert("authority_host", json!(env("AZURE_AUTHORITY_HOST")));
+    }
+    if manager["name"] == "machine-approver-controller" {
+        // The approver's image is the cluster's approver's, read at apply: what the plan names
+        // is where it comes from, and its namespace is the Machines' it approves.
+        let machines = args.iter().find_map(|a| a.strip_prefix("--machine-namespace=")).unwrap_or_default();
+        for k in ["image", "version", "components", "components_digest"] {
+            out.remove(k);
+        }
+        out.insert("name", json!(meta["name"]));
+        out.insert("image_from", json!(meta["annotations"][COMPONENTS_ANNOTATION]));
+        out.insert("watch_namespace", json!(machines));
     }
     out
 }

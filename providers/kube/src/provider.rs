@@ -821,10 +821,14 @@ fn provider_resource(kind: &str) -> Option<ApiResource> {
 impl KubeProvider {
     /// Installs (or updates) one Cluster API provider from its components file
     /// ([`crate::components`]) and waits for its manager to be available.
-    async fn apply_provider(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
+    /// A provider's objects from its components file, checked against the planned digest.
+    async fn components_objects(
+        &self,
+        req: &Request<'_>,
+        r: &xcsp_core::attrs::Reader<'_>,
+    ) -> Result<Vec<serde_json::Value>, ProviderError> {
         use crate::components as c;
         let a = req.address;
-        let r = xcsp_core::attrs::Reader::new(a, req.attributes);
         let path = r.str_or_empty("components");
         let digest = r.str_or_empty("components_digest");
         let bytes = std::fs::read(&path).map_err(|e| failed(a, "Components", format!("cannot read {path}: {e}")))?;
@@ -873,7 +877,65 @@ impl KubeProvider {
             components: &path,
             digest: &digest,
         };
-        let objects = c::transform(docs, &install, &skip);
+        Ok(c::transform(docs, &install, &skip))
+    }
+
+    /// The machine approver's objects, its image the cluster's own approver's (`from`: namespace/name).
+    async fn approver_objects(
+        &self,
+        req: &Request<'_>,
+        r: &xcsp_core::attrs::Reader<'_>,
+        from: &str,
+    ) -> Result<Vec<serde_json::Value>, ProviderError> {
+        let a = req.address;
+        let (ns, name) = from.split_once('/').unwrap_or(("", from));
+        let deployments: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), ns, &provider_resource("Deployment").expect("deployments"));
+        let Some(found) = self.retry(a, || deployments.get_opt(name)).await? else {
+            return Err(failed(
+                a,
+                "NoApprover",
+                format!(
+                    "the cluster runs no machine approver (Deployment {from}) whose image xcsp would run for the pool's Machines"
+                ),
+            ));
+        };
+        let containers = found.data["spec"]["template"]["spec"]["containers"].as_array().cloned().unwrap_or_default();
+        let image = containers
+            .iter()
+            .find(|c| c["name"] == "machine-approver-controller")
+            .or(containers.first())
+            .and_then(|c| c["image"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let (provider, namespace, watch) =
+            (r.str_or_empty("name"), r.str_or_empty("namespace"), r.str_or_empty("watch_namespace"));
+        let address = a.to_string();
+        let install = crate::components::Install {
+            stack: req.stack,
+            address: &address,
+            provider: &provider,
+            namespace: &namespace,
+            watch_namespace: &watch,
+            image: &image,
+            authority_host: "",
+            components: from,
+            digest: "",
+        };
+        Ok(crate::components::approver(&install, &image))
+    }
+
+    async fn apply_provider(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
+        let a = req.address;
+        let r = xcsp_core::attrs::Reader::new(a, req.attributes);
+        let objects = match r.opt_str("image_from") {
+            Some(from) => self.approver_objects(req, &r, &from).await?,
+            None => self.components_objects(req, &r).await?,
+        };
+        use crate::components as c;
+        let path = r.str_or_empty("components");
+        let address = a.to_string();
+        let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
         let params = PatchParams::apply(FIELD_MANAGER).force();
         for o in &objects {
             let kind = o["kind"].as_str().unwrap_or_default();

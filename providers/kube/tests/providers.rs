@@ -97,11 +97,13 @@ async fn on_a_default_cluster_xcsp_installs_runs_and_removes_the_providers() {
     let pool_ns = xcsp_plans::spec::pool_namespace(&stack, &loaded.model.cluster);
     let providers: Vec<_> =
         loaded.graph.in_order().into_iter().filter(|n| n.address.rtype == T::K8sClusterApiProvider).collect();
+    let mut names: Vec<String> = providers.iter().map(|n| n.address.to_string()).collect();
+    names.sort();
     assert_eq!(
-        providers.iter().map(|n| n.address.to_string()).collect::<Vec<_>>(),
-        ["k8s_cluster_api_provider.core", "k8s_cluster_api_provider.azure"]
+        names,
+        ["k8s_cluster_api_provider.approver", "k8s_cluster_api_provider.azure", "k8s_cluster_api_provider.core"]
     );
-    // Every Cluster API object of the pool comes after both.
+    // Every Cluster API object of the pool comes after them.
     let machine_set = loaded.graph.nodes().find(|n| n.address.rtype == T::K8sMachineSet).unwrap();
     for p in &providers {
         assert!(machine_set.depends_on.contains(&p.address), "{} after {}", machine_set.address, p.address);
@@ -118,13 +120,43 @@ async fn on_a_default_cluster_xcsp_installs_runs_and_removes_the_providers() {
         assert_eq!(o.attributes["watch_namespace"].as_str(), Some(pool_ns.as_str()));
         ids.push(o.id.clone());
     }
-    eprintln!("both providers available {:.1} s after the first write", started.elapsed().as_secs_f64());
-    assert_eq!(ids, ["xcsp-capi-system/capi-controller-manager", "xcsp-capz-system/capz-controller-manager"]);
+    eprintln!("the providers available {:.1} s after the first write", started.elapsed().as_secs_f64());
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        [
+            "xcsp-capi-system/capi-controller-manager",
+            "xcsp-capi-system/machine-approver-capi",
+            "xcsp-capz-system/capz-controller-manager"
+        ]
+    );
     let seen = kube.refresh(&stack, T::K8sClusterApiProvider).await.unwrap();
-    let versions: Vec<String> =
-        seen.iter().map(|o| format!("{} {}", o.address, o.attributes["version"].as_str().unwrap())).collect();
-    assert_eq!(versions, ["k8s_cluster_api_provider.core v1.13.6", "k8s_cluster_api_provider.azure v1.26.0"]);
-    assert_eq!(seen[1].attributes["authority_host"].as_str(), Some("https://login.microsoftonline.us/"));
+    let mut versions: Vec<String> = seen
+        .iter()
+        .map(|o| format!("{} {}", o.address, o.attributes.get("version").and_then(|v| v.as_str()).unwrap_or("-")))
+        .collect();
+    versions.sort();
+    assert_eq!(
+        versions,
+        [
+            "k8s_cluster_api_provider.approver -",
+            "k8s_cluster_api_provider.azure v1.26.0",
+            "k8s_cluster_api_provider.core v1.13.6"
+        ]
+    );
+    let azure = seen.iter().find(|o| o.address.name == "azure").unwrap();
+    assert_eq!(azure.attributes["authority_host"].as_str(), Some("https://login.microsoftonline.us/"));
+    // The approver runs the cluster's own approver's image, for the pool's Machines only.
+    let approvers: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+        client.clone(),
+        "xcsp-capi-system",
+        &resource("apps", "v1", "Deployment", "deployments"),
+    );
+    let approver = approvers.get("machine-approver-capi").await.unwrap();
+    let container = &approver.data["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "quay.io/openshift/origin-cluster-machine-approver:4.22");
+    assert!(container["args"].to_string().contains(&format!("--machine-namespace={pool_ns}")), "{container}");
 
     // The webhooks answer through their Services with the service CA's certificate: a Cluster
     // written in v1beta1 is converted (CAPI stores v1beta2) and defaulted by CAPI's manager.

@@ -848,7 +848,21 @@ fn csr_approved(s: &Store, node_name: &str, csr: &str) -> Result<(), Held> {
             "openshift/cluster-machine-approver pkg/machinehandler/machinehandler.go, manifests/04-deployment-capi.yaml",
         )
     };
-    if s.value("apps", "deployments", MACHINE_APPROVER_NAMESPACE, MACHINE_APPROVER_CAPI).is_none() {
+    // OpenShift's own (TechPreviewNoUpgrade), or one a cluster's owner (or xcsp) runs from the
+    // same image for Cluster API Machines (`--api-group-version=cluster.x-k8s.io/...`), whose
+    // `--machine-namespace`, when set, must be the Machine's (its `main.go`).
+    let machine_ns = s
+        .objects
+        .iter()
+        .filter(|(k, _)| k.0 == "cluster.x-k8s.io" && k.1 == "machines")
+        .find(|(_, o)| o.value["metadata"]["name"].as_str().is_some_and(|n| n.eq_ignore_ascii_case(node_name)))
+        .and_then(|(_, o)| o.value["metadata"]["namespace"].as_str().map(String::from));
+    let another = s
+        .objects
+        .iter()
+        .filter(|(k, _)| k.0 == "apps" && k.1 == "deployments")
+        .any(|(_, d)| super::pods::approves_capi_machines(&d.value, machine_ns.as_deref()));
+    if s.value("apps", "deployments", MACHINE_APPROVER_NAMESPACE, MACHINE_APPROVER_CAPI).is_none() && !another {
         return Err(at(format!(
             "the kubelet's certificate signing request {csr} stays Pending: no machine approver for Cluster API Machines runs (Deployment {MACHINE_APPROVER_NAMESPACE}/{MACHINE_APPROVER_CAPI}, deployed only with the TechPreviewNoUpgrade feature set); `oc adm certificate approve {csr}` would let it register"
         )));

@@ -76,6 +76,7 @@ pub fn seed(store: &mut Store, o: &OpenShift, now: &str) {
         store.insert(
             kind("config.openshift.io", "clusteroperators"),
             json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator", "metadata": {"name": "cluster-api"},
+                "spec": {},
                 "status": {"conditions": [
                     {"type": "Available", "status": "True", "lastTransitionTime": now, "reason": "AsExpected"},
                     {"type": "Degraded", "status": "False", "lastTransitionTime": now, "reason": "AsExpected"},
@@ -163,6 +164,37 @@ pub fn seed(store: &mut Store, o: &OpenShift, now: &str) {
     if o.ebs_csi {
         seed_ebs_csi(store, now);
     }
+    // The machine approver of Machine API Machines, on every cluster whatever its feature set
+    // (openshift/cluster-machine-approver `manifests/04-deployment.yaml`): its image is the
+    // release's `cluster-machine-approver`, which an approver for Cluster API Machines also runs.
+    let mapi_approver = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "machine-approver", "namespace": MACHINE_APPROVER_NAMESPACE},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "machine-approver"}},
+            "template": {
+                "metadata": {"labels": {"app": "machine-approver"}},
+                "spec": {"serviceAccountName": "machine-approver-sa", "containers": [{
+                    "name": "machine-approver-controller",
+                    "image": MACHINE_APPROVER_IMAGE,
+                    "command": ["/usr/bin/machine-approver"],
+                    "args": ["--api-group-version=machine.openshift.io/v1beta1", "--max-concurrent-reconciles=10"],
+                }]},
+            },
+        },
+        "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1},
+    });
+    store.add_namespace(MACHINE_APPROVER_NAMESPACE);
+    store.insert(
+        kind("", "serviceaccounts"),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "machine-approver-sa", "namespace": MACHINE_APPROVER_NAMESPACE}}),
+    );
+    store.insert(kind("apps", "deployments"), mapi_approver);
+    // Where OpenShift publishes the CSR signer's CA to the approver (its Role there,
+    // `manifests/01-rbac.yaml`).
+    store.add_namespace("openshift-config-managed");
     if !o.capz {
         return;
     }
@@ -216,7 +248,7 @@ pub fn seed(store: &mut Store, o: &OpenShift, now: &str) {
                 "metadata": {"labels": {"app": MACHINE_APPROVER_CAPI}},
                 "spec": {"serviceAccountName": "machine-approver-sa", "containers": [{
                     "name": "machine-approver-controller",
-                    "image": "quay.io/openshift/origin-cluster-machine-approver:4.22",
+                    "image": MACHINE_APPROVER_IMAGE,
                     "args": ["--api-group-version=cluster.x-k8s.io/v1beta1", "--disable-status-controller=true"],
                 }]},
             },
@@ -226,6 +258,9 @@ pub fn seed(store: &mut Store, o: &OpenShift, now: &str) {
     store.add_namespace(MACHINE_APPROVER_NAMESPACE);
     store.insert(kind("apps", "deployments"), approver);
 }
+
+/// The release's machine approver image, as the world names it.
+pub const MACHINE_APPROVER_IMAGE: &str = "quay.io/openshift/origin-cluster-machine-approver:4.22";
 
 /// The namespace and name of the AWS EBS CSI driver's node DaemonSet.
 pub const EBS_CSI_NAMESPACE: &str = "openshift-cluster-csi-drivers";

@@ -64,6 +64,10 @@ pub const UID_RANGE: &str = "openshift.io/sa.scc.uid-range";
 const UID_BLOCK: u64 = 10_000;
 const UID_BASE: u64 = 1_000_000_000;
 
+/// The stand-in for a machine approver's container: admitted and given its volumes and token as
+/// any pod, then ready without a process (the approvals are `kube::boot`'s).
+const APPROVER: &str = "machine-approver (the world's stand-in)";
+
 /// Where controller-runtime's webhook server looks for its certificate by default, and where the
 /// managers' Deployments mount it.
 const WEBHOOK_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
@@ -73,6 +77,32 @@ const PASS: Duration = Duration::from_millis(500);
 /// The kubelet's crash back-off: the first, and the cap.
 const BACKOFF: Duration = Duration::from_secs(10);
 const BACKOFF_CAP: Duration = Duration::from_secs(300);
+
+/// OpenShift's machine approver's image (openshift/cluster-machine-approver, payload name
+/// `cluster-machine-approver`), which the world does not build: its pods are the world's stand-in
+/// approver ([`approves_capi_machines`], `kube::boot`), admitted and checked as any pod here.
+pub fn is_approver(image: &str) -> bool {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
+    last.split(':').next().unwrap_or(last).ends_with("cluster-machine-approver")
+}
+
+/// Whether Deployment `d` is an available machine approver for Cluster API Machines of
+/// `namespace` (its `--api-group-version=cluster.x-k8s.io/...`; `--machine-namespace`, when given,
+/// restricts it to that namespace: openshift/cluster-machine-approver `main.go`).
+pub fn approves_capi_machines(d: &Value, namespace: Option<&str>) -> bool {
+    let available = d["status"]["availableReplicas"].as_i64().unwrap_or(0) > 0;
+    available
+        && d["spec"]["template"]["spec"]["containers"].as_array().into_iter().flatten().any(|c| {
+            let args: Vec<&str> = c["args"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let capi = args.iter().any(|a| a.starts_with("--api-group-version=cluster.x-k8s.io"));
+            let within = args
+                .iter()
+                .find_map(|a| a.strip_prefix("--machine-namespace="))
+                .is_none_or(|ns| namespace.is_some_and(|m| m == ns));
+            is_approver(c["image"].as_str().unwrap_or_default()) && capi && within
+        })
+}
 
 /// The binary that runs `image`, when it is a release image the world builds.
 pub fn manager_of(image: &str) -> Option<&'static str> {
@@ -278,12 +308,13 @@ impl Runner {
         let services = self.list("", "v1", "Service", "services").await?;
         let mut seen = BTreeSet::new();
         for d in &deployments {
-            let Some((index, bin)) = d["spec"]["template"]["spec"]["containers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .enumerate()
-                .find_map(|(i, c)| manager_of(c["image"].as_str().unwrap_or_default()).map(|b| (i, b)))
+            let Some((index, bin)) =
+                d["spec"]["template"]["spec"]["containers"].as_array().into_iter().flatten().enumerate().find_map(
+                    |(i, c)| {
+                        let image = c["image"].as_str().unwrap_or_default();
+                        manager_of(image).or(is_approver(image).then_some(APPROVER)).map(|b| (i, b))
+                    },
+                )
             else {
                 continue;
             };
@@ -376,6 +407,12 @@ impl Runner {
         self.renew_tokens(&key).await;
         let container = template["spec"]["containers"][index].clone();
         let now = Instant::now();
+        if bin == APPROVER {
+            let mut pods = self.pods.lock().expect("pods lock");
+            let pod = pods.get_mut(&key).expect("the pod just made");
+            pod.ready = pod.dir.join("sa-token").exists();
+            return Ok(());
+        }
         let health = {
             let mut pods = self.pods.lock().expect("pods lock");
             let pod = pods.get_mut(&key).expect("the pod just made");

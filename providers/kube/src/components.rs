@@ -5,8 +5,9 @@
 //!
 //! From the release manifests, as `clusterctl init` would install them, these change:
 //! - **Variables.** `${VAR:=default}` and `${VAR:-default}` take their default, as clusterctl's
-//!   variable processing does, except the feature gates OpenShift's own manifests turn off
-//!   (`EXP_MACHINE_POOL`, CAPZ's `EXP_ASO_API`, `EXP_AKS_RESOURCE_HEALTH`, `EXP_EDGEZONE`); a
+//!   variable processing does, except the feature gates OpenShift's own manifests set
+//!   (`EXP_MACHINE_POOL`, CAPZ's `EXP_ASO_API`, `EXP_AKS_RESOURCE_HEALTH`, `EXP_EDGEZONE` off;
+//!   `EXP_MACHINE_TAINT_PROPAGATION` on, which the pool's tainted MachineSets need); a
 //!   `${VAR}` without a default is an error naming it.
 //! - **Certificates.** A plain OpenShift runs no cert-manager: its `Certificate` and `Issuer` go,
 //!   and OpenShift's service CA serves the webhooks instead (openshift/service-ca-operator): the
@@ -47,6 +48,16 @@ pub const AZURE_TOKEN_FILE: &str = "/var/run/secrets/azure/tokens/azure-identity
 /// The variables xcsp sets; every other one takes its default.
 pub fn variables(provider: &str) -> BTreeMap<&'static str, &'static str> {
     let mut v = BTreeMap::from([("EXP_MACHINE_POOL", "false")]);
+    if provider == "cluster-api" {
+        // The pool's MachineSets carry its taints (`nvidia.com/gpu`), which Cluster API's MachineSet
+        // webhook refuses unless this alpha gate is on (`internal/webhooks/machineset.go`: "taints
+        // are not allowed to be set when the feature gate MachineTaintPropagation is disabled");
+        // OpenShift's own manifests turn it on from its main branch.
+        v.insert("EXP_MACHINE_TAINT_PROPAGATION", "true");
+        // As OpenShift's manifests set it (openshift/cluster-api main,
+        // `openshift/capi-operator-manifests/default/manifests.yaml`).
+        v.insert("EXP_MACHINE_SET_PREFLIGHT_CHECKS", "false");
+    }
     if provider == "infrastructure-azure" {
         v.extend([("EXP_ASO_API", "false"), ("EXP_AKS_RESOURCE_HEALTH", "false"), ("EXP_EDGEZONE", "false")]);
     }

@@ -3254,7 +3254,16 @@ fn on_a_default_cluster_xcsp_brings_the_providers_and_the_pool_joins() {
         let name = c["metadata"]["name"].as_str().unwrap();
         !name.ends_with(".cluster.x-k8s.io") || name.ends_with(".ipam.cluster.x-k8s.io")
     }));
-    let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
+    let started = std::time::Instant::now();
+    let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve", "--json"]).arg(&spec).output().unwrap());
+    // Measured, not asserted (BENCHMARKS.md): the apply's wall time, and each provider's write.
+    eprintln!("apply on the Default world: {:.1} s", started.elapsed().as_secs_f64());
+    for line in applied.lines().filter(|l| l.contains("k8s_cluster_api_provider")) {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+        if e["duration_secs"].is_number() || e["elapsed"].is_number() {
+            eprintln!("{line}");
+        }
+    }
     for p in ["core", "azure", "approver"] {
         assert!(applied.contains(&format!("k8s_cluster_api_provider.{p}")), "{p}: {applied}");
     }

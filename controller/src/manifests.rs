@@ -76,7 +76,7 @@ pub fn cluster_rules() -> Vec<Value> {
         // What preflight and status read of the cluster.
         rule(
             &["config.openshift.io"],
-            &["infrastructures", "authentications", "networks", "proxies", "clusteroperators"],
+            &["infrastructures", "authentications", "networks", "proxies", "clusteroperators", "featuregates"],
             &["get"],
         ),
         rule(&["config.openshift.io"], &["imagedigestmirrorsets", "imagetagmirrorsets"], &["list"]),

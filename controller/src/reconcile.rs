@@ -396,8 +396,13 @@ fn health_conditions(h: &health::Health) -> Vec<Condition> {
             h.machines_wanted.max(h.machines.len())
         ),
     ));
-    for (kind, group) in [("Link", &h.links), ("Identity", &h.identities), ("Pool", &h.pools), ("Cluster", &h.cluster)]
-    {
+    for (kind, group) in [
+        ("Link", &h.links),
+        ("Identity", &h.identities),
+        ("Pool", &h.pools),
+        ("Cluster", &h.cluster),
+        ("Provider", &h.providers),
+    ] {
         for named in group {
             for c in &named.conditions {
                 out.push(condition(

@@ -66,6 +66,8 @@ pub struct Health {
     pub pools: Vec<Named>,
     /// What the pool does to the cluster's own components (when the cluster was read).
     pub cluster: Vec<Named>,
+    /// Each Cluster API provider xcsp installed, and whether its manager is available.
+    pub providers: Vec<Named>,
     /// Tunnels up on both sides, of those the spec's IPsec links have.
     pub up: usize,
     pub expected: usize,
@@ -201,6 +203,7 @@ pub fn health(model: &Model, state: &State) -> Health {
         identities: Vec::new(),
         pools: Vec::new(),
         cluster: Vec::new(),
+        providers: providers(state),
         up,
         expected,
         machines: Vec::new(),
@@ -253,6 +256,41 @@ pub fn identities(state: &State, survey: &xcsp_kube::Survey) -> Vec<Named> {
                     reason: "CredentialMatchesToken".into(),
                     message: format!(
                         "the federated credential trusts `{subject}` from `{issuer}`, as CAPZ's token says"
+                    ),
+                }
+            };
+            Named { name: a.name.clone(), conditions: vec![condition] }
+        })
+        .collect()
+}
+
+/// `ManagerAvailable`, per Cluster API provider xcsp installed (`k8s_cluster_api_provider`): its
+/// manager's Deployment is available, as refresh read it; else the Deployment's own reason (the
+/// replica-set controller's `FailedCreate` with an admission refusal, the availability condition's
+/// message), which `xcsp apply` does not cure by itself when the cluster refuses the pod.
+pub fn providers(state: &State) -> Vec<Named> {
+    state
+        .resources
+        .iter()
+        .filter(|(a, r)| a.rtype == ResourceType::K8sClusterApiProvider && r.id.is_some())
+        .map(|(a, r)| {
+            let id = r.id.clone().unwrap_or_default();
+            let available = r.attributes.get("available") == Some(&Value::Bool(true));
+            let condition = if available {
+                Condition {
+                    kind: "ManagerAvailable",
+                    status: "True",
+                    reason: "MinimumReplicasAvailable".into(),
+                    message: format!("Deployment {id} is available ({})", text(r.attributes.get("version"))),
+                }
+            } else {
+                let why = r.attributes.get("condition").and_then(Value::as_str).unwrap_or("not found");
+                Condition {
+                    kind: "ManagerAvailable",
+                    status: "False",
+                    reason: "ManagerUnavailable".into(),
+                    message: format!(
+                        "Deployment {id} is not available: {why}; `xcsp plan` shows it, `xcsp apply` applies it again"
                     ),
                 }
             };
@@ -620,7 +658,13 @@ pub fn render(h: &Health) -> String {
             }
         }
     }
-    for (what, list) in [("link", &h.links), ("identity", &h.identities), ("pool", &h.pools), ("cluster", &h.cluster)] {
+    for (what, list) in [
+        ("link", &h.links),
+        ("identity", &h.identities),
+        ("pool", &h.pools),
+        ("cluster", &h.cluster),
+        ("provider", &h.providers),
+    ] {
         for l in list {
             for c in &l.conditions {
                 out += &format!("{what} {}: {}={} ({}): {}\n", l.name, c.kind, c.status, c.reason, c.message);
@@ -746,5 +790,35 @@ mod tests {
         let h = health(&model(), &State::new("demo-k8x2q"));
         assert!(!h.healthy());
         assert_eq!(h.links[0].conditions[0].reason, "NotCreated");
+    }
+
+    #[test]
+    fn an_unavailable_manager_is_named_with_its_deployments_reason() {
+        let mut state = link(None);
+        record(
+            &mut state,
+            "k8s_cluster_api_provider.core",
+            "xcsp-capi-system/capi-controller-manager",
+            &[("available", Value::Bool(true)), ("version", Value::string("v1.13.6"))],
+        );
+        record(
+            &mut state,
+            "k8s_cluster_api_provider.azure",
+            "xcsp-capz-system/capz-controller-manager",
+            &[
+                ("available", Value::Bool(false)),
+                (
+                    "condition",
+                    Value::string(
+                        "pods \"capz-controller-manager-\" is forbidden: unable to validate against any security context constraint",
+                    ),
+                ),
+            ],
+        );
+        let h = health(&model(), &state);
+        let shown = render(&h);
+        assert!(shown.contains("provider core: ManagerAvailable=True (MinimumReplicasAvailable): Deployment xcsp-capi-system/capi-controller-manager is available (v1.13.6)"), "{shown}");
+        assert!(shown.contains("provider azure: ManagerAvailable=False (ManagerUnavailable): Deployment xcsp-capz-system/capz-controller-manager is not available: pods"), "{shown}");
+        assert!(shown.contains("security context constraint"), "{shown}");
     }
 }

@@ -40,6 +40,20 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
         s
     };
     let mut problems = crd_owner_problems(model, s, &chosen);
+    // The identities' default subject is xcsp's CAPZ when the spec names CAPZ's components.
+    if let (Source::Cluster(owner), Some(azure)) = (&chosen.azure, &model.cluster.cluster_api.azure) {
+        problems.push(
+            Problem::error(
+                "xcsp::cluster_api::azure_components",
+                format!(
+                    "the spec names CAPZ's components, but the cluster has CAPZ of its own (installed by {owner}), which xcsp uses with providers = \"auto\"; the workload identities would trust xcsp's CAPZ, which does not run"
+                ),
+            )
+            .label(&azure.components.span, "CAPZ's components")
+            .with_help("remove `azure_components` to use the cluster's CAPZ, or set providers = \"xcsp\" to install xcsp's"),
+        );
+        return problems;
+    }
     problems.extend(check_with(model, s, &chosen));
     problems
 }

@@ -3321,6 +3321,10 @@ fn on_a_default_cluster_xcsp_brings_the_providers_and_the_pool_joins() {
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
     let (code, said) = plan_of(&clouds, state, &spec);
     assert_eq!(code, Some(0), "{said}");
+    // The manager made again keeps the Government authority: it is the stack's, not a hand's.
+    let capz = clouds.kubectl(&["-n", "xcsp-capz-system", "get", "deployment", "capz-controller-manager"]);
+    let env = capz["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
+    assert!(env.contains("https://login.microsoftonline.us/"), "{env}");
 
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(&spec).output().unwrap());
     let left: Vec<String> = clouds.kubectl(&["get", "crds"])["items"]

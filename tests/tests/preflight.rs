@@ -307,15 +307,24 @@ fn preflight_names_the_proxy_the_ecr_mirror_and_the_ebs_csi_driver_and_refuses_a
 /// The IL5 example whose `cluster` block names the providers' release manifests the world built
 /// (`$XCSP_UPSTREAM_BIN/components`), with `providers` as given.
 fn il5_with_components(providers: &str) -> tempfile::TempDir {
+    il5_with_some_components(providers, true)
+}
+
+/// [`il5_with_components`], CAPZ's named only when `azure`.
+fn il5_with_some_components(providers: &str, azure: bool) -> tempfile::TempDir {
     let bin = std::env::var("XCSP_UPSTREAM_BIN").expect("XCSP_UPSTREAM_BIN is set (scripts/test sets it)");
     let components = Path::new(&bin).join("components");
+    let azure = if azure {
+        format!("\n    azure_components = \"{}\"", components.join("infrastructure-components.yaml").display())
+    } else {
+        String::new()
+    };
     il5_with(|t| {
         t.replacen(
             "\ncluster {",
             &format!(
-                "\ncluster {{\n  cluster_api {{\n    providers = \"{providers}\"\n    core_components = \"{}\"\n    azure_components = \"{}\"\n  }}",
+                "\ncluster {{\n  cluster_api {{\n    providers = \"{providers}\"\n    core_components = \"{}\"{azure}\n  }}",
                 components.join("core-components.yaml").display(),
-                components.join("infrastructure-components.yaml").display()
             ),
             1,
         )
@@ -385,4 +394,27 @@ fn where_another_manager_owns_cluster_apis_crds_xcsps_providers_are_refused_nami
         stdout.contains("Providers:    Cluster API's core the cluster's (installed by field manager `xcsp-world`)"),
         "{stdout}"
     );
+}
+
+#[test]
+fn on_a_techpreview_cluster_with_capz_xcsp_installs_no_provider() {
+    let cluster = Cluster::start(&["--capz"]);
+    // CAPZ's components named where the cluster runs its own CAPZ: a contradiction, said plainly.
+    let both = il5_with_components("auto");
+    let out = cluster.xcsp(&["preflight"], both.path());
+    let said = one_line(&text(&out).1);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("xcsp::cluster_api::azure_components"), "{said}");
+    let auto = il5_with_some_components("auto", false);
+    let out = cluster.xcsp(&["plan"], auto.path());
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(!stdout.contains("k8s_cluster_api_provider"), "{stdout}");
+    assert!(stdout.contains("k8s_machine_set.gpu[0] will be created"), "{stdout}");
+    for p in ["core", "approver"] {
+        assert!(
+            stderr.contains(&format!("k8s_cluster_api_provider.{p}: the cluster has this provider of its own")),
+            "{p}: {stderr}"
+        );
+    }
 }

@@ -380,6 +380,10 @@ pub fn observe(d: &Json) -> BTreeMap<&'static str, Json> {
     if out["name"] == "infrastructure-azure" {
         out.insert("authority_host", json!(env("AZURE_AUTHORITY_HOST")));
     }
+    if !available {
+        // Why, for `xcsp status` (not compared by plan: the spec asks for `available`).
+        out.insert("condition", json!(unavailable_because(d)));
+    }
     if manager["name"] == "machine-approver-controller" {
         // The approver's image is the cluster's approver's, read at apply: what the plan names
         // is where it comes from, and its namespace is the Machines' it approves.

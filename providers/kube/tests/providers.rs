@@ -176,8 +176,10 @@ async fn on_a_default_cluster_xcsp_installs_runs_and_removes_the_providers() {
         refused.to_string().contains("admission webhook \"validation.cluster.cluster.x-k8s.io\" denied the request"),
         "CAPI's own webhook answered: {refused}"
     );
+    // Not paused: CAPI adds its finalizer and, when the Cluster is deleted, removes it (a paused
+    // Cluster's finalizer stays, and its CRD with it).
     let cluster = json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
-        "metadata": {"name": "probe", "namespace": pool_ns}, "spec": {"paused": true, "infrastructureRef": {
+        "metadata": {"name": "probe", "namespace": pool_ns}, "spec": {"infrastructureRef": {
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "AzureCluster", "name": "probe"}}});
     clusters
         .patch("probe", &PatchParams::apply("test"), &Patch::Apply(&cluster))
@@ -189,8 +191,13 @@ async fn on_a_default_cluster_xcsp_installs_runs_and_removes_the_providers() {
         &resource("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
     );
     let stored = v1beta2.get("probe").await.unwrap();
-    assert_eq!(stored.data["spec"]["paused"], true);
+    assert_eq!(stored.data["spec"]["infrastructureRef"]["name"], "probe");
     clusters.delete("probe", &Default::default()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while clusters.get_opt("probe").await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "CAPI's manager lets the deleted Cluster go within a minute");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     // A manager OpenShift would not admit: a fixed user outside the namespace's range.
     let deployments: kube::Api<DynamicObject> =

@@ -83,6 +83,9 @@ pub fn cluster_rules() -> Vec<Value> {
         rule(&["operator.openshift.io"], &["networks"], &["get"]),
         rule(&["operator.openshift.io"], &["imagecontentsourcepolicies"], &["list"]),
         rule(&["apps"], &["deployments", "daemonsets"], &["get"]),
+        // Refresh of the Cluster API providers a stack installs reads their managers' Deployments
+        // (by the stack's label, across namespaces).
+        rule(&["apps"], &["deployments"], &["list"]),
         rule(&[""], &["configmaps"], &["get"]),
         rule(&[""], &["pods"], &["get", "list"]),
         // What the ClusterRole a stack makes for Cluster API grants (xcsp_kube's

@@ -44,7 +44,10 @@ pub fn read(path: &Path) -> Result<Components, String> {
     for doc in serde_norway::Deserializer::from_str(&text) {
         let v: serde_json::Value = serde::Deserialize::deserialize(doc)
             .map_err(|e| format!("{} is not YAML documents: {e}", path.display()))?;
-        if v.is_null() {
+        // Azure Service Operator's objects, which CAPZ's release adds and xcsp leaves out
+        // (`xcsp_kube::components`): its Deployment sorts before CAPZ's in the release file.
+        let name = v["metadata"]["name"].as_str().unwrap_or_default();
+        if v.is_null() || name.starts_with("azureserviceoperator-") {
             continue;
         }
         if provider.is_empty()

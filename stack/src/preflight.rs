@@ -41,7 +41,8 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
     };
     let mut problems = crd_owner_problems(model, s, &chosen);
     // The identities' default subject is xcsp's CAPZ when the spec names CAPZ's components.
-    if let (Source::Cluster(owner), Some(azure)) = (&chosen.azure, &model.cluster.cluster_api.azure) {
+    let auto = model.cluster.cluster_api.providers.value == xcsp_plans::spec::ProvidersMode::Auto;
+    if let (true, Source::Cluster(owner), Some(azure)) = (auto, &chosen.azure, &model.cluster.cluster_api.azure) {
         problems.push(
             Problem::error(
                 "xcsp::cluster_api::azure_components",
@@ -310,6 +311,29 @@ fn xcsp_capz(model: &Model) -> xcsp_kube::survey::Capz {
 fn crd_owner_problems(model: &Model, s: &Survey, chosen: &Chosen) -> Vec<Problem> {
     let api = &model.cluster.cluster_api;
     let mut out = Vec::new();
+    // Another stack's providers watch only that stack's namespace (and go with its destroy):
+    // one stack's install per cluster.
+    if let Some(other) = s
+        .capi_crds
+        .iter()
+        .find(|c| c.xcsp_stack.as_deref().is_some_and(|o| o != model.stack) && POOL_CRDS.contains(&c.name.as_str()))
+    {
+        let at = api.core.as_ref().or(api.azure.as_ref()).map(|p| p.components.span.clone());
+        let mut p = Problem::error(
+            "xcsp::cluster_api::other_stack",
+            format!(
+                "CRD {} is installed by {}: its managers watch only that stack's namespace, and its destroy removes them; xcsp installs Cluster API once per cluster",
+                other.name, other.owner
+            ),
+        )
+        .with_help("run this pool from that stack, or destroy it first");
+        p = match at {
+            Some(span) => p.label(&span, "this stack's providers"),
+            None => p.label(&model.cluster.span, "the cluster"),
+        };
+        out.push(p);
+        return out;
+    }
     for (source, provider, group_of) in
         [(&chosen.core, &api.core, "cluster.x-k8s.io"), (&chosen.azure, &api.azure, "infrastructure.cluster.x-k8s.io")]
     {

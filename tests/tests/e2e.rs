@@ -3243,7 +3243,7 @@ fn on_a_default_cluster_xcsp_brings_the_providers_and_the_pool_joins() {
         t.replacen(
             "\ncluster {",
             &format!(
-                "\ncluster {{\n  cluster_api {{\n    core_components = \"{}\"\n    azure_components = \"{}\"\n  }}",
+                "\ncluster {{\n  cluster_api {{\n    providers = \"xcsp\"\n    core_components = \"{}\"\n    azure_components = \"{}\"\n  }}",
                 components.join("core-components.yaml").display(),
                 components.join("infrastructure-components.yaml").display()
             ),

@@ -160,7 +160,7 @@ pub fn transform(docs: Vec<Json>, i: &Install, skip: &BTreeSet<String>) -> Vec<J
     // The Secret the manager mounts for its webhook server's certificate.
     let cert_secret = docs
         .iter()
-        .filter(|d| d["kind"] == "Deployment")
+        .filter(|d| d["kind"] == "Deployment" && !is_aso(d))
         .flat_map(|d| d["spec"]["template"]["spec"]["volumes"].as_array().cloned().unwrap_or_default())
         .find_map(|v| v["secret"]["secretName"].as_str().filter(|n| n.contains("webhook")).map(String::from));
     let mut crds = Vec::new();
@@ -271,7 +271,8 @@ fn manager(doc: &mut Json, i: &Install) {
 /// `machine-approver-capi` runs (openshift/cluster-machine-approver `manifests/04-deployment-capi.yaml`,
 /// `01-rbac.yaml`, `01-rbac-capi.yaml`), with `image` (the cluster's approver's), restricted to
 /// `watch_namespace` (`--machine-namespace`), without the host network and metrics proxy, and with
-/// its roles named for xcsp.
+/// its roles named for xcsp: OpenShift's rules but the Machine API's machines and the
+/// ClusterOperator (its status controller is off, as in `machine-approver-capi`).
 pub fn approver(i: &Install, image: &str) -> Vec<Json> {
     let meta = |name: &str, ns: Option<&str>| {
         let mut m = json!({"name": name, "labels": {STACK_TAG: i.stack}, "annotations": {ADDRESS_TAG: i.address}});
@@ -293,7 +294,14 @@ pub fn approver(i: &Install, image: &str) -> Vec<Json> {
             {"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
                 "resourceNames": ["kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"], "verbs": ["approve"]},
             {"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+            // Its controller watches ConfigMaps across the cluster (the CSR signer's CA in
+            // openshift-config-managed among them: `pkg/controller/controller.go`).
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["config.openshift.io"], "resources": ["networks"], "verbs": ["get"]},
+            {"apiGroups": ["network.openshift.io"], "resources": ["hostsubnets"], "verbs": ["get"]},
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
         ]}),
         json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": meta(&cluster_role, None),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role}, "subjects": subject}),
@@ -302,11 +310,6 @@ pub fn approver(i: &Install, image: &str) -> Vec<Json> {
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         ]}),
         json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": meta(account, Some(i.namespace)),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account}, "subjects": subject}),
-        json!({"apiVersion": rbac, "kind": "Role", "metadata": meta(account, Some("openshift-config-managed")), "rules": [
-            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["csr-controller-ca"], "verbs": ["get"]},
-        ]}),
-        json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": meta(account, Some("openshift-config-managed")),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account}, "subjects": subject}),
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
             "name": i.provider, "namespace": i.namespace,
@@ -364,9 +367,19 @@ pub fn observe(d: &Json) -> BTreeMap<&'static str, Json> {
             .unwrap_or_default()
             .to_string()
     };
-    let available = d["status"]["conditions"]
-        .as_array()
-        .is_some_and(|c| c.iter().any(|c| c["type"] == "Available" && c["status"] == "True"));
+    // Available as the Deployment's controller says it, for the template it was given: a
+    // rollout not observed yet, or whose new pod is not up, is not (one replica keeps the old pod
+    // Available while the new one fails).
+    let status = &d["status"];
+    let wanted = d["spec"]["replicas"].as_i64().unwrap_or(1);
+    let observed = status["observedGeneration"].as_i64().unwrap_or(0) >= meta["generation"].as_i64().unwrap_or(0);
+    let rolled = status["updatedReplicas"].as_i64().unwrap_or(0) >= wanted
+        && status["availableReplicas"].as_i64().unwrap_or(0) >= wanted;
+    let available = observed
+        && rolled
+        && status["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Available" && c["status"] == "True"));
     let mut out = BTreeMap::from([
         ("namespace", json!(meta["namespace"])),
         ("image", json!(image)),
@@ -406,8 +419,13 @@ fn xcsp_plans_version(image: &str) -> String {
 }
 
 /// Why a Deployment is not available, as its conditions say (the replica-set controller's
-/// `FailedCreate`, an admission refusal among them).
+/// `FailedCreate`, an admission refusal among them), or that its controller has not rolled the
+/// current template out yet.
 pub fn unavailable_because(d: &Json) -> String {
+    let status = &d["status"];
+    if status["observedGeneration"].as_i64().unwrap_or(0) < d["metadata"]["generation"].as_i64().unwrap_or(0) {
+        return "its controller has not observed the current template yet".into();
+    }
     let conditions = d["status"]["conditions"].as_array().cloned().unwrap_or_default();
     let failure = conditions.iter().find(|c| c["type"] == "ReplicaFailure" && c["status"] == "True");
     let available = conditions.iter().find(|c| c["type"] == "Available");
@@ -442,6 +460,57 @@ mod tests {
         let text = "a: ${EXP_ASO_API:=true}\nb: ${CAPZ_DIAGNOSTICS_ADDRESS:=:8443}\nc: ${X:-\"\"}\n";
         assert_eq!(envsubst(text, &vars).unwrap(), "a: false\nb: :8443\nc: \"\"\n");
         assert!(envsubst("${AZURE_SUBSCRIPTION_ID}", &vars).unwrap_err().contains("AZURE_SUBSCRIPTION_ID"));
+    }
+
+    #[test]
+    fn azure_service_operators_deployment_before_capzs_is_left_out() {
+        // `kustomize build config/default` sorts ASO's Deployment before CAPZ's.
+        let docs = documents(
+            r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: azureserviceoperator-controller-manager, namespace: capz-system}
+spec:
+  template:
+    spec:
+      containers: [{name: manager, image: mcr.microsoft.com/k8s/azureserviceoperator:v2.18.0}]
+      volumes: [{name: cert, secret: {secretName: webhook-server-cert}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: capz-webhook-service, namespace: capz-system}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: capz-controller-manager, namespace: capz-system}
+spec:
+  template:
+    spec:
+      containers: [{name: manager, image: registry.k8s.io/cluster-api-azure/cluster-api-azure-controller:v1.26.0}]
+      volumes: [{name: cert, secret: {secretName: capz-webhook-service-cert}}]
+"#,
+        )
+        .unwrap();
+        let out = transform(docs, &install(), &BTreeSet::new());
+        let deployments: Vec<&Json> = out.iter().filter(|o| o["kind"] == "Deployment").collect();
+        assert_eq!(deployments.len(), 1);
+        assert_eq!(deployments[0]["metadata"]["name"], "capz-controller-manager");
+        let service = out.iter().find(|o| o["kind"] == "Service").unwrap();
+        assert_eq!(service["metadata"]["annotations"][SERVING_CERT], "capz-webhook-service-cert");
+    }
+
+    #[test]
+    fn a_rollout_not_yet_observed_or_done_is_not_available() {
+        let d = |generation: i64, observed: i64, updated: i64| {
+            json!({"metadata": {"generation": generation}, "spec": {"replicas": 1, "template": {"spec": {"containers": [
+                {"name": "manager", "image": "x:v1"}]}}},
+                "status": {"observedGeneration": observed, "updatedReplicas": updated, "availableReplicas": 1,
+                    "conditions": [{"type": "Available", "status": "True"}]}})
+        };
+        assert_eq!(observe(&d(2, 2, 1))["available"], true);
+        assert_eq!(observe(&d(3, 2, 1))["available"], false);
+        assert!(unavailable_because(&d(3, 2, 1)).contains("not observed"));
+        assert_eq!(observe(&d(3, 3, 0))["available"], false);
     }
 
     #[test]

@@ -631,14 +631,7 @@ impl KubeProvider {
         let crd = Patch::Apply(&crd);
         self.retry(a, || crds.patch(cp::CRD, &params, &crd)).await?;
         // The API server serves the kind once the CRD is Established.
-        self.until_crd(a, "apply", |found| {
-            found.is_some_and(|c| {
-                c.data["status"]["conditions"]
-                    .as_array()
-                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
-            })
-        })
-        .await?;
+        self.until_crd(a, cp::CRD, "apply", established).await?;
         let roles: Api<DynamicObject> = Api::all_with(self.client.clone(), &cluster_roles());
         let role = cp::capi_role();
         let role = Patch::Apply(&role);
@@ -683,23 +676,23 @@ impl KubeProvider {
             absent_is_fine(self.retry(a, || crds.delete(cp::CRD, &params)).await)?;
             // The API server removes a CRD once its objects are gone (its `CustomResourceCleanup`
             // finalizer): the destroy ends when it has.
-            self.until_crd(a, "delete", |found| found.is_none()).await?;
+            self.until_crd(a, cp::CRD, "delete", |found| found.is_none()).await?;
         }
         Ok(())
     }
 
-    /// Reads the control plane's CRD until `done` holds of it (`None`: gone), within the
-    /// provider's timeout.
+    /// Reads CRD `name` until `done` holds of it (`None`: gone), within the provider's timeout.
     async fn until_crd(
         &self,
         a: &Address,
+        name: &str,
         operation: &'static str,
         done: impl Fn(Option<&DynamicObject>) -> bool,
     ) -> Result<(), ProviderError> {
         let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
         let deadline = Instant::now() + self.config.timeout;
         loop {
-            let found = self.retry(a, || crds.get_opt(crate::control_plane::CRD)).await?;
+            let found = self.retry(a, || crds.get_opt(name)).await?;
             if done(found.as_ref()) {
                 return Ok(());
             }
@@ -789,6 +782,15 @@ impl KubeProvider {
         }
         Ok(out)
     }
+}
+
+/// A CRD the API server serves: `Established` (its kinds answer once it is).
+fn established(found: Option<&DynamicObject>) -> bool {
+    found.is_some_and(|c| {
+        c.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
+    })
 }
 
 /// The kinds of a provider's objects that destroy removes, in order: the webhooks first (nothing
@@ -934,8 +936,6 @@ impl KubeProvider {
         };
         use crate::components as c;
         let path = r.str_or_empty("components");
-        let address = a.to_string();
-        let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
         let params = PatchParams::apply(FIELD_MANAGER).force();
         for o in &objects {
             let kind = o["kind"].as_str().unwrap_or_default();
@@ -952,28 +952,8 @@ impl KubeProvider {
             self.retry(a, || api.patch(&name, &params, &patch)).await?;
         }
         // Its kinds are served once each CRD is Established.
-        let deadline = Instant::now() + self.config.timeout;
         for o in objects.iter().filter(|o| o["kind"] == "CustomResourceDefinition") {
-            let name = o["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            loop {
-                let found = self.retry(a, || crds.get_opt(&name)).await?;
-                let established = found.is_some_and(|c| {
-                    c.data["status"]["conditions"]
-                        .as_array()
-                        .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
-                });
-                if established {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    return Err(ProviderError::Timeout {
-                        address: address.clone(),
-                        operation: "apply",
-                        timeout: self.config.timeout,
-                    });
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            self.until_crd(a, o["metadata"]["name"].as_str().unwrap_or_default(), "apply", established).await?;
         }
         let Some(d) = c::deployment(&objects) else {
             return Err(failed(a, "Components", format!("{path} holds no manager Deployment")));
@@ -1043,24 +1023,13 @@ impl KubeProvider {
             }
         }
         // The API server removes a CRD once its objects are gone.
-        let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
-        let deadline = Instant::now() + self.config.timeout;
-        loop {
-            let mut left = 0;
-            for name in &crds_left {
-                if self.retry(a, || crds.get_opt(name)).await?.is_some() {
-                    left += 1;
-                }
-            }
-            if left == 0 {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(ProviderError::Timeout { address, operation: "delete", timeout: self.config.timeout });
-            }
-            progress.waiting(a, &format!("waiting for {left} CRDs of the provider to be removed"));
-            tokio::time::sleep(Duration::from_millis(500)).await;
+        if !crds_left.is_empty() {
+            progress.waiting(a, &format!("waiting for the provider's {} CRDs to be removed", crds_left.len()));
         }
+        for name in &crds_left {
+            self.until_crd(a, name, "delete", |found| found.is_none()).await?;
+        }
+        Ok(())
     }
 
     /// The providers xcsp installed, each read from its manager Deployment.

@@ -152,6 +152,8 @@ struct Pod {
     renew_at: Instant,
     ready: bool,
     last_error: String,
+    /// The values of env vars taken from a Secret's or ConfigMap's key, read when the pod was made.
+    env_values: BTreeMap<String, String>,
 }
 
 impl Drop for Pod {
@@ -321,9 +323,13 @@ impl Runner {
             let ns = d["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
             let name = d["metadata"]["name"].as_str().unwrap_or_default().to_string();
             seen.insert((ns.clone(), name.clone()));
-            if d["metadata"].get("deletionTimestamp").is_some() || d["spec"]["replicas"].as_i64() == Some(0) {
+            if d["metadata"].get("deletionTimestamp").is_some() {
                 self.stop(&ns, &name);
-                self.write_status(d, None, 0, &[]).await?;
+                continue;
+            }
+            if d["spec"]["replicas"].as_i64() == Some(0) {
+                self.stop(&ns, &name);
+                self.write_scaled_down(d).await?;
                 continue;
             }
             // A namespace made since the list is allocated at the next pass.
@@ -421,8 +427,12 @@ impl Runner {
             {
                 pod.child = None;
                 pod.ready = false;
+                // The kubelet forgets the back-off of a container that ran long enough (twice its cap).
+                if now.duration_since(pod.started) > BACKOFF_CAP * 2 {
+                    pod.restarts = 0;
+                }
                 pod.restarts += 1;
-                let delay = BACKOFF.saturating_mul(1 << pod.restarts.min(5).saturating_sub(1)).min(BACKOFF_CAP);
+                let delay = BACKOFF.saturating_mul(1 << pod.restarts.min(6).saturating_sub(1)).min(BACKOFF_CAP);
                 pod.retry_at = Some(now + delay);
                 pod.last_error = format!("container exited with {status}: {}", last_errors(&pod.dir.join("log")));
             }
@@ -500,12 +510,27 @@ impl Runner {
                         tokens.push((account.clone(), audience, seconds, path));
                     }
                 }
+            } else if let Some(cm) = v["configMap"]["name"].as_str() {
+                let data = self.read_data("configmaps", ns, cm).await.map_err(|e| mount_failed(vname, e))?;
+                match data {
+                    Some(data) => {
+                        for (k, b64) in data.as_object().into_iter().flatten() {
+                            let bytes = base64::engine::general_purpose::STANDARD
+                                .decode(b64.as_str().unwrap_or_default())
+                                .unwrap_or_default();
+                            std::fs::write(target.join(k), bytes).map_err(|e| mount_failed(vname, e.to_string()))?;
+                        }
+                    }
+                    None if v["configMap"]["optional"].as_bool() == Some(true) => {}
+                    None => return Err(mount_failed(vname, format!("configmap \"{cm}\" not found"))),
+                }
             } else if v.get("emptyDir").is_none() {
                 return Err(mount_failed(vname, "a volume of a kind the world does not mount".into()));
             }
         }
         // The service account's own token, as the pod's in-cluster credentials.
         tokens.push((account, String::new(), 3600, dir.join("sa-token")));
+        let mut env_values = BTreeMap::new();
         for c in spec["containers"].as_array().into_iter().flatten() {
             for e in c["env"].as_array().into_iter().flatten() {
                 let from = &e["valueFrom"];
@@ -517,7 +542,15 @@ impl Runner {
                             .read_data(plural, ns, obj)
                             .await
                             .map_err(|m| Refusal { reason: "CreateContainerConfigError", message: m })?;
-                        let has = data.as_ref().is_some_and(|d| d.get(r["key"].as_str().unwrap_or_default()).is_some());
+                        let value = data.as_ref().and_then(|d| d.get(r["key"].as_str().unwrap_or_default())).cloned();
+                        let has = value.is_some();
+                        if let Some(v) = value.and_then(|v| v.as_str().map(String::from)) {
+                            let bytes = base64::engine::general_purpose::STANDARD.decode(v).unwrap_or_default();
+                            env_values.insert(
+                                e["name"].as_str().unwrap_or_default().to_string(),
+                                String::from_utf8_lossy(&bytes).into_owned(),
+                            );
+                        }
                         if !has && !optional {
                             return Err(Refusal {
                                 reason: "CreateContainerConfigError",
@@ -546,6 +579,7 @@ impl Runner {
             renew_at: Instant::now(),
             ready: false,
             last_error: String::new(),
+            env_values,
         };
         pod.renew_at = Instant::now();
         Ok(pod)
@@ -673,9 +707,8 @@ impl Runner {
             } else if let Some(p) = e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
                 field(p)
             } else {
-                // Secret and ConfigMap keys were checked at prepare; their values are not needed by
-                // the managers the world runs beyond being set.
-                String::new()
+                // A Secret's or ConfigMap's key, read when the pod was made.
+                pod.env_values.get(&key).cloned().unwrap_or_default()
             };
             env.push((key, value));
         }
@@ -803,6 +836,26 @@ impl Runner {
             }
         }
         names
+    }
+
+    /// The status of a Deployment scaled to zero: available (no replica is wanted), as its
+    /// controller writes it.
+    async fn write_scaled_down(&self, d: &Value) -> Result<(), String> {
+        let ns = d["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = d["metadata"]["name"].as_str().unwrap_or_default();
+        let status = json!({"observedGeneration": d["metadata"]["generation"], "replicas": 0, "updatedReplicas": 0,
+            "readyReplicas": 0, "availableReplicas": 0,
+            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                "message": "Deployment has minimum availability.", "lastTransitionTime": jiff_now(), "lastUpdateTime": jiff_now()}]});
+        if d["status"]["replicas"] == 0 && d["status"]["observedGeneration"] == d["metadata"]["generation"] {
+            return Ok(());
+        }
+        let kind = Kind::find(APPS, "v1", "deployments").expect("deployments served");
+        self.api(kind, ns)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status})))
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("writing the status of Deployment {ns}/{name}: {e}"))
     }
 
     /// The Deployment's status as its controller would write it for one replica.

@@ -838,6 +838,16 @@ impl Runner {
         names
     }
 
+    /// Writes Deployment `ns/name`'s status, as its controller does.
+    async fn patch_status(&self, ns: &str, name: &str, status: Value) -> Result<(), String> {
+        let kind = Kind::find(APPS, "v1", "deployments").expect("deployments served");
+        self.api(kind, ns)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status})))
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("writing the status of Deployment {ns}/{name}: {e}"))
+    }
+
     /// The status of a Deployment scaled to zero: available (no replica is wanted), as its
     /// controller writes it.
     async fn write_scaled_down(&self, d: &Value) -> Result<(), String> {
@@ -850,12 +860,7 @@ impl Runner {
         if d["status"]["replicas"] == 0 && d["status"]["observedGeneration"] == d["metadata"]["generation"] {
             return Ok(());
         }
-        let kind = Kind::find(APPS, "v1", "deployments").expect("deployments served");
-        self.api(kind, ns)
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status})))
-            .await
-            .map(|_| ())
-            .map_err(|e| format!("writing the status of Deployment {ns}/{name}: {e}"))
+        self.patch_status(ns, name, status).await
     }
 
     /// The Deployment's status as its controller would write it for one replica.
@@ -905,12 +910,7 @@ impl Runner {
         if strip(&d["status"]) == strip(&status) {
             return Ok(());
         }
-        let kind = Kind::find(APPS, "v1", "deployments").expect("deployments served");
-        self.api(kind, ns)
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status})))
-            .await
-            .map(|_| ())
-            .map_err(|e| format!("writing the status of Deployment {ns}/{name}: {e}"))
+        self.patch_status(ns, name, status).await
     }
 
     /// OpenShift's service CA: a serving certificate for each Service that asks for one

@@ -50,6 +50,8 @@ pub fn cluster_rules() -> Vec<Value> {
         rule(&["coordination.k8s.io"], &["leases"], &["get", "create", "delete"]),
         rule(&["rbac.authorization.k8s.io"], &["clusterroles", "clusterrolebindings"], &written),
         rule(&["machineconfiguration.openshift.io"], &["machineconfigs", "machineconfigpools"], &written),
+        // Each pool's RuntimeClass (its workloads' placement and outage tolerance).
+        rule(&["node.k8s.io"], &["runtimeclasses"], &written),
         rule(
             &["infrastructure.cluster.x-k8s.io"],
             &["azureclusteridentities", "azureclusters", "azuremachinetemplates"],

@@ -88,6 +88,7 @@ resource_types! {
     K8sMachineHealthCheck => "k8s_machine_health_check", Kubernetes;
     K8sMachineConfig => "k8s_machine_config", Kubernetes;
     K8sMachineConfigPool => "k8s_machine_config_pool", Kubernetes;
+    K8sRuntimeClass => "k8s_runtime_class", Kubernetes;
     K8sUserDataSecret => "k8s_user_data_secret", Kubernetes;
     K8sServiceAccount => "k8s_service_account", Kubernetes;
     K8sServiceAccountToken => "k8s_service_account_token", Kubernetes;
@@ -112,7 +113,15 @@ impl ResourceType {
     /// A Kubernetes object that lives in no namespace.
     pub fn cluster_scoped(self) -> bool {
         use ResourceType::*;
-        matches!(self, K8sNamespace | K8sMachineConfig | K8sMachineConfigPool | K8sClusterRole | K8sClusterRoleBinding)
+        matches!(
+            self,
+            K8sNamespace
+                | K8sMachineConfig
+                | K8sMachineConfigPool
+                | K8sRuntimeClass
+                | K8sClusterRole
+                | K8sClusterRoleBinding
+        )
     }
 
     /// What a write of this type waits for after its call, when it waits for anything that
@@ -197,6 +206,10 @@ impl ResourceType {
             K8sNamespace | K8sMachineConfig | K8sMachineConfigPool | K8sClusterRole | K8sClusterRoleBinding => {
                 &[("name", "a Kubernetes object's name is part of its identity")]
             }
+            K8sRuntimeClass => &[
+                ("name", "a Kubernetes object's name is part of its identity"),
+                ("handler", "a RuntimeClass's handler is immutable (node.k8s.io validation)"),
+            ],
             K8sUserDataSecret | K8sServiceAccount | K8sServiceAccountToken | K8sKubeconfigSecret => &[
                 ("namespace", "a Kubernetes object's namespace is part of its identity"),
                 ("name", "a Kubernetes object's name is part of its identity"),

@@ -95,6 +95,7 @@ pub const CLUSTER: BlockSpec = BlockSpec {
         opt("service_network", Ty::String),
         req("overlay_mtu", Ty::Number),
         opt("fips", Ty::Bool),
+        opt("ovn_ipsec", Ty::Bool),
         opt("kubeconfig", Ty::String),
         opt("kube_context", Ty::String),
         opt("kubernetes_objects", Ty::String),
@@ -213,6 +214,7 @@ pub const WORKER_POOL: BlockSpec = BlockSpec {
         opt("max_unhealthy", Ty::Number),
         opt("node_startup_timeout_seconds", Ty::Number),
         opt("unhealthy_timeout_seconds", Ty::Number),
+        opt("outage_tolerance_seconds", Ty::Number),
         opt("prevent_destroy", Ty::Bool),
     ],
     blocks: &[

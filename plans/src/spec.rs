@@ -81,6 +81,10 @@ pub struct Cluster {
     /// The cluster runs in FIPS mode (install-config `fips`): the pool's MachineConfig turns FIPS
     /// on, and the link's IPsec must keep to algorithms FIPS allows.
     pub fips: Sp<bool>,
+    /// OVN-Kubernetes encrypts traffic between nodes with IPsec (the network operator's
+    /// `ipsecConfig.mode: Full`): the link then lets IKE and ESP through, as the installer lets
+    /// them between the cluster's own nodes.
+    pub ovn_ipsec: Sp<bool>,
     /// The kubeconfig file of this cluster, as written (the cli expands `~` and looks it up).
     pub kubeconfig: Option<Sp<String>>,
     /// The kubeconfig context to use instead of its current one.
@@ -135,6 +139,12 @@ pub struct ProviderSource {
 /// `openshift-cluster-api`: OpenShift admits one Cluster there, its own (validate refuses it).
 pub fn pool_namespace(stack: &str, cluster: &Cluster) -> String {
     namespace_for(stack, cluster.namespace.as_ref().map(|n| n.value.as_str()))
+}
+
+/// A pool's role (`<namespace>-<pool>`): the name of its MachineConfigPool, of its RuntimeClass,
+/// and of the `node-role.kubernetes.io/<role>` label its Nodes carry.
+pub fn pool_role(stack: &str, cluster: &Cluster, pool: &str) -> String {
+    format!("{}-{pool}", pool_namespace(stack, cluster))
 }
 
 fn namespace_for(stack: &str, explicit: Option<&str>) -> String {
@@ -324,6 +334,9 @@ pub struct Pool {
     pub node_startup_timeout_seconds: Sp<i64>,
     /// How long a Node may be `Ready` `Unknown` or `False` before its machine counts as unhealthy.
     pub unhealthy_timeout_seconds: Sp<i64>,
+    /// How long the pool's workloads that use its RuntimeClass stay on a Node the control plane
+    /// cannot reach (a link outage) before they are evicted; others go after the cluster's 300 s.
+    pub outage_tolerance_seconds: Sp<i64>,
     pub prevent_destroy: bool,
     pub span: Span,
 }
@@ -337,6 +350,10 @@ pub const DEFAULT_NODE_STARTUP_TIMEOUT_SECONDS: i64 = 45 * 60;
 /// Long enough to ride out an IPsec rekey, a machine-config reboot of a 96-core VM and a short
 /// link outage; xcsp's earlier 300 s did not.
 pub const DEFAULT_UNHEALTHY_TIMEOUT_SECONDS: i64 = 15 * 60;
+/// How long a pool's workloads ride out an unreachable Node when the spec says nothing: an hour,
+/// twelve times the 300 s every Pod gets from the API server's `DefaultTolerationSeconds`
+/// admission plugin (`--default-unreachable-toleration-seconds`).
+pub const DEFAULT_OUTAGE_TOLERANCE_SECONDS: i64 = 60 * 60;
 
 /// The health check's `maxUnhealthy` when the spec sets none: 40% of the pool's machines, at least
 /// one. CAPI's default is 100% (cluster-api `internal/controllers/machinehealthcheck`

@@ -108,8 +108,10 @@ pub fn connection_bgp_addresses(inside: &[Ipv4Net], t: Tunnel) -> Vec<String> {
     (0..CONNECTIONS).map(|c| azure_inside_address(&inside[Tunnel::of(c, t.number).index])).collect()
 }
 
-/// A port range the link opens: (protocol, from, to, what).
-pub type Port = (&'static str, u16, u16, &'static str);
+/// A port range the link opens: (protocol, from, to, what). The protocol is `tcp`, `udp`,
+/// `icmp` (then from and to are the ICMP type and code, as EC2 takes them) or `esp` (no ports:
+/// -1, -1).
+pub type Port = (&'static str, i32, i32, &'static str);
 
 /// Worker ports the cluster side must reach on Azure nodes, and Azure nodes on the cluster:
 /// (protocol, from, to, what) from OpenShift's network port matrix.
@@ -122,17 +124,50 @@ pub const WORKER_PORTS: &[Port] = &[
     ("udp", 30000, 32767, "NodePorts"),
 ];
 
+/// ICMP destination unreachable, fragmentation needed (type 3, code 4): path MTU discovery
+/// through the tunnels, which AWS asks customer gateways' networks to let through (AWS
+/// Site-to-Site VPN User Guide, "Best practices for your customer gateway device": allow ICMP
+/// "fragmentation needed" messages), and which neither gateway replaces by clamping TCP's MSS for
+/// the pods' packets. Every link opens it.
+pub const PATH_MTU: Port = ("icmp", 3, 4, "path MTU discovery (ICMP fragmentation needed)");
+
+/// What OVN-Kubernetes's IPsec between nodes (`ipsecConfig.mode: Full`) sends between every two
+/// nodes: IKE, its NAT traversal, and ESP carrying the Geneve packets. The installer opens the
+/// same between the cluster's own nodes (openshift/installer `pkg/asset/manifests/aws/cluster.go`,
+/// `CNIIngressRules`: "Port 500 (UDP) for IKE", "Port 4500 (UDP) for IKE NAT", "ESP").
+pub const IPSEC_PORTS: &[Port] = &[
+    ("udp", 500, 500, "IKE (OVN IPsec)"),
+    ("udp", 4500, 4500, "IKE NAT traversal (OVN IPsec)"),
+    ("esp", -1, -1, "ESP (OVN IPsec)"),
+];
+
 /// What Azure workers must reach on the cluster side, beyond the worker ports.
 pub const CONTROL_PLANE_PORTS: &[Port] =
     &[("tcp", 6443, 6443, "Kubernetes API"), ("tcp", 22623, 22623, "machine-config server")];
 
+/// The ports between the pool's nodes and the cluster's, both ways: the worker ports, path MTU
+/// discovery and, when the cluster runs OVN IPsec, IKE and ESP.
+pub fn node_ports(ovn_ipsec: bool) -> Vec<&'static Port> {
+    let ipsec: &[Port] = if ovn_ipsec { IPSEC_PORTS } else { &[] };
+    WORKER_PORTS.iter().chain(std::iter::once(&PATH_MTU)).chain(ipsec).collect()
+}
+
 /// The port ranges a link opens to its Azure network on the cluster's AWS security groups, one
 /// inbound rule each, in a canonical order (ports, then protocol): refresh reads the rules back
 /// in it.
-pub fn aws_ingress_ports() -> Vec<&'static Port> {
-    let mut ports: Vec<&Port> = CONTROL_PLANE_PORTS.iter().chain(WORKER_PORTS).collect();
-    ports.sort_by_key(|(proto, from, to, _)| (*from, *to, *proto));
+pub fn aws_ingress_ports(ovn_ipsec: bool) -> Vec<&'static Port> {
+    let mut ports: Vec<&Port> = CONTROL_PLANE_PORTS.iter().chain(node_ports(ovn_ipsec)).collect();
+    ports.sort_by_key(|(proto, from, to, _)| (*from, *to, aws_protocol(*proto)));
     ports
+}
+
+/// A protocol as EC2 names it: by name for TCP, UDP and ICMP, by number for the others (ESP is
+/// 50; EC2 API Reference, `IpPermission.IpProtocol`).
+pub fn aws_protocol(protocol: &str) -> &str {
+    match protocol {
+        "esp" => "50",
+        other => other,
+    }
 }
 
 /// The node name of the stack's one resource group.
@@ -243,10 +278,15 @@ mod tests {
 
     #[test]
     fn ingress_ports_are_every_port_once_in_canonical_order() {
-        let ports = aws_ingress_ports();
-        assert_eq!(ports.len(), WORKER_PORTS.len() + CONTROL_PLANE_PORTS.len());
-        assert_eq!(ports.first().map(|p| p.1), Some(6081));
-        assert!(ports.windows(2).all(|w| (w[0].1, w[0].2, w[0].0) < (w[1].1, w[1].2, w[1].0)));
+        let ports = aws_ingress_ports(false);
+        assert_eq!(ports.len(), WORKER_PORTS.len() + CONTROL_PLANE_PORTS.len() + 1);
+        assert_eq!(ports.first().map(|p| p.0), Some("icmp"));
+        let key = |p: &Port| (p.1, p.2, aws_protocol(p.0).to_string());
+        assert!(ports.windows(2).all(|w| key(w[0]) < key(w[1])));
+        let ipsec = aws_ingress_ports(true);
+        assert_eq!(ipsec.len(), ports.len() + IPSEC_PORTS.len());
+        assert_eq!(ipsec.first().map(|p| p.0), Some("esp"), "ESP has no ports (-1) and comes first");
+        assert!(ipsec.windows(2).all(|w| key(w[0]) < key(w[1])));
     }
 
     #[test]

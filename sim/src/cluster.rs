@@ -79,10 +79,23 @@ pub struct Timing {
 }
 
 impl Timing {
+    /// kube-apiserver `--default-unreachable-toleration-seconds` and
+    /// `--default-not-ready-toleration-seconds` (300 upstream, which OpenShift keeps): what the
+    /// `DefaultTolerationSeconds` admission plugin gives every Pod that names no toleration of its
+    /// own for those taints. Scaled with the node monitor's grace, the ratio of upstream's
+    /// defaults kept (300 s to 50 s), so an outage that outlasts it here outlasts it there.
+    pub fn default_toleration(&self) -> Duration {
+        self.node_monitor_grace * 6
+    }
+
     /// The flags as the world gave them, in seconds, for `GET /_sim/timing`: what a test derives
     /// its deadlines from instead of guessing them.
     pub fn to_json(&self) -> serde_json::Value {
         json!({
+            "kube_apiserver": {
+                "default_unreachable_toleration_seconds": self.default_toleration().as_secs().max(1),
+                "default_not_ready_toleration_seconds": self.default_toleration().as_secs().max(1),
+            },
             "kube_controller_manager": {
                 "node_monitor_grace_period": self.node_monitor_grace.as_secs().max(1),
                 "node_monitor_period": self.node_monitor_period.as_secs().max(1),
@@ -463,6 +476,14 @@ impl UpstreamCluster {
                 "--authorization-mode=Node,RBAC".into(),
                 // The default admission chain plus what a cluster's installer adds.
                 "--enable-admission-plugins=NodeRestriction".into(),
+                format!(
+                    "--default-unreachable-toleration-seconds={}",
+                    config.timing.default_toleration().as_secs().max(1)
+                ),
+                format!(
+                    "--default-not-ready-toleration-seconds={}",
+                    config.timing.default_toleration().as_secs().max(1)
+                ),
                 format!("--service-account-issuer={issuer}"),
                 format!("--service-account-key-file={}", sa_pub.display()),
                 format!("--service-account-signing-key-file={}", sa_key.display()),
@@ -903,6 +924,7 @@ const OPENSHIFT_CRDS: &[&str] = &[
     "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_featuregates.crd.yaml",
     "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_infrastructures-Default.crd.yaml",
     "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_networks-Default.crd.yaml",
+    "operator/v1/zz_generated.crd-manifests/0000_70_network_01_networks-Default.crd.yaml",
     "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_authentications-Default.crd.yaml",
     "config/v1/zz_generated.crd-manifests/0000_03_config-operator_01_proxies.crd.yaml",
     "config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_imagedigestmirrorsets.crd.yaml",

@@ -65,6 +65,22 @@ struct Args {
     /// the installer's `99-master-fips` and `99-worker-fips` MachineConfigs).
     #[arg(long, requires = "openshift")]
     fips: bool,
+    /// With --openshift: OVN-Kubernetes runs IPsec between nodes (`ipsecConfig.mode: Full`).
+    #[arg(long, requires = "openshift")]
+    ovn_ipsec: bool,
+    /// With --openshift: a worker chrony MachineConfig (`99-worker-chrony`) naming this time
+    /// server; repeatable (AWS's is 169.254.169.123).
+    #[arg(long, value_name = "ADDRESS", requires = "openshift")]
+    worker_time_server: Vec<String>,
+    /// With --openshift: the cluster hosts its own load balancers' DNS (`dnsType: ClusterHosted`),
+    /// so the machine-config operator enables `aws-update-dns.service`.
+    #[arg(long, requires = "openshift")]
+    cluster_hosted_dns: bool,
+    /// With --openshift: the cluster's three control-plane Nodes on AWS, Ready throughout, so a
+    /// link outage disrupts the pool's zone only (as on a real cluster) and the node lifecycle
+    /// controller taints and evicts.
+    #[arg(long, requires = "openshift")]
+    control_plane_nodes: bool,
     /// With --openshift: a cluster-wide proxy, `HTTPS_URL[;NO_PROXY]` (its `Proxy` object's
     /// `httpsProxy` and `noProxy`).
     #[arg(long, value_name = "URL[;NO_PROXY]", requires = "openshift")]
@@ -139,6 +155,10 @@ fn main() {
             cluster_network_mtu: args.cluster_network_mtu,
             capz_authority_host: args.capz_authority_host.clone(),
             fips: args.fips,
+            ovn_ipsec: args.ovn_ipsec,
+            worker_time_servers: args.worker_time_server.clone(),
+            cluster_hosted_dns: args.cluster_hosted_dns,
+            control_plane_nodes: args.control_plane_nodes,
             proxy: args.proxy.as_ref().map(|p| {
                 let (url, no) = p.split_once(';').unwrap_or((p, ""));
                 xcsp_sim::world::ClusterProxy { https_proxy: url.into(), no_proxy: no.into() }

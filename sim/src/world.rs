@@ -249,6 +249,27 @@ pub struct OpenShift {
     /// `99-worker-fips` MachineConfigs ask for it.
     #[serde(default)]
     pub fips: bool,
+    /// OVN-Kubernetes encrypts traffic between nodes with IPsec (the network operator's
+    /// `ipsecConfig.mode: Full`): between two nodes, the overlay is IKE and ESP.
+    #[serde(default)]
+    pub ovn_ipsec: bool,
+    /// The time servers of the cluster's worker chrony MachineConfig (`99-worker-chrony`, as
+    /// OpenShift documents configuring chrony), which every worker pool inherits; empty: none, the
+    /// OS keeps its platform's clock.
+    #[serde(default)]
+    pub worker_time_servers: Vec<String>,
+    /// The cluster hosts its own DNS for the load balancers (`Infrastructure`
+    /// `status.platformStatus.aws.cloudLoadBalancerConfig.dnsType: ClusterHosted`): the machine-config
+    /// operator enables `aws-update-dns.service` on every node.
+    #[serde(default)]
+    pub cluster_hosted_dns: bool,
+    /// The cluster's own control-plane Nodes on AWS (three, one per zone, tainted as OpenShift
+    /// taints its masters), whose kubelets keep posting through any cut of the link. Without them
+    /// every Node of the world is the pool's, and a link outage makes the node lifecycle
+    /// controller assume its own disconnection and evict nothing ("master disruption mode"),
+    /// which no real cluster with healthy AWS nodes does.
+    #[serde(default)]
+    pub control_plane_nodes: bool,
     /// The cluster's image mirrors, as one ImageDigestMirrorSet (`image-mirrors`) holds them.
     #[serde(default)]
     pub mirrors: Vec<ImageMirror>,

@@ -191,7 +191,7 @@ pub fn health(model: &Model, state: &State) -> Health {
             };
             Named {
                 name: name.to_string(),
-                conditions: vec![established, latency, dns(state, name), rules(state, name)],
+                conditions: vec![established, latency, dns(state, name), rules(model, state, name)],
             }
         })
         .collect();
@@ -438,36 +438,113 @@ fn dns(state: &State, link: &str) -> Condition {
 }
 
 /// `SecurityGroupRulesInPlace`: every port range the link opens is in every security group of
-/// the cluster, as refresh read them member by member (`rules` holds those present in all).
-fn rules(state: &State, link: &str) -> Condition {
-    let wanted = topology::aws_ingress_ports().len();
-    let found =
-        recorded(state, ResourceType::AwsSecurityGroupIngress, link).map(|(_, r)| match r.attributes.get("rules") {
-            Some(Value::List(l)) => l.len(),
-            _ => 0,
-        });
-    match found {
-        Some(n) if n >= wanted => Condition {
-            kind: "SecurityGroupRulesInPlace",
-            status: "True",
-            reason: "AllRules".into(),
-            message: format!("the link's {wanted} port ranges are open in every security group of the cluster"),
-        },
-        Some(n) => Condition {
-            kind: "SecurityGroupRulesInPlace",
-            status: "False",
-            reason: "RulesMissing".into(),
-            message: format!(
-                "{n} of the link's {wanted} port ranges are open in every security group of the cluster: `xcsp plan` shows the missing ones, `xcsp apply` adds them"
-            ),
-        },
-        None => Condition {
+/// the cluster, as refresh read them member by member (`rules` holds those present in all). The
+/// ranges are the spec's (with OVN IPsec, IKE and ESP too); a missing one is named, since a rule
+/// gone leaves the Nodes Ready while what it carried is dropped (ESP: every pod packet between a
+/// pool node and a cluster node).
+fn rules(model: &Model, state: &State, link: &str) -> Condition {
+    let wanted = topology::aws_ingress_ports(model.cluster.ovn_ipsec.value);
+    let Some((_, r)) = recorded(state, ResourceType::AwsSecurityGroupIngress, link) else {
+        return Condition {
             kind: "SecurityGroupRulesInPlace",
             status: "False",
             reason: "NotCreated".into(),
             message: "no security-group rules are recorded for the link: run `xcsp apply`".into(),
-        },
+        };
+    };
+    let found: Vec<(String, i64, i64)> = match r.attributes.get("rules") {
+        Some(Value::List(l)) => l
+            .iter()
+            .filter_map(Value::as_map)
+            .map(|m| {
+                let n = |k: &str| m.get(k).and_then(Value::as_i64).unwrap_or_default();
+                (
+                    m.get("protocol").and_then(Value::as_str).unwrap_or_default().to_string(),
+                    n("from_port"),
+                    n("to_port"),
+                )
+            })
+            .collect(),
+        _ => vec![],
+    };
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|(proto, from, to, _)| {
+            !found
+                .iter()
+                .any(|f| f.0 == topology::aws_protocol(proto) && f.1 == i64::from(*from) && f.2 == i64::from(*to))
+        })
+        .map(|(proto, from, to, what)| match *proto {
+            "esp" => format!("{what}: protocol 50"),
+            "icmp" => format!("{what}: ICMP type {from} code {to}"),
+            _ if from == to => format!("{what}: {} {from}", proto.to_uppercase()),
+            _ => format!("{what}: {} {from}-{to}", proto.to_uppercase()),
+        })
+        .collect();
+    if missing.is_empty() {
+        return Condition {
+            kind: "SecurityGroupRulesInPlace",
+            status: "True",
+            reason: "AllRules".into(),
+            message: format!("the link's {} port ranges are open in every security group of the cluster", wanted.len()),
+        };
     }
+    Condition {
+        kind: "SecurityGroupRulesInPlace",
+        status: "False",
+        reason: "RulesMissing".into(),
+        message: format!(
+            "not open in every security group of the cluster: {}; `xcsp plan` shows them, `xcsp apply` adds them",
+            missing.join(", ")
+        ),
+    }
+}
+
+/// `RideOutLinkOutage`: whether the Pods on the pool's Nodes stay there through a link outage of
+/// the pool's `outage_tolerance_seconds`. A Pod that tolerates an unreachable Node only for the API
+/// server's default 300 s is evicted after a five-minute outage while its VM runs on; the pool's
+/// RuntimeClass gives it the pool's tolerance.
+pub fn outage(model: &Model, exposed: &[(String, i64)]) -> Named {
+    let classes: Vec<String> = model
+        .pools
+        .iter()
+        .map(|p| {
+            format!(
+                "{} ({} s)",
+                xcsp_plans::spec::pool_role(&model.stack, &model.cluster, &p.name.value),
+                p.outage_tolerance_seconds.value
+            )
+        })
+        .collect();
+    let condition = if exposed.is_empty() {
+        Condition {
+            kind: "RideOutLinkOutage",
+            status: "True",
+            reason: "PoolTolerations".into(),
+            message:
+                "every Pod on the pool's Nodes tolerates an unreachable Node as long as the pool's RuntimeClass does"
+                    .into(),
+        }
+    } else {
+        let shown: Vec<String> = exposed
+            .iter()
+            .take(5)
+            .map(|(p, s)| if *s == 0 { format!("{p} (none)") } else { format!("{p} ({s} s)") })
+            .collect();
+        Condition {
+            kind: "RideOutLinkOutage",
+            status: "False",
+            reason: "ShortTolerations".into(),
+            message: format!(
+                "{} Pods on the pool's Nodes are evicted by a link outage longer than their toleration of an unreachable Node: {}{}; set runtimeClassName to the pool's RuntimeClass, {}",
+                exposed.len(),
+                shown.join(", "),
+                if exposed.len() > 5 { ", ..." } else { "" },
+                classes.join(", ")
+            ),
+        }
+    };
+    Named { name: "Pods on the pool's Nodes".into(), conditions: vec![condition] }
 }
 
 /// The EBS CSI driver's node Pods on the pool's Nodes and the `storage` ClusterOperator: a side

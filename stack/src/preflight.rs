@@ -135,6 +135,7 @@ fn check_with(model: &Model, s: &Survey, chosen: &Chosen) -> Vec<Problem> {
     }
     if let Some(mtu) = s.cluster_network_mtu {
         problems.extend(mtu_problem(model, mtu, s.ovn_ipsec).map(|p| with_severity(stop, p)));
+        problems.extend(ipsec_problem(model, s.ovn_ipsec).map(|p| with_severity(stop, p)));
     }
     if let Some(fips) = s.fips {
         problems.extend(fips_problem(model, fips).map(|p| with_severity(stop, p)));
@@ -437,6 +438,33 @@ fn authority_problem(model: &Model, capz: &xcsp_kube::survey::Capz) -> Option<Pr
             ns = capz.namespace,
             dep = capz.deployment
         )),
+    )
+}
+
+/// The spec's `ovn_ipsec` against the network operator's `ipsecConfig.mode`: with IPsec between
+/// nodes and the link closed to IKE and ESP, the pool's Nodes are Ready while every pod packet
+/// between them and the cluster's nodes is dropped; the other way round the link opens what
+/// nothing uses.
+fn ipsec_problem(model: &Model, cluster_ipsec: bool) -> Option<Problem> {
+    let spec = &model.cluster.ovn_ipsec;
+    if spec.value == cluster_ipsec {
+        return None;
+    }
+    let (message, help) = if cluster_ipsec {
+        (
+            "OVN-Kubernetes encrypts traffic between the cluster's nodes with IPsec (the network operator's Network cluster: ipsecConfig.mode Full); the spec's cluster says nothing of it",
+            "set ovn_ipsec = true in the cluster block: the link then lets IKE (UDP 500, 4500) and ESP through to the pool's nodes, without which their pods cannot reach the cluster's",
+        )
+    } else {
+        (
+            "the spec's cluster says ovn_ipsec = true, but the network operator's Network cluster does not run IPsec between nodes (ipsecConfig.mode is not Full)",
+            "remove ovn_ipsec = true, or turn IPsec on in the cluster first (oc patch networks.operator.openshift.io cluster)",
+        )
+    };
+    Some(
+        Problem::error("xcsp::cluster::ovn_ipsec", message)
+            .label(&spec.span, "the spec's IPsec between nodes")
+            .with_help(help),
     )
 }
 
@@ -809,9 +837,23 @@ pub fn describe(s: &Survey) -> String {
     if let Some(mtu) = s.cluster_network_mtu {
         let ipsec = if s.ovn_ipsec { ", IPsec between nodes" } else { "" };
         out += &format!("Network MTU:  {mtu} (Network cluster{ipsec})\n");
+        out += &format!(
+            "OVN IPsec:    {} (networks.operator.openshift.io cluster, ipsecConfig.mode)\n",
+            if s.ovn_ipsec { "Full: the link lets IKE and ESP through" } else { "not between nodes" }
+        );
     }
     if let Some(fips) = s.fips {
         out += &format!("FIPS:         {} (install-config)\n", if fips { "on" } else { "off" });
+    }
+    let w = &s.worker_configs;
+    if !w.aws_units.is_empty() {
+        out += &format!("AWS units:    {} (worker MachineConfigs): the pool masks them\n", w.aws_units.join(", "));
+    }
+    for (mc, sources) in &w.chrony {
+        out += &format!(
+            "Time:         {mc} names {}: the pool keeps the Azure host's clock instead (its own /etc/chrony.conf)\n",
+            if sources.is_empty() { "no source".to_string() } else { sources.join(", ") }
+        );
     }
     if let Some((https, no_proxy)) = &s.proxy {
         out += &format!("Proxy:        {https}, noProxy {}\n", no_proxy.join(","));
@@ -872,6 +914,7 @@ mod tests {
             cluster_network_mtu: Some(1300),
             ovn_ipsec: false,
             fips: Some(true),
+            worker_configs: Default::default(),
             proxy: None,
             mirrors: vec![],
             ebs_csi_node: false,
@@ -1062,6 +1105,25 @@ mod tests {
         let problems = check(&plain, &s);
         assert_eq!(problems.iter().map(|p| p.code).collect::<Vec<_>>(), ["xcsp::cluster::fips"]);
         assert!(problems[0].help.as_deref().unwrap_or_default().contains("fips = true"), "{:?}", problems[0].help);
+    }
+
+    #[test]
+    fn the_spec_follows_the_clusters_ipsec_between_nodes() {
+        let model = il5();
+        let mut s = survey(&["v1beta1"], &["v1beta1"]);
+        s.cluster_network_mtu = Some(model.cluster.overlay_mtu.value);
+        assert!(check(&model, &s).is_empty(), "{:?}", check(&model, &s));
+        s.ovn_ipsec = true;
+        s.cluster_network_mtu = Some(model.cluster.overlay_mtu.value - 46);
+        let problems = check(&model, &s);
+        let ipsec: Vec<_> = problems.iter().filter(|p| p.code == "xcsp::cluster::ovn_ipsec").collect();
+        assert_eq!(ipsec.len(), 1, "{problems:?}");
+        assert!(ipsec[0].is_error() && ipsec[0].help.as_deref().unwrap_or_default().contains("ovn_ipsec = true"));
+        let mut with = model.clone();
+        with.cluster.ovn_ipsec.value = true;
+        assert!(check(&with, &s).iter().all(|p| p.code != "xcsp::cluster::ovn_ipsec"), "{:?}", check(&with, &s));
+        s.ovn_ipsec = false;
+        assert!(check(&with, &s).iter().any(|p| p.code == "xcsp::cluster::ovn_ipsec"));
     }
 
     #[test]

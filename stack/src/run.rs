@@ -512,6 +512,12 @@ pub async fn health_of(s: &Stack, state: &State) -> crate::health::Health {
                 Ok(None) => {}
                 Err(e) => s.say.warn(format_args!("cannot read the EBS CSI driver: {e}")),
             }
+            let tolerance = l.model.pools.iter().map(|p| p.outage_tolerance_seconds.value).min().unwrap_or_default();
+            match xcsp_kube::pool::outage_exposed(&found.client_config(), &nodes, tolerance - 1).await {
+                Ok(exposed) if !nodes.is_empty() => health.cluster.push(crate::health::outage(&l.model, &exposed)),
+                Ok(_) => {}
+                Err(e) => s.say.warn(format_args!("cannot read the Pods on the pool's Nodes: {e}")),
+            }
         }
         // The federated credentials against the token CAPZ presents (plan checked the spec's
         // values, unless it ran `--offline`; this reads what Azure holds now).

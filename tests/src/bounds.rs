@@ -97,6 +97,23 @@ impl Timing {
         ])
     }
 
+    /// A Pod that tolerates an unreachable Node only for the API server's default seconds being
+    /// evicted once its Node's kubelet stops posting: the Node turns `Unknown` and is tainted
+    /// `unreachable:NoExecute` ([`Timing::node_unknown`]), then the taint eviction controller
+    /// deletes the Pod when its toleration runs out (kubernetes
+    /// `pkg/controller/tainteviction/taint_eviction.go`), on the taint's event.
+    pub fn default_eviction(&self) -> Bound {
+        self.node_unknown().then(&Bound::of(&[self.term(
+            "kube_apiserver.default_unreachable_toleration_seconds",
+            "the default toleration DefaultTolerationSeconds gives every Pod",
+        )]))
+    }
+
+    /// The default toleration's seconds (`--default-unreachable-toleration-seconds`).
+    pub fn default_toleration_secs(&self) -> f64 {
+        self.secs("kube_apiserver.default_unreachable_toleration_seconds")
+    }
+
     /// A Node's Ready back to `True` once its kubelet reaches the API again: the kubelet's next
     /// status post (the world's stand-in kubelet posts once a pass).
     pub fn node_ready_again(&self) -> Bound {

@@ -55,6 +55,7 @@ impl Clouds {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         let default_set = extra.windows(2).any(|w| w == ["--feature-set", "Default"]);
+        let mtu_given = extra.contains(&"--cluster-network-mtu");
         let mut child = Command::new(bin("xcsp-sim"))
             // The IL5 cluster's network on AWS, and its API an OpenShift one with CAPZ installed as
             // the seed proposes: OpenShift's admission sees every object xcsp applies.
@@ -64,7 +65,7 @@ impl Clouds {
             .args(if default_set { &[][..] } else { &["--capz"][..] })
             // Its MTU migrated to what the link carries (the example's overlay_mtu): as installed,
             // 8901, the pool is refused (tests/tests/preflight.rs).
-            .args(["--cluster-network-mtu", "1300"])
+            .args(if mtu_given { &[][..] } else { &["--cluster-network-mtu", "1300"][..] })
             // The IL5 tenant is Azure Government's: its owner pointed CAPZ at that authority (as
             // installed, CAPZ asks the public one and the pool is refused, tests/tests/preflight.rs).
             .args(if default_set {
@@ -2214,7 +2215,7 @@ fn a_revoked_rule_a_table_without_propagation_and_a_failed_gateway_are_drift_tha
     let gateway = r["azure_virtual_network_gateway.link"]["id"].as_str().unwrap();
     let marked = |clouds: &Clouds| clouds.marked_rules("il5-gpu", "aws_security_group_ingress.link");
     let complete = marked(&clouds);
-    assert!(complete >= 16, "8 rules in each cluster group: {complete}");
+    assert!(complete >= 18, "9 rules in each cluster group: {complete}");
 
     clouds.revoke_machine_config_rule(group);
     assert_eq!(marked(&clouds), complete - 1);
@@ -3346,4 +3347,194 @@ fn on_a_default_cluster_xcsp_brings_the_providers_and_the_pool_joins() {
         let found = clouds.kubectl(&["get", kind, "-A", "-l", "xcsp.io/stack"]);
         assert_eq!(found["items"].as_array().unwrap().len(), 0, "no {kind} of xcsp's is left: {found}");
     }
+}
+
+/// A cluster running OVN IPsec between nodes, hosting its own DNS and keeping its workers' time
+/// from AWS (a worker chrony config naming 169.254.169.123): what an IL5 owner's cluster often
+/// is. On it the pool joins only because its config masks `aws-update-dns.service` (which would
+/// make AWS's unreachable resolver the node's) and keeps the Azure host's clock; pod traffic to the
+/// cluster's nodes passes only because the link lets IKE and ESP through; a rule revoked by hand
+/// leaves the Nodes Ready and every pod packet dropped, and `xcsp status` names it. Then the link
+/// is cut for longer than the API server's default toleration: a Pod that names the pool's
+/// RuntimeClass stays, one that does not is evicted.
+#[test]
+fn on_an_ipsec_cluster_pod_traffic_crosses_the_link_and_pool_work_rides_out_an_outage() {
+    let clouds = Clouds::start_with(&[
+        "--upstream",
+        "--api-host",
+        "api-int.il5.example.mil",
+        "--ovn-ipsec",
+        "--cluster-hosted-dns",
+        "--worker-time-server",
+        "169.254.169.123",
+        // IPsec's 46 bytes more per packet: the cluster's MTU migrated to what the tunnels carry.
+        "--cluster-network-mtu",
+        "1254",
+        // The cluster's own Nodes on AWS, which keep posting through the outage: without them the
+        // node lifecycle controller takes a cut link for its own disconnection and evicts nothing.
+        "--control-plane-nodes",
+    ]);
+    let timing = clouds.timing();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    // The pool's work tolerates three times the cluster's default (scaled as the world scales it).
+    let tolerance = (timing.default_toleration_secs() * 3.0) as i64;
+    let spec = il5_copy(dir.path(), |t| {
+        t.replacen("\ncluster {", "\ncluster {\n  ovn_ipsec = true", 1)
+            .replacen("overlay_mtu         = 1300", "overlay_mtu         = 1254", 1)
+            .replacen(
+                "  machine_health_check = true",
+                &format!("  machine_health_check = true\n  outage_tolerance_seconds = {tolerance}"),
+                1,
+            )
+    });
+    let plan = ok(&clouds.xcsp(state).args(["plan"]).arg(&spec).output().unwrap());
+    assert!(plan.contains("ESP (OVN IPsec)") && plan.contains("IKE (OVN IPsec)"), "{plan}");
+    assert!(plan.contains("k8s_runtime_class.gpu"), "{plan}");
+    let preflight = ok(&clouds.xcsp(state).args(["preflight"]).arg(&spec).output().unwrap());
+    assert!(preflight.contains("OVN IPsec:    Full"), "{preflight}");
+    assert!(preflight.contains("99-worker-chrony names 169.254.169.123"), "{preflight}");
+    assert!(preflight.contains("aws-update-dns.service"), "{preflight}");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
+
+    // Joined: each machine's clock is the Azure host's and its pods reach the cluster's nodes.
+    let machines = clouds.get("/_sim/machines")["machines"].as_array().unwrap().clone();
+    assert_eq!(machines.len(), 2, "{machines:?}");
+    for m in &machines {
+        assert_eq!(m["held_at"], "joined", "{m}");
+        assert_eq!(m["pod_network"]["passes"], true, "{m}");
+        assert_eq!(m["time_source"]["synchronized"], true, "{m}");
+        assert!(m["time_source"]["source"].as_str().unwrap().contains("ptp_hyperv"), "{m}");
+    }
+
+    // ESP revoked from the worker nodes' group by hand: the Nodes stay Ready, the pods' packets
+    // are dropped, and status names the rule.
+    let groups = clouds.ec2_with(
+        "DescribeSecurityGroups",
+        &[("Filter.1.Name", "group-name"), ("Filter.1.Value.1", "il5-gpu-x7k2p-node")],
+    );
+    let node_group = groups.split("<groupId>").nth(1).and_then(|r| r.split('<').next()).unwrap().to_string();
+    let revoked = clouds.ec2_with(
+        "RevokeSecurityGroupIngress",
+        &[
+            ("GroupId", &node_group),
+            ("IpPermissions.1.IpProtocol", "50"),
+            ("IpPermissions.1.FromPort", "-1"),
+            ("IpPermissions.1.ToPort", "-1"),
+            ("IpPermissions.1.IpRanges.1.CidrIp", "10.200.0.0/16"),
+        ],
+    );
+    assert!(revoked.contains("true"), "{revoked}");
+    let pass = Bound::on_event("the world's stand-ins");
+    let deadline = pass.deadline();
+    loop {
+        let machines = clouds.get("/_sim/machines")["machines"].as_array().unwrap().clone();
+        let dropped = machines.iter().all(|m| {
+            m["pod_network"]["passes"] == false
+                && m["pod_network"]["message"].as_str().is_some_and(|t| t.contains("ESP"))
+        });
+        if dropped {
+            assert!(machines.iter().all(|m| m["held_at"] == "joined"), "the Nodes stay Ready: {machines:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "ESP still passes after {pass}: {machines:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let out = clouds.xcsp(state).args(["status", "--json"]).arg(&spec).output().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text_of(&out)));
+    let rules = status["links"][0]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "SecurityGroupRulesInPlace")
+        .cloned()
+        .unwrap();
+    assert_eq!(rules["status"], "False", "{rules}");
+    assert!(rules["message"].as_str().unwrap().contains("ESP (OVN IPsec): protocol 50"), "{rules}");
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
+    let deadline = pass.deadline();
+    while !clouds.get("/_sim/machines")["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["pod_network"]["passes"] == true)
+    {
+        assert!(Instant::now() < deadline, "apply did not restore ESP");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // Two GPU Pods: one names the pool's RuntimeClass and nothing else of the pool, one tolerates
+    // the pool's taint by hand. The RuntimeClass admission plugin gives the first the pool's
+    // placement, taint and outage tolerations; DefaultTolerationSeconds gives the second 300 s
+    // (scaled).
+    let classes = clouds.kubectl(&["get", "runtimeclasses", "-l", "xcsp.io/stack=il5-gpu"]);
+    let class = classes["items"][0]["metadata"]["name"].as_str().expect("the pool's RuntimeClass").to_string();
+    let pod = |name: &str, spec: serde_json::Value| {
+        let mut spec = spec;
+        spec["containers"] = serde_json::json!([{"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubi9",
+            "resources": {"requests": {"cpu": "8", "memory": "64Gi"}}}]);
+        let path = dir.path().join(format!("{name}.json"));
+        let body = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"}, "spec": spec});
+        std::fs::write(&path, body.to_string()).unwrap();
+        clouds.kubectl(&["create", "-f", path.to_str().unwrap()]);
+    };
+    pod("rides-out", serde_json::json!({"runtimeClassName": class}));
+    pod(
+        "opts-out",
+        serde_json::json!({"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}),
+    );
+    let unreachable = |p: &serde_json::Value| -> Vec<i64> {
+        p["spec"]["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["key"] == "node.kubernetes.io/unreachable")
+            .filter_map(|t| t["tolerationSeconds"].as_i64())
+            .collect()
+    };
+    let stays = clouds.kubectl(&["get", "pod", "rides-out", "-n", "default"]);
+    assert_eq!(unreachable(&stays), [tolerance], "one toleration, the pool's: {}", stays["spec"]);
+    let goes = clouds.kubectl(&["get", "pod", "opts-out", "-n", "default"]);
+    assert_eq!(unreachable(&goes), [timing.default_toleration_secs() as i64], "{}", goes["spec"]);
+    let scheduling = Bound::on_event("kube-scheduler");
+    let deadline = scheduling.deadline();
+    let pool_nodes: Vec<String> = machines.iter().filter_map(|m| m["name"].as_str().map(String::from)).collect();
+    for name in ["rides-out", "opts-out"] {
+        loop {
+            let p = clouds.kubectl(&["get", "pod", name, "-n", "default"]);
+            if let Some(n) = p["spec"]["nodeName"].as_str() {
+                assert!(pool_nodes.iter().any(|m| n.contains(m.as_str()) || m.contains(n)), "{name} on {n}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name} is not scheduled within {scheduling}: {}", p["status"]);
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    // The link down for longer than the default toleration: the Pod that opted out is evicted
+    // (its deletion waits on a kubelet that cannot hear), the other stays.
+    clouds.cut_every_tunnel();
+    let cut = Instant::now();
+    let eviction = timing.default_eviction();
+    let deadline = eviction.deadline();
+    loop {
+        let p = clouds.kubectl(&["get", "pod", "opts-out", "-n", "default"]);
+        if p["metadata"]["deletionTimestamp"].is_string() || p.is_null() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "opts-out is not evicted within {eviction}: {}", p["metadata"]);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    eprintln!("outage: the default-tolerating Pod evicted {:.1} s after the cut", cut.elapsed().as_secs_f64());
+    // Past the default toleration by a monitor period and more, well inside the pool's.
+    std::thread::sleep(Duration::from_secs(5));
+    let stays = clouds.kubectl(&["get", "pod", "rides-out", "-n", "default"]);
+    assert!(
+        stays["metadata"]["deletionTimestamp"].is_null(),
+        "the pool's work rides out the outage: {}",
+        stays["metadata"]
+    );
+    assert!((cut.elapsed().as_secs_f64()) < tolerance as f64, "the check ran inside the pool's tolerance");
+    clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
 }

@@ -13,7 +13,7 @@ fn root() -> PathBuf {
 
 #[test]
 fn both_examples_validate_and_plan_every_resource() {
-    for (ex, expected) in [("examples/il5-govcloud", 54), ("examples/public", 52)] {
+    for (ex, expected) in [("examples/il5-govcloud", 55), ("examples/public", 53)] {
         let loaded =
             xcsp_plans::load(&root().join(ex), &VarInputs::default()).unwrap_or_else(|e| panic!("{ex}: {e:?}"));
         assert_eq!(loaded.graph.len(), expected, "{ex}");
@@ -31,6 +31,52 @@ fn both_examples_validate_and_plan_every_resource() {
         }
         assert!(text.contains("(sensitive value)") && text.contains("(known after apply)"));
     }
+}
+
+/// With OVN IPsec between nodes, both clouds' rules let IKE and ESP through (EC2 names ESP by its
+/// number, an NSG by name, neither with ports); every link opens ICMP's "fragmentation needed";
+/// every pool has a RuntimeClass whose tolerations ride out an outage of the pool's length.
+#[test]
+fn ipsec_opens_ike_and_esp_on_both_clouds_and_a_pool_rides_out_outages() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(root().join("examples/il5-govcloud/pool.xcsp.hcl")).unwrap();
+    let rules = |text: String| {
+        std::fs::write(dir.path().join("pool.xcsp.hcl"), text).unwrap();
+        let loaded = xcsp_plans::load(dir.path(), &VarInputs::default()).unwrap_or_else(|e| panic!("{e:?}"));
+        let attr = |rtype: &str, key: &str| -> serde_json::Value {
+            let n = loaded.graph.nodes().find(|n| n.address.rtype.as_str() == rtype).unwrap();
+            n.attributes.get(key).unwrap().to_json()
+        };
+        (
+            attr("aws_security_group_ingress", "rules"),
+            attr("azure_network_security_group", "rules"),
+            attr("k8s_runtime_class", "tolerations"),
+        )
+    };
+    let (aws, nsg, _) = rules(text.clone());
+    let has = |v: &serde_json::Value, proto: &str| v.as_array().unwrap().iter().any(|r| r["protocol"] == proto);
+    assert!(has(&aws, "icmp") && has(&nsg, "icmp") && !has(&aws, "50") && !has(&nsg, "esp"), "{aws}");
+    let icmp = aws.as_array().unwrap().iter().find(|r| r["protocol"] == "icmp").unwrap();
+    assert_eq!((icmp["from_port"].as_i64(), icmp["to_port"].as_i64()), (Some(3), Some(4)), "type 3, code 4");
+    let (aws, nsg, tolerations) = rules(text.replacen("\ncluster {", "\ncluster {\n  ovn_ipsec = true", 1).replacen(
+        "  machine_health_check = true",
+        "  machine_health_check = true\n  outage_tolerance_seconds = 7200",
+        1,
+    ));
+    let esp = aws.as_array().unwrap().iter().find(|r| r["protocol"] == "50").expect("ESP in the AWS rules");
+    assert_eq!((esp["from_port"].as_i64(), esp["to_port"].as_i64()), (Some(-1), Some(-1)));
+    assert!(aws.as_array().unwrap().iter().any(|r| r["protocol"] == "udp" && r["from_port"] == 4500), "{aws}");
+    let esp = nsg.as_array().unwrap().iter().find(|r| r["protocol"] == "esp").expect("ESP in the NSG rules");
+    assert_eq!(esp["ports"], "*");
+    let seconds: Vec<i64> = tolerations
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["effect"] == "NoExecute")
+        .filter_map(|t| t["toleration_seconds"].as_i64())
+        .collect();
+    assert_eq!(seconds, [7200, 7200], "unreachable and not-ready: {tolerations}");
+    assert!(tolerations.as_array().unwrap().iter().any(|t| t["key"] == "nvidia.com/gpu"), "the pool's taint");
 }
 
 #[test]
@@ -153,13 +199,13 @@ fn more_links_than_the_security_group_quota_allows_are_warned_about() {
     };
     let quota =
         |l: &xcsp_plans::Loaded| l.warnings.iter().filter(|p| p.code == "xcsp::aws::security_group_quota").count();
-    assert_eq!(quota(&spec(7)), 0, "7 links x 8 rules = 56 fit in 60");
+    assert_eq!(quota(&spec(6)), 0, "6 links x 9 rules = 54 fit in 60");
     let ten = spec(10);
     assert_eq!(quota(&ten), 1);
     let w = ten.warnings.iter().find(|p| p.code == "xcsp::aws::security_group_quota").unwrap();
-    assert!(w.to_string().contains("80 inbound rules"), "{w}");
+    assert!(w.to_string().contains("90 inbound rules"), "{w}");
     let line = w.labels.first().map(|(s, _)| s.file.line_col(s.start).0);
     let text = std::fs::read_to_string(dir.path().join("spec.xcsp.hcl")).unwrap();
-    let l7 = text.lines().position(|l| l.starts_with("network \"l7\"")).unwrap() + 1;
-    assert_eq!(line, Some(l7), "the label is on the eighth link");
+    let l6 = text.lines().position(|l| l.starts_with("network \"l6\"")).unwrap() + 1;
+    assert_eq!(line, Some(l6), "the label is on the seventh link");
 }

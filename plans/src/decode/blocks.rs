@@ -181,6 +181,7 @@ fn decode_cluster(f: &Fields, problems: &mut Problems) -> Option<Cluster> {
         service_network: f.cidr_or("service_network", "172.30.0.0/16", problems)?,
         overlay_mtu: f.get_number("overlay_mtu", problems)?,
         fips: f.spanned_bool_or("fips", false, problems),
+        ovn_ipsec: f.spanned_bool_or("ovn_ipsec", false, problems),
         kubeconfig: f.get_string("kubeconfig", problems),
         kube_context: f.get_string("kube_context", problems),
         kubernetes_objects: f.choice(
@@ -457,6 +458,11 @@ fn decode_pool(f: &Fields, networks: &[String], identities: &[String], problems:
         unhealthy_timeout_seconds: f.number_or(
             "unhealthy_timeout_seconds",
             crate::spec::DEFAULT_UNHEALTHY_TIMEOUT_SECONDS,
+            problems,
+        ),
+        outage_tolerance_seconds: f.number_or(
+            "outage_tolerance_seconds",
+            crate::spec::DEFAULT_OUTAGE_TOLERANCE_SECONDS,
             problems,
         ),
         prevent_destroy: f.bool_or("prevent_destroy", false, problems),

@@ -261,7 +261,7 @@ fn aws_gateway(b: &mut Builder, link: &Link) -> (Address, Address) {
 
     let sgs = aws.security_group_ids.as_ref().map_or(Value::Unknown, |s| Value::strings(s.value.iter()));
     // In a canonical order (ports, then protocol): refresh reads the rules back in it.
-    let rules: Vec<Value> = topology::aws_ingress_ports()
+    let rules: Vec<Value> = topology::aws_ingress_ports(b.model.cluster.ovn_ipsec.value)
         .into_iter()
         .map(|(proto, from, to, what)| ingress_rule(proto, *from, *to, &n.vnet_cidr.value, what, name))
         .collect();
@@ -280,11 +280,11 @@ fn aws_gateway(b: &mut Builder, link: &Link) -> (Address, Address) {
 }
 
 /// One inbound security-group rule as the plan writes it: `what` from the Azure network `network`
-/// (its VNet `cidr`) on ports `from`..=`to`.
-fn ingress_rule(protocol: &str, from: u16, to: u16, cidr: &Ipv4Net, what: &str, network: &str) -> Value {
+/// (its VNet `cidr`) on ports `from`..=`to` (ICMP: type and code), the protocol as EC2 names it.
+fn ingress_rule(protocol: &str, from: i32, to: i32, cidr: &Ipv4Net, what: &str, network: &str) -> Value {
     Value::Map(
         [
-            ("protocol".to_string(), Value::string(protocol)),
+            ("protocol".to_string(), Value::string(topology::aws_protocol(protocol))),
             ("from_port".to_string(), Value::int(i64::from(from))),
             ("to_port".to_string(), Value::int(i64::from(to))),
             ("cidr".to_string(), Value::string(cidr.to_string())),

@@ -7,7 +7,7 @@ use xcsp_core::{Address, ResourceType as T, Value};
 use super::Builder;
 use crate::served::Read;
 use crate::spec::{Egress, Image};
-use crate::topology::{self, WORKER_PORTS, machine_sets};
+use crate::topology::{self, machine_sets};
 
 /// `cluster`: the nodes a pool's machines need of their Cluster (the Cluster, its kubeconfig).
 pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address, cluster: &[&Address], rg: &Address) {
@@ -16,15 +16,19 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
     let infra = &model.cluster.infrastructure_name.value;
     let c = &model.cluster;
     let mut rules = Vec::new();
-    for (proto, from, to, what) in WORKER_PORTS {
+    for (proto, from, to, what) in topology::node_ports(c.ovn_ipsec.value) {
+        // An NSG rule names no ICMP type and ESP has no ports (network `networkSecurityGroup.json`:
+        // `destinationPortRange` is a port, a range or `*`).
+        let ports = match *proto {
+            "icmp" | "esp" => "*".to_string(),
+            _ if from == to => from.to_string(),
+            _ => format!("{from}-{to}"),
+        };
         for (src, which) in [(c.machine_network.value, "cluster nodes"), (c.cluster_network.value, "cluster pods")] {
             rules.push(Value::Map(
                 [
                     ("protocol".to_string(), Value::string(*proto)),
-                    (
-                        "ports".to_string(),
-                        Value::string(if from == to { from.to_string() } else { format!("{from}-{to}") }),
-                    ),
+                    ("ports".to_string(), Value::string(&ports)),
                     ("source".to_string(), Value::string(src.to_string())),
                     ("description".to_string(), Value::string(format!("{what} from {which}"))),
                 ]
@@ -122,6 +126,7 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
     // `api/core/v1beta1/machine_types.go` `NodeRoleLabelPrefix`, the Machine controller's label
     // sync), which puts the node in the pool's MachineConfigPool by its node selector.
     labels.insert(format!("node-role.kubernetes.io/{}", pool_role(b, name)), Value::string(""));
+    expand_runtime_class(b, p, &taints);
     // Machines come up only over a working link (ignition from the machine-config server, the
     // API server, both by the cluster's private names), and their nodes drain over it when they
     // go: the MachineSets wait for the link's tunnels and the VNet's DNS servers on apply (a VM
@@ -201,7 +206,7 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
 /// The machine-config role of a pool: its MachineConfigPool's name, unique per stack (the
 /// namespace is the stack's).
 fn pool_role(b: &Builder, pool: &str) -> String {
-    format!("{}-{pool}", b.namespace)
+    crate::spec::pool_role(&b.model.stack, &b.model.cluster, pool)
 }
 
 /// Whether the kubelet may set label `key` on its own Node: any key but those in the
@@ -217,6 +222,81 @@ fn kubelet_may_set(key: &str) -> bool {
     let namespace = key.split_once('/').map_or("", |(d, _)| d);
     let kubernetes = |domain: &str| namespace == domain || namespace.ends_with(&format!(".{domain}"));
     !kubernetes("kubernetes.io") && !kubernetes("k8s.io")
+}
+
+/// The taints the node lifecycle controller puts on a Node it cannot hear from or that is not
+/// ready, `NoExecute` (k8s.io/api `core/v1/well_known_taints.go` `TaintNodeUnreachable`,
+/// `TaintNodeNotReady`): a Pod not tolerating them is evicted once its toleration's seconds pass.
+const OUTAGE_TAINTS: [&str; 2] = ["node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"];
+
+/// The taint a kubelet with an external cloud provider registers its Node with (k8s.io/cloud-provider
+/// `api/well_known_taints.go` `TaintExternalCloudProvider`), which xcsp lifts.
+const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+
+/// The CRI-O runtime handler the RuntimeClass names: the one every worker's CRI-O is configured
+/// with and runs by default from OpenShift 4.18 (machine-config-operator
+/// `templates/worker/01-worker-container-runtime/_base/files/crio.yaml`: `default_runtime = "crun"`;
+/// `[crio.runtime.runtimes.crun]` and `runc` defined from 4.16), so a Pod that names the
+/// RuntimeClass runs as it would without it.
+pub const RUNTIME_HANDLER: &str = "crun";
+
+/// The pool's RuntimeClass, named as its role: a Pod that names it (`runtimeClassName`) is placed
+/// on the pool's Nodes, tolerates the pool's taints, and stays on a Node the control plane cannot
+/// reach for the pool's `outage_tolerance_seconds` instead of the 300 s every other Pod gets.
+///
+/// Why a RuntimeClass: a link outage longer than about five minutes has the node lifecycle
+/// controller taint every pool Node `unreachable:NoExecute`, and the taint eviction controller
+/// deletes every Pod whose toleration (the `DefaultTolerationSeconds` admission plugin's 300 s)
+/// ran out, while the VMs and their GPU work run on. The API server's `RuntimeClass` admission
+/// plugin, on by default in every release, merges a RuntimeClass's `scheduling.tolerations` and
+/// `nodeSelector` into each Pod that names it (kubernetes `plugin/pkg/admission/runtimeclass`
+/// `setScheduling`, `tolerations.MergeTolerations`, which keeps the longer of two `NoExecute`
+/// tolerations of one taint), and `DefaultTolerationSeconds` adds nothing to a Pod that already
+/// tolerates the taint. No webhook to keep running, no cluster-wide default changed, no
+/// namespace's Pods touched: a Pod opts in by one field, and any other Pod is evicted as before.
+/// Rejected: `MutatingAdmissionPolicy` (not served on a Default cluster of 4.21-4.23), a webhook
+/// (the controller would have to be up for every Pod creation), namespace default tolerations
+/// (`PodTolerationRestriction`: every Pod of the namespace, on AWS nodes too, with no way out).
+fn expand_runtime_class(b: &mut Builder, p: &crate::spec::Pool, taints: &[Value]) {
+    let role = pool_role(b, &p.name.value);
+    let seconds = p.outage_tolerance_seconds.value;
+    let mut tolerations: Vec<Value> = taints.to_vec();
+    // The pool's work may land on a Node no one has initialized yet (a scale-up or a remediation
+    // while neither apply, `watch` nor the controller runs): the taint keeps other Pods off a
+    // Node that may still lack the pool's own taints, not the pool's own Pods.
+    tolerations.push(Value::Map(
+        [
+            ("key".to_string(), Value::string(UNINITIALIZED_TAINT)),
+            ("operator".to_string(), Value::string("Exists")),
+            ("effect".to_string(), Value::string("NoSchedule")),
+        ]
+        .into_iter()
+        .collect(),
+    ));
+    for key in OUTAGE_TAINTS {
+        tolerations.push(Value::Map(
+            [
+                ("key".to_string(), Value::string(key)),
+                ("operator".to_string(), Value::string("Exists")),
+                ("effect".to_string(), Value::string("NoExecute")),
+                ("toleration_seconds".to_string(), Value::int(seconds)),
+            ]
+            .into_iter()
+            .collect(),
+        ));
+    }
+    b.add(
+        T::K8sRuntimeClass,
+        &p.name.value,
+        None,
+        vec![
+            ("name", Value::string(&role)),
+            ("handler", Value::string(RUNTIME_HANDLER)),
+            ("node_role", Value::string(format!("node-role.kubernetes.io/{role}"))),
+            ("tolerations", Value::List(tolerations)),
+            ("outage_tolerance_seconds", Value::int(seconds)),
+        ],
+    );
 }
 
 /// The pool's own machine configuration and bootstrap data: a MachineConfig of its role that

@@ -529,7 +529,8 @@ pub const AWS_RULES_PER_GROUP: usize = 60;
 /// Every IPsec link adds its rules to the same cluster security groups; past AWS's default
 /// quota the apply would fail halfway (`RulesPerSecurityGroupLimitExceeded`), so say it now.
 pub(super) fn check_rule_quota(spec: &Spec, problems: &mut Problems) {
-    let per_link = topology::aws_ingress_ports().len();
+    let ipsec = spec.cluster.as_ref().is_some_and(|c| c.ovn_ipsec.value);
+    let per_link = topology::aws_ingress_ports(ipsec).len();
     let links: Vec<&Network> = spec.networks.iter().filter(|n| n.driver.value == Driver::Ipsec).collect();
     let total = links.len() * per_link;
     if total <= AWS_RULES_PER_GROUP {

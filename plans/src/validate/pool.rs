@@ -75,6 +75,17 @@ pub(super) fn check_pool(p: &Pool, problems: &mut Problems) {
             );
         }
     }
+    // The API server takes a toleration's seconds as an int64 and the taint eviction controller
+    // counts from the taint's time: zero or less evicts at once (kubernetes
+    // `pkg/controller/tainteviction/taint_eviction.go` `getMinTolerationTime`).
+    if p.outage_tolerance_seconds.value <= 0 {
+        problems.push(err(
+            "xcsp::pool::outage_tolerance",
+            "`outage_tolerance_seconds` must be more than 0",
+            &p.outage_tolerance_seconds.span,
+            "",
+        ));
+    }
     if p.egress.value == Egress::DefaultOutbound {
         problems.push(
             Problem::warning(

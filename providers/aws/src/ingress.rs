@@ -60,14 +60,25 @@ pub fn permissions(stack: &str, address: &Address, attrs: &Attributes) -> Vec<Ip
             let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
             let n = |k: &str| r.get(k).and_then(Value::as_i64).unwrap_or_default() as i32;
             let description = format!("{} {}", s("description"), marker(stack, address));
+            // A whole-protocol rule (ESP) goes with -1 for both ports, which EC2 ignores.
+            let protocol = s("protocol");
+            let (from, to) = if has_ports(&protocol) { (n("from_port"), n("to_port")) } else { (-1, -1) };
             IpPermission::builder()
-                .ip_protocol(s("protocol"))
-                .from_port(n("from_port"))
-                .to_port(n("to_port"))
+                .ip_protocol(&protocol)
+                .from_port(from)
+                .to_port(to)
                 .ip_ranges(IpRange::builder().cidr_ip(s("cidr")).description(description).build())
                 .build()
         })
         .collect()
+}
+
+/// Whether EC2 takes ports (or an ICMP type and code) for `protocol`: for any other protocol
+/// (ESP, 50) a rule allows the whole protocol, "regardless of any ports you specify", and may be
+/// read back without them (EC2 API Reference, `IpPermission`: `FromPort`, `IpProtocol`); the plan
+/// and the call say -1 for both (moto, behind the local world, fails a call that names none).
+fn has_ports(protocol: &str) -> bool {
+    matches!(protocol, "tcp" | "udp" | "icmp" | "icmpv6" | "6" | "17" | "1" | "58")
 }
 
 /// One rule as the plan writes it: (from port, to port, protocol, CIDR, description).
@@ -98,10 +109,12 @@ pub fn observe(stack: &str, groups: &[SecurityGroup]) -> Vec<(Address, Attribute
                 let Some(start) = d.find(&mark) else { continue };
                 let inner = d[start + 1..].trim_end_matches(']');
                 let Some(addr) = inner.split(' ').nth(2).and_then(|x| x.parse::<Address>().ok()) else { continue };
+                let protocol = p.ip_protocol().unwrap_or_default();
+                let port = |v: Option<i32>| if has_ports(protocol) { i64::from(v.unwrap_or_default()) } else { -1 };
                 let rule = (
-                    i64::from(p.from_port().unwrap_or_default()),
-                    i64::from(p.to_port().unwrap_or_default()),
-                    p.ip_protocol().unwrap_or_default().to_string(),
+                    port(p.from_port()),
+                    port(p.to_port()),
+                    protocol.to_string(),
                     r.cidr_ip().unwrap_or_default().to_string(),
                     d[..start].trim_end().to_string(),
                 );
@@ -198,6 +211,27 @@ mod tests {
         let found = observe("il5", &[g]);
         assert_eq!(found[0].0, address);
         assert_eq!(found[0].1["rules"], attrs["rules"]);
+    }
+
+    #[test]
+    fn esp_is_written_without_ports_and_read_back_as_the_plan_wrote_it() {
+        let address: Address = "aws_security_group_ingress.link".parse().unwrap();
+        let rules = vec![
+            rule_value(&(-1, -1, "50".into(), "10.200.0.0/16".into(), "ESP (OVN IPsec)".into())),
+            rule_value(&(3, 4, "icmp".into(), "10.200.0.0/16".into(), "path MTU".into())),
+        ];
+        let mut attrs = Attributes::new();
+        attrs.insert("rules".into(), Value::List(rules));
+        let written = permissions("il5", &address, &attrs);
+        assert_eq!((written[0].from_port(), written[0].to_port()), (Some(-1), Some(-1)), "ESP: -1, ignored");
+        assert_eq!((written[1].from_port(), written[1].to_port()), (Some(3), Some(4)), "ICMP type and code");
+        // EC2 may answer a whole-protocol rule without ports, or with 0.
+        let mut esp = written[0].clone();
+        esp.from_port = None;
+        esp.to_port = Some(0);
+        let g =
+            SecurityGroup::builder().group_id("sg-1").set_ip_permissions(Some(vec![esp, written[1].clone()])).build();
+        assert_eq!(observe("il5", &[g])[0].1["rules"], attrs["rules"]);
     }
 
     #[test]

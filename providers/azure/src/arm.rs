@@ -92,6 +92,7 @@ pub fn nsg_rules(rules: &Json) -> Json {
                     "tcp" => "Tcp",
                     "udp" => "Udp",
                     "icmp" => "Icmp",
+                    "esp" => "Esp",
                     _ => "*",
                 };
                 json!({

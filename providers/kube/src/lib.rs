@@ -163,6 +163,38 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
                 },
             })
         }
+        T::K8sRuntimeClass => {
+            let tolerations: Vec<Json> = a
+                .known("tolerations")
+                .unwrap_or(json!([]))
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| {
+                    let mut out = json!({ "key": t["key"], "effect": t["effect"] });
+                    match t["operator"].as_str() {
+                        Some(op) => out["operator"] = json!(op),
+                        None => {
+                            out["operator"] = json!("Equal");
+                            out["value"] = t["value"].clone();
+                        }
+                    }
+                    if let Some(n) = t["toleration_seconds"].as_i64() {
+                        out["tolerationSeconds"] = json!(n);
+                    }
+                    out
+                })
+                .collect();
+            json!({
+                "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": meta,
+                "handler": a.str_or_empty("handler"),
+                "scheduling": {
+                    "nodeSelector": { a.str_or_empty("node_role"): "" },
+                    "tolerations": tolerations,
+                },
+            })
+        }
         T::K8sAzureClusterIdentity => json!({
             "apiVersion": CAPZ, "kind": "AzureClusterIdentity", "metadata": meta,
             "spec": {

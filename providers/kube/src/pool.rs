@@ -237,3 +237,76 @@ pub async fn ebs_csi(config: &KubeConfig, pool_nodes: &[String]) -> Result<Optio
         storage_progressing,
     }))
 }
+
+/// The Pods on the pool's Nodes that a link outage would evict: each one not run by a DaemonSet
+/// (whose Pods tolerate an unreachable Node without end, kubernetes
+/// `pkg/controller/daemon/util/daemonset_util.go` `AddOrUpdateDaemonPodTolerations`), not being
+/// deleted, whose toleration of `node.kubernetes.io/unreachable:NoExecute` ends within
+/// `within_secs` (the API server's 300 s default, or none at all): `namespace/name` and its seconds.
+pub async fn outage_exposed(
+    config: &KubeConfig,
+    pool_nodes: &[String],
+    within_secs: i64,
+) -> Result<Vec<(String, i64)>, String> {
+    if pool_nodes.is_empty() {
+        return Ok(vec![]);
+    }
+    let client = crate::provider::client(config).await?;
+    let pods: Api<DynamicObject> = Api::all_with(client, &resource("", "v1", "Pod", "pods"));
+    let pods = pods.list(&ListParams::default()).await.map_err(|e| format!("cannot list the Pods: {e}"))?.items;
+    let mut out = Vec::new();
+    for p in &pods {
+        let on = p.data["spec"]["nodeName"].as_str().is_some_and(|n| pool_nodes.iter().any(|x| x == n));
+        let daemon = p.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet");
+        if !on || daemon || p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Some(secs) = tolerated_secs(&p.data["spec"]["tolerations"])
+            && secs > within_secs
+        {
+            continue;
+        }
+        let secs = tolerated_secs(&p.data["spec"]["tolerations"]).unwrap_or(0);
+        let name = format!(
+            "{}/{}",
+            p.metadata.namespace.as_deref().unwrap_or_default(),
+            p.metadata.name.as_deref().unwrap_or_default()
+        );
+        out.push((name, secs));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// How long `tolerations` keep a Pod on an unreachable Node: the longest toleration that covers
+/// `node.kubernetes.io/unreachable:NoExecute`, `i64::MAX` for one without seconds, `None` for none.
+pub fn tolerated_secs(tolerations: &serde_json::Value) -> Option<i64> {
+    tolerations
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            let key = t["key"].as_str().unwrap_or_default();
+            let effect = t["effect"].as_str().unwrap_or_default();
+            (key == "node.kubernetes.io/unreachable" || (key.is_empty() && t["operator"] == "Exists"))
+                && (effect.is_empty() || effect == "NoExecute")
+        })
+        .map(|t| t["tolerationSeconds"].as_i64().unwrap_or(i64::MAX))
+        .max()
+}
+
+#[cfg(test)]
+mod outage_tests {
+    use super::tolerated_secs;
+    use serde_json::json;
+
+    #[test]
+    fn the_longest_toleration_of_an_unreachable_node_counts() {
+        let default = json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300});
+        assert_eq!(tolerated_secs(&json!([default])), Some(300));
+        let long = json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 3600});
+        assert_eq!(tolerated_secs(&json!([default, long])), Some(3600));
+        assert_eq!(tolerated_secs(&json!([{"operator": "Exists"}])), Some(i64::MAX), "tolerates every taint");
+        assert_eq!(tolerated_secs(&json!([{"key": "nvidia.com/gpu", "operator": "Exists"}])), None);
+    }
+}

@@ -38,6 +38,7 @@ pub fn resource(rtype: T, capi_version: &str) -> Option<ApiResource> {
         T::K8sClusterRole => ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles"),
         T::K8sClusterRoleBinding => ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings"),
         T::K8sMachineConfig => ("machineconfiguration.openshift.io", "v1", "MachineConfig", "machineconfigs"),
+        T::K8sRuntimeClass => ("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses"),
         T::K8sMachineConfigPool => {
             ("machineconfiguration.openshift.io", "v1", "MachineConfigPool", "machineconfigpools")
         }
@@ -373,6 +374,10 @@ impl KubeProvider {
         if let Some(data) = self.copied_data(a, &reader, &ns_of, progress).await? {
             object["data"] = data;
         }
+        if a.rtype == T::K8sMachineConfig {
+            let found = self.worker_aws_units(a).await?;
+            crate::machine_config::mask(&mut object["spec"]["config"], &found);
+        }
         let (ns, name) = (
             object["metadata"]["namespace"].as_str().unwrap_or_default(),
             object["metadata"]["name"].as_str().unwrap_or_default(),
@@ -422,6 +427,30 @@ impl KubeProvider {
         let mut out = req.attributes.clone();
         out.insert("uid".into(), Value::string(applied.metadata.uid.clone().unwrap_or_default()));
         Ok(Observed { address: a.clone(), id: object_id(ns, name), attributes: out })
+    }
+
+    /// The AWS-only units of the cluster's worker configs (the MachineConfigs of role `worker`,
+    /// which the pool inherits): what the release's templates render, read rather than
+    /// remembered, so a unit a later release adds is masked too.
+    async fn worker_aws_units(&self, a: &Address) -> Result<Vec<String>, ProviderError> {
+        let Some(ar) = resource(T::K8sMachineConfig, "v1") else { return Ok(vec![]) };
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        let params = ListParams::default().labels(&format!("{}=worker", crate::machine_config::ROLE_LABEL));
+        let list = match self.retry(a, || api.list(&params)).await {
+            Ok(l) => l,
+            Err(ProviderError::NotFound { .. }) => return Ok(vec![]),
+            Err(e) => return Err(e),
+        };
+        let mut found: Vec<String> = list
+            .items
+            .iter()
+            .flat_map(|mc| mc.data["spec"]["config"]["systemd"]["units"].as_array().cloned().unwrap_or_default())
+            .filter_map(|u| u["name"].as_str().map(String::from))
+            .filter(|n| crate::machine_config::aws_only(n))
+            .collect();
+        found.sort();
+        found.dedup();
+        Ok(found)
     }
 
     /// Waits for a MachineSet's machines to have Nodes that are Ready and schedulable: its
@@ -1174,6 +1203,16 @@ fn observe(o: &DynamicObject, address: Address) -> Observed {
         // version the object was read at.
         T::K8sAzureCluster => {
             attributes.insert("infrastructure_ready".into(), Value::Bool(o.data["status"]["ready"] == true));
+        }
+        // A RuntimeClass keeps `handler` and `scheduling` at the top level; how long its Pods
+        // ride out an unreachable Node is read back, so a hand edit is drift.
+        T::K8sRuntimeClass => {
+            let unreachable = o.data["scheduling"]["tolerations"].as_array().and_then(|t| {
+                t.iter().find(|t| t["key"] == "node.kubernetes.io/unreachable")?["tolerationSeconds"].as_i64()
+            });
+            if let Some(n) = unreachable {
+                attributes.insert("outage_tolerance_seconds".into(), Value::int(n));
+            }
         }
         T::K8sCluster => {
             attributes.insert("control_plane_initialized".into(), Value::Bool(initialized(&o.data["status"])));

@@ -89,6 +89,10 @@ pub struct Survey {
     pub ovn_ipsec: bool,
     /// The cluster's FIPS mode, as its install-config says (`None`: no install-config readable).
     pub fips: Option<bool>,
+    /// What the worker configs (MachineConfigs of role `worker`, which every worker pool
+    /// inherits) do that an Azure node cannot: AWS's own units, and the time servers of a chrony
+    /// config.
+    pub worker_configs: WorkerConfigs,
     /// The boot images the cluster's release publishes, when it does.
     pub boot_images: Option<BootImages>,
     /// The cluster-wide proxy, when one is set: its HTTPS proxy and the `noProxy` in effect
@@ -482,6 +486,7 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
             mirrors.extend(mirrors_of(kind, &o, field));
         }
     }
+    let worker_configs = worker_configs(&client).await?;
     let daemon_sets: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), EBS_CSI_NAMESPACE, &resource("apps", "v1", "DaemonSet", "daemonsets"));
     let ebs_csi_node = absent(daemon_sets.get(EBS_CSI_NODE).await)
@@ -527,11 +532,66 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
         cluster_network_mtu,
         ovn_ipsec,
         fips,
+        worker_configs,
         boot_images,
         proxy,
         mirrors,
         ebs_csi_node,
     })
+}
+
+/// What the cluster's worker configs hold that the pool must not inherit as is.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WorkerConfigs {
+    /// AWS's own units among them, enabled or not (the pool masks them all).
+    pub aws_units: Vec<String>,
+    /// Each config that writes `/etc/chrony.conf`, with the time sources it names.
+    pub chrony: Vec<(String, Vec<String>)>,
+}
+
+/// Reads the MachineConfigs of role `worker` (none served: not OpenShift, nothing).
+async fn worker_configs(client: &kube::Client) -> Result<WorkerConfigs, String> {
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource("machineconfiguration.openshift.io", "v1", "MachineConfig", "machineconfigs"),
+    );
+    let params = ListParams::default().labels(&format!("{}=worker", crate::machine_config::ROLE_LABEL));
+    let list = match api.list(&params).await {
+        Ok(l) => l.items,
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(WorkerConfigs::default()),
+        Err(e) => return Err(format!("cannot list the worker MachineConfigs: {e}")),
+    };
+    let mut out = WorkerConfigs::default();
+    for mc in &list {
+        let config = &mc.data["spec"]["config"];
+        for u in config["systemd"]["units"].as_array().into_iter().flatten() {
+            if let Some(n) = u["name"].as_str().filter(|n| crate::machine_config::aws_only(n)) {
+                out.aws_units.push(n.to_string());
+            }
+        }
+        for f in config["storage"]["files"].as_array().into_iter().flatten() {
+            if f["path"] != crate::machine_config::CHRONY_CONF {
+                continue;
+            }
+            let text = f["contents"]["source"].as_str().map(crate::machine_config::data_url_text).unwrap_or_default();
+            let sources = text
+                .lines()
+                .filter_map(|l| {
+                    let mut w = l.split_whitespace();
+                    match (w.next(), w.next()) {
+                        (Some("server" | "pool" | "peer"), Some(a)) => Some(a.to_string()),
+                        (Some("refclock"), Some(kind)) => Some(format!("refclock {kind}")),
+                        _ => None,
+                    }
+                })
+                .collect();
+            out.chrony.push((mc.metadata.name.clone().unwrap_or_default(), sources));
+        }
+    }
+    out.aws_units.sort();
+    out.aws_units.dedup();
+    out.chrony.sort();
+    Ok(out)
 }
 
 /// The key ids the cluster signs its service-account tokens with: the API server's own JWKS

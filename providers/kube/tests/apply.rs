@@ -87,6 +87,10 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         // The IL5 tenant is Azure Government's: its owner pointed CAPZ at that authority.
         capz_authority_host: Some("https://login.microsoftonline.us/".into()),
         fips: false,
+        ovn_ipsec: false,
+        worker_time_servers: vec![],
+        cluster_hosted_dns: false,
+        control_plane_nodes: false,
         proxy: None,
         mirrors: vec![],
         ebs_csi: false,

@@ -1,7 +1,7 @@
 //! The clusters the fixture made, as a VM joining one meets them: their network's ids and the
-//! inbound rules of the internal API load balancer's group (CAPA's `apiserver-lb`), read from
-//! moto when the fixture made the group and again after every change to it, so a booting VM's
-//! checks ([`crate::kube::boot`]) never wait on moto.
+//! inbound rules of the internal API load balancer's group (CAPA's `apiserver-lb`) and of the
+//! worker nodes' group (`node`), read from moto when the fixture made the groups and again after
+//! every change to one, so a booting VM's checks ([`crate::kube::boot`]) never wait on moto.
 
 use axum::http::HeaderMap;
 
@@ -13,10 +13,13 @@ pub struct ClusterView {
     pub fixture: super::fixture::Cluster,
     /// The inbound rules of the API load balancer's group: (protocol, from port, to port, CIDR).
     pub api_lb_rules: Vec<(String, i64, i64, String)>,
+    /// The inbound rules of the worker nodes' group, alike: what a cluster node lets in from a
+    /// pool node (the overlay, [`crate::kube::boot::pod_network`]).
+    pub node_rules: Vec<(String, i64, i64, String)>,
 }
 
-/// Reads the rules of a cluster's API load balancer group again after a change to `group` (none
-/// named: every cluster's).
+/// Reads the rules of a cluster's API load balancer and node groups again after a change to
+/// `group` (none named: every cluster's).
 pub async fn refresh_api_lb(sim: &Sim, headers: &HeaderMap, group: Option<&str>) {
     let Some(url) = sim.aws.moto_url() else { return };
     let groups: Vec<String> = sim
@@ -25,7 +28,7 @@ pub async fn refresh_api_lb(sim: &Sim, headers: &HeaderMap, group: Option<&str>)
         .lock()
         .expect("clusters lock")
         .iter()
-        .map(|c| c.fixture.api_lb_security_group.clone())
+        .flat_map(|c| [c.fixture.api_lb_security_group.clone(), c.fixture.node_security_group.clone()])
         .filter(|g| group.is_none_or(|x| x == g))
         .collect();
     for g in groups {
@@ -33,6 +36,9 @@ pub async fn refresh_api_lb(sim: &Sim, headers: &HeaderMap, group: Option<&str>)
         for c in sim.aws.clusters.lock().expect("clusters lock").iter_mut() {
             if c.fixture.api_lb_security_group == g {
                 c.api_lb_rules = rules.clone();
+            }
+            if c.fixture.node_security_group == g {
+                c.node_rules = rules.clone();
             }
         }
     }
@@ -45,7 +51,10 @@ pub async fn watch_cluster(sim: &Sim, cluster: super::fixture::Cluster) {
     if let Ok(v) = super::fixture::authorization(&cluster.region).parse() {
         headers.insert(axum::http::header::AUTHORIZATION, v);
     }
-    let group = cluster.api_lb_security_group.clone();
-    sim.aws.clusters.lock().expect("clusters lock").push(ClusterView { fixture: cluster, api_lb_rules: vec![] });
-    refresh_api_lb(sim, &headers, Some(&group)).await;
+    sim.aws.clusters.lock().expect("clusters lock").push(ClusterView {
+        fixture: cluster,
+        api_lb_rules: vec![],
+        node_rules: vec![],
+    });
+    refresh_api_lb(sim, &headers, None).await;
 }

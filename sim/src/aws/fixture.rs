@@ -17,6 +17,8 @@ pub struct Cluster {
     pub security_group_ids: Vec<String>,
     /// The group of the internal API load balancer (`<infra>-int`, which `api-int.<domain>` names).
     pub api_lb_security_group: String,
+    /// The group every worker node of the cluster carries (CAPA's `node` role).
+    pub node_security_group: String,
     /// The private subnets (where the internal API load balancer has a node in each zone) and
     /// their route tables: (subnet, CIDR, route table).
     pub private_subnets: Vec<(String, String, String)>,
@@ -65,13 +67,13 @@ pub enum Source {
 /// One inbound rule of a cluster group.
 pub struct Rule {
     pub protocol: &'static str,
-    pub from: u16,
-    pub to: u16,
+    pub from: i32,
+    pub to: i32,
     pub source: Source,
     pub what: &'static str,
 }
 
-const fn rule(protocol: &'static str, from: u16, to: u16, source: Source, what: &'static str) -> Rule {
+const fn rule(protocol: &'static str, from: i32, to: i32, source: Source, what: &'static str) -> Rule {
     Rule { protocol, from, to, source, what }
 }
 
@@ -88,9 +90,29 @@ const fn rule(protocol: &'static str, from: u16, to: u16, source: Source, what: 
 /// 6443 from the VPC and from anywhere (the external or private API's rule), and the
 /// machine-config server's 22623 only from the machine network; behind it, the control plane
 /// admits both from the load balancer's, its own and the nodes' groups, and `lb` both from the
-/// VPC (the load balancer's own addresses, client addresses not preserved).
+/// VPC (the load balancer's own addresses, client addresses not preserved). Between the nodes
+/// (the `controlplane` and `node` groups, from each other), the CNI's rules the installer gives
+/// CAPA (`CNIIngressRules`): ICMP, Geneve, VXLAN, IKE and its NAT traversal, ESP (protocol 50),
+/// OVN's databases and the host-service and NodePort ranges; none admits the VNet.
 pub fn security_groups(machine_network: &'static str) -> [(&'static str, Vec<Rule>); 4] {
     use Source::{Cidr, Roles};
+    let nodes: &'static [&'static str] = &["controlplane", "node"];
+    let cni = || {
+        vec![
+            rule("icmp", -1, -1, Roles(nodes), "ICMP"),
+            rule("tcp", 22, 22, Roles(nodes), "Port 22 (TCP)"),
+            rule("udp", 4789, 4789, Roles(nodes), "Port 4789 (UDP) for VXLAN"),
+            rule("udp", 6081, 6081, Roles(nodes), "Port 6081 (UDP) for geneve"),
+            rule("udp", 500, 500, Roles(nodes), "Port 500 (UDP) for IKE"),
+            rule("udp", 4500, 4500, Roles(nodes), "Port 4500 (UDP) for IKE NAT"),
+            rule("50", -1, -1, Roles(nodes), "ESP"),
+            rule("tcp", 6441, 6442, Roles(nodes), "Port 6441-6442 (TCP) for ovndb"),
+            rule("tcp", 9000, 9999, Roles(nodes), "Port 9000-9999 for node ports (TCP)"),
+            rule("udp", 9000, 9999, Roles(nodes), "Port 9000-9999 for node ports (UDP)"),
+            rule("tcp", 30000, 32767, Roles(nodes), "Service node ports (TCP)"),
+            rule("udp", 30000, 32767, Roles(nodes), "Service node ports (UDP)"),
+        ]
+    };
     [
         (
             "apiserver-lb",
@@ -119,14 +141,20 @@ pub fn security_groups(machine_network: &'static str) -> [(&'static str, Vec<Rul
                     "MCS traffic from cluster network",
                 ),
                 rule("tcp", 2379, 2380, Roles(&["controlplane"]), "etcd"),
-            ],
+            ]
+            .into_iter()
+            .chain(cni())
+            .collect(),
         ),
         (
             "node",
             vec![
                 rule("tcp", 30000, 32767, Cidr("0.0.0.0/0"), "Node Port Services"),
                 rule("tcp", 10250, 10250, Roles(&["controlplane", "node"]), "Kubelet API"),
-            ],
+            ]
+            .into_iter()
+            .chain(cni())
+            .collect(),
         ),
     ]
 }
@@ -183,6 +211,7 @@ pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluste
         route_table_ids: vec![],
         security_group_ids: vec![],
         api_lb_security_group: String::new(),
+        node_security_group: String::new(),
         private_subnets: vec![],
     };
     for (i, zone) in ["a", "b", "c"].iter().enumerate() {
@@ -286,6 +315,7 @@ pub async fn cluster(moto_url: &str, infra: &str, region: &str) -> Result<Cluste
         }
     }
     out.api_lb_security_group = id_of("apiserver-lb");
+    out.node_security_group = id_of("node");
     out.security_group_ids = ids.into_iter().map(|(_, id)| id).collect();
     Ok(out)
 }

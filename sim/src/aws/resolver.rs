@@ -170,8 +170,11 @@ pub async fn refresh(sim: &Sim, headers: &HeaderMap) {
 /// Whether inbound `rules` (protocol, from port, to port, CIDR) let `protocol` to `port` in
 /// from every address of `source` (`-1`: every protocol and port).
 pub fn admits(rules: &[(String, i64, i64, String)], protocol: &str, port: i64, source: &ipnet::Ipv4Net) -> bool {
+    // A protocol other than TCP, UDP and ICMP (ESP, `50`) has no ports: its rule admits all of it
+    // (EC2 API Reference, `IpPermission`).
+    let ported = matches!(protocol, "tcp" | "udp" | "icmp");
     rules.iter().any(|(proto, from, to, cidr)| {
-        (proto == "-1" || (proto == protocol && *from <= port && port <= *to))
+        (proto == "-1" || (proto == protocol && (!ported || (*from <= port && port <= *to))))
             && cidr.parse::<ipnet::Ipv4Net>().is_ok_and(|n| n.contains(source))
     })
 }

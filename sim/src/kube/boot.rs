@@ -93,6 +93,56 @@ pub fn api_path(link: &Link, infra: &str, subnet: Option<&ipnet::Ipv4Net>, port:
     Ok(())
 }
 
+/// Whether pod traffic between this pool node (in `subnet`, VM `machine`) and the cluster's
+/// worker nodes gets through: OVN-Kubernetes carries it between nodes as Geneve (UDP 6081) or,
+/// with IPsec between nodes (`ipsecConfig.mode: Full`), as ESP (IP protocol 50) after an IKE
+/// exchange (UDP 500; 4500 only behind NAT, which the tunnels do not do), in IPsec transport mode
+/// (OKD documentation, "Configuring IPsec encryption": the ports for all-machine to all-machine
+/// communications; openshift/installer `pkg/asset/manifests/aws/cluster.go` opens them between
+/// the cluster's own nodes). A
+/// packet needs an UP tunnel, the nodes' security group (CAPA's `node`) to let it in from the VM's
+/// subnet, and the VM's network security group to let it out. None of it touches the kubelet's
+/// path to the API: the Node is `Ready` while every pod packet across the link is dropped.
+/// `Err` names the first protocol that does not pass, and where.
+pub fn pod_network(
+    link: &Link,
+    arm: &crate::arm::store::Store,
+    machine: &str,
+    infra: &str,
+    subnet: Option<&ipnet::Ipv4Net>,
+    ipsec: bool,
+) -> Result<(), String> {
+    let Some(cluster) = link.clusters.iter().find(|c| c.fixture.infra == infra) else {
+        return Err(format!("no AWS network of cluster {infra}"));
+    };
+    if !link.up_vpcs.contains(&cluster.fixture.vpc_id) {
+        return Err(format!("no tunnel to {} is UP", cluster.fixture.vpc_id));
+    }
+    let Some(subnet) = subnet else { return Err("the VM's subnet is unknown".into()) };
+    let needed: &[(&str, &str, i64, &str)] = if ipsec {
+        &[("udp", "Udp", 500, "IKE (UDP 500)"), ("50", "Esp", -1, "ESP (IP protocol 50)")]
+    } else {
+        &[("udp", "Udp", 6081, "Geneve (UDP 6081)")]
+    };
+    let dest = cluster
+        .fixture
+        .private_subnets
+        .first()
+        .and_then(|(_, cidr, _)| cidr.parse::<ipnet::Ipv4Net>().ok()?.hosts().nth(9));
+    for (aws, azure, port, what) in needed {
+        if !crate::aws::resolver::admits(&cluster.node_rules, aws, *port, subnet) {
+            return Err(format!(
+                "{what} from {subnet} is dropped: the cluster nodes' security group {} lets none in from the VM's subnet",
+                cluster.fixture.node_security_group
+            ));
+        }
+        if let Some(dest) = dest {
+            nsg_allows(arm, machine, azure, *port, dest).map_err(|why| format!("{what} is dropped: {why}"))?;
+        }
+    }
+    Ok(())
+}
+
 /// Whether the network security group on the VM's subnet lets `protocol` to `port` at `dest` out
 /// (the Azure half of the path; replies are allowed back, NSGs being stateful). Its rules are read
 /// in priority order and the first that matches decides; none matching, Azure's default outbound
@@ -322,6 +372,41 @@ pub fn refused_node_labels<'a>(keys: impl Iterator<Item = &'a str>) -> Option<St
 /// The AWS template units, which fail on an Azure VM.
 const AWS_UNITS: &[&str] = &["aws-kubelet-nodename.service", "aws-kubelet-providerid.service"];
 
+/// The AWS template unit that points the node's resolver at AWS's (enabled where the cluster hosts
+/// its load balancers' DNS).
+pub const AWS_UPDATE_DNS: &str = "aws-update-dns.service";
+
+/// AWS's Time Sync Service: a link-local address each EC2 instance reaches through its own
+/// hypervisor (AWS, "Set the time for your EC2 instance"), and nothing outside EC2 does.
+pub const AWS_TIME_SYNC: &str = "169.254.169.123";
+
+/// Where a node booted with `config` keeps its time, or why it cannot: `/etc/chrony.conf` as the
+/// config writes it (the last config's file wins), else RHCOS's platform default, which on Azure
+/// is the host's PTP clock (fedora-coreos-config `coreos-platform-chrony-config`, used only while
+/// the file is the OS's own).
+pub fn time_source(config: &Value) -> Result<String, String> {
+    let file = config["storage"]["files"].as_array().into_iter().flatten().find(|f| f["path"] == "/etc/chrony.conf");
+    let Some(file) = file else { return Ok("the Azure host's PTP clock (RHCOS's platform default)".into()) };
+    let text = file["contents"]["source"].as_str().and_then(data_url).map(|b| String::from_utf8_lossy(&b).into_owned());
+    let text = text.unwrap_or_default();
+    let mut sources = Vec::new();
+    for l in text.lines().map(str::trim) {
+        let mut words = l.split_whitespace();
+        match (words.next(), words.next(), words.next()) {
+            (Some("refclock"), Some("PHC"), Some(dev)) => return Ok(format!("the Azure host's PTP clock ({dev})")),
+            (Some("server" | "pool" | "peer"), Some(addr), _) => sources.push(addr.to_string()),
+            _ => {}
+        }
+    }
+    match sources.iter().find(|a| a.as_str() != AWS_TIME_SYNC) {
+        Some(reachable) => Ok(format!("time server {reachable}")),
+        None if sources.is_empty() => Err("/etc/chrony.conf names no time source".into()),
+        None => Err(format!(
+            "/etc/chrony.conf names only {AWS_TIME_SYNC} (AWS's Time Sync Service, link-local to EC2), which an Azure VM cannot reach: the clock drifts"
+        )),
+    }
+}
+
 /// Runs the units of `config` that prepare the kubelet, on the VM `vm_id` named `vm_name`, and
 /// answers what the kubelet registers with.
 pub fn kubelet(config: &Value, vm_id: &str, vm_name: &str) -> Result<Registration, Held> {
@@ -340,6 +425,17 @@ pub fn kubelet(config: &Value, vm_id: &str, vm_name: &str) -> Result<Registratio
             return Err(at(format!(
                 "{name} failed: it asks the EC2 instance metadata service, which an Azure VM does not have, so /etc/kubernetes/node.env is never written and kubelet.service does not start"
             )));
+        }
+        // MCO `templates/common/aws/units/aws-update-dns.service.yaml`: `update-dns-server
+        // 169.254.169.253` makes AWS's VPC resolver the node's, before the kubelet.
+        if name == AWS_UPDATE_DNS {
+            return Err(held(
+                "dns",
+                format!(
+                    "{name} made 169.254.169.253 (AWS's VPC resolver, link-local to EC2) the node's resolver, which an Azure VM cannot reach: api-int does not resolve and the kubelet cannot reach the API"
+                ),
+                "openshift/machine-config-operator templates/common/aws/units/aws-update-dns.service.yaml",
+            ));
         }
     }
     let files: Vec<&Value> = config["storage"]["files"].as_array().into_iter().flatten().collect();
@@ -1006,6 +1102,10 @@ mod tests {
                     cluster_network_mtu: mtu,
                     capz_authority_host: None,
                     fips: false,
+                    ovn_ipsec: false,
+                    worker_time_servers: vec![],
+                    cluster_hosted_dns: false,
+                    control_plane_nodes: false,
                     proxy: None,
                     mirrors: vec![],
                     ebs_csi: false,
@@ -1117,5 +1217,37 @@ printf 'KUBELET_NODE_NAME=%s\nKUBELET_PROVIDERID=azure://%s\nCUSTOM_KUBELET_LABE
         let c = json!({"systemd": {"units": [{"name": "kubelet.service", "dropins": [{"name": "20-node-env.conf",
             "contents": "[Service]\nEnvironmentFile=/etc/kubernetes/node.env\n"}]}]}});
         assert!(kubelet(&c, "id", "vm").unwrap_err().message.contains("node.env"));
+    }
+
+    #[test]
+    fn an_enabled_aws_dns_unit_points_the_node_at_a_resolver_it_cannot_reach() {
+        let unit = |enabled: bool| {
+            json!({"systemd": {"units": [{"name": AWS_UPDATE_DNS, "enabled": enabled,
+                "contents": "[Unit]\nBefore=kubelet-dependencies.target\n[Service]\nExecStart=/usr/local/bin/update-dns-server 169.254.169.253\n"}]}})
+        };
+        let held = kubelet(&unit(true), "id", "vm").unwrap_err();
+        assert_eq!(held.step, "dns");
+        assert!(held.message.contains("169.254.169.253"), "{}", held.message);
+        let mut masked = unit(true);
+        masked["systemd"]["units"][0]["mask"] = json!(true);
+        for c in [unit(false), masked] {
+            assert!(kubelet(&c, "id", "vm").is_ok_and(|r| r.node_name == "vm"), "{c}");
+        }
+    }
+
+    #[test]
+    fn a_node_keeps_time_from_what_chrony_conf_names() {
+        let with = |conf: &str| {
+            let source = format!("data:,{}", conf.replace(' ', "%20").replace('\n', "%0A"));
+            json!({"storage": {"files": [{"path": "/etc/chrony.conf", "contents": {"source": source}}]}})
+        };
+        assert!(time_source(&json!({})).is_ok_and(|s| s.contains("PTP")), "RHCOS's platform default");
+        let aws = time_source(&with("server 169.254.169.123 iburst\nmakestep 1.0 3\n")).unwrap_err();
+        assert!(aws.contains("169.254.169.123"), "{aws}");
+        assert!(time_source(&with("refclock PHC /dev/ptp_hyperv poll 3\n")).is_ok());
+        assert!(
+            time_source(&with("server 169.254.169.123 iburst\nserver 10.0.0.2 iburst\n"))
+                .is_ok_and(|s| s.contains("10.0.0.2"))
+        );
     }
 }

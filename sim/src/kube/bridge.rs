@@ -286,22 +286,47 @@ impl Bridge {
                 let progress = boot::advance(&mut s, &arm, &link, &machine, &pointer, dns, world);
                 held = progress.held;
             }
+            // Pod traffic to the cluster's nodes, for a machine whose Node registered.
+            let pod_network = registered.then(|| {
+                let infra = config.openshift.as_ref().map(|o| o.infrastructure_name.as_str()).unwrap_or_default();
+                let ipsec = config.openshift.as_ref().is_some_and(|o| o.ovn_ipsec);
+                let subnet = joins::vm_subnet(&arm, name);
+                match boot::pod_network(&link, &arm, name, infra, subnet.as_ref(), ipsec) {
+                    Ok(()) => json!({"passes": true}),
+                    Err(why) => json!({"passes": false, "message": why}),
+                }
+            });
+            // Where its clock comes from, by the config its machine-config server serves.
+            let time_source = registered.then(|| {
+                let pointer = joins::vm_pointer_source(&arm, name).unwrap_or_default();
+                let pool = pointer.rsplit_once("/config/").map(|(_, p)| p).unwrap_or_default();
+                match boot::served_config(&s, pool).map_err(|h| h.message).and_then(|c| boot::time_source(&c)) {
+                    Ok(source) => json!({"synchronized": true, "source": source}),
+                    Err(why) => json!({"synchronized": false, "message": why}),
+                }
+            });
             found.push(json!({
                 "namespace": ns, "name": name,
+                "time_source": time_source,
                 "machine_set": m["metadata"]["labels"]["cluster.x-k8s.io/set-name"],
                 "held_at": held.step, "message": held.message, "source": held.source,
                 "node_ref_needs": joins::node_ref_needs(&s, m),
+                "pod_network": pod_network,
             }));
         }
         *self.machines.lock().expect("machines lock") = found;
         // The kubelets posting now: those whose heartbeat this pass renewed.
         let fresh = world.clock.now();
-        let posting = s
+        let mut posting: Vec<String> = s
             .heartbeats
             .iter()
             .filter(|(_, at)| fresh.duration_since(**at) < PASS * 2)
             .map(|(n, _)| n.clone())
             .collect();
+        // The cluster's own Nodes on AWS post whatever becomes of the link.
+        if let Some(o) = config.openshift.as_ref() {
+            posting.extend(super::openshift::control_plane_nodes(o));
+        }
         (s.objects.clone(), posting)
     }
 

@@ -60,6 +60,8 @@ pub const KINDS: &[Kind] = &[
     kind(APPS, "v1", "DaemonSet", "daemonsets"),
     // No status subresource in its CRD: the status is written with the object.
     cluster_wide(no_status(kind(OPENSHIFT_CONFIG, "v1", "Network", "networks"))),
+    // The network operator's configuration; the world writes no status of it.
+    cluster_wide(no_status(kind("operator.openshift.io", "v1", "Network", "networks"))),
     cluster_wide(kind(MACHINECONFIGURATION, "v1", "MachineConfigPool", "machineconfigpools")),
     cluster_wide(no_status(kind(MACHINECONFIGURATION, "v1", "MachineConfig", "machineconfigs"))),
     cluster_wide(kind(CERTIFICATES, "v1", "CertificateSigningRequest", "certificatesigningrequests")),

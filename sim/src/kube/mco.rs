@@ -62,14 +62,19 @@ pub fn internal_host(o: &OpenShift) -> &str {
 /// The units and files of the template MachineConfigs an AWS cluster's worker pool carries (the
 /// names only, which is what a pool of another cloud has to override): `templates/common/aws` is
 /// rendered into `00-worker` on every AWS cluster (`pkg/controller/template/render.go`).
-fn worker_templates() -> Vec<(&'static str, Value)> {
+/// `aws-update-dns.service` is there on every AWS cluster, enabled only where the cluster hosts its
+/// load balancers' DNS (`templates/common/aws/units/aws-update-dns.service.yaml`: `enabled` when
+/// `cloudLoadBalancerConfig.dnsType` is `ClusterHosted`).
+fn worker_templates(o: &OpenShift) -> Vec<(&'static str, Value)> {
     let unit =
         |name: &str| json!({"name": name, "enabled": true, "contents": format!("# {name}, from the MCO templates\n")});
     let file = |path: &str| json!({"path": path, "mode": 493, "contents": {"source": data_url(b"#!/bin/bash\n")}});
+    let update_dns = json!({"name": super::boot::AWS_UPDATE_DNS, "enabled": o.cluster_hosted_dns,
+        "contents": "[Unit]\nDescription=Update Default AWS Resolver\nBefore=kubelet-dependencies.target\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/usr/local/bin/update-dns-server 169.254.169.253\n\n[Install]\nRequiredBy=kubelet-dependencies.target\n"});
     vec![
         (
             "00-worker",
-            json!({"systemd": {"units": [unit("aws-kubelet-nodename.service"), unit("aws-kubelet-providerid.service")]},
+            json!({"systemd": {"units": [unit("aws-kubelet-nodename.service"), unit("aws-kubelet-providerid.service"), update_dns]},
                    "storage": {"files": [file("/usr/local/bin/aws-kubelet-nodename"), file("/usr/local/bin/aws-kubelet-providerid")]}}),
         ),
         (
@@ -125,13 +130,24 @@ pub fn seed(store: &mut Store, o: &OpenShift) {
         }});
         store.insert(kind(MACHINECONFIGURATION, "machineconfigpools"), pool);
     }
-    for (name, config) in worker_templates() {
+    for (name, config) in worker_templates(o) {
         let mut config = config;
         config["ignition"] = json!({"version": IGNITION_VERSION});
         let mc = json!({"apiVersion": MC_API, "kind": "MachineConfig",
             "metadata": {"name": name, "labels": {ROLE_LABEL: "worker"},
                 "annotations": {"machineconfiguration.openshift.io/generated-by-controller-version": "sim"}},
             "spec": {"config": config}});
+        store.insert(kind(MACHINECONFIGURATION, "machineconfigs"), mc);
+    }
+    // A worker chrony config as OpenShift documents one ("Configuring chrony time service": a
+    // MachineConfig of role worker writing /etc/chrony.conf), naming the cluster's time servers.
+    if !o.worker_time_servers.is_empty() {
+        let conf: String = o.worker_time_servers.iter().map(|s| format!("server {s} iburst\n")).collect::<String>()
+            + "driftfile /var/lib/chrony/drift\nmakestep 1.0 3\nrtcsync\nlogdir /var/log/chrony\n";
+        let mc = json!({"apiVersion": MC_API, "kind": "MachineConfig",
+            "metadata": {"name": "99-worker-chrony", "labels": {ROLE_LABEL: "worker"}},
+            "spec": {"config": {"ignition": {"version": IGNITION_VERSION}, "storage": {"files": [
+                {"path": "/etc/chrony.conf", "mode": 420, "overwrite": true, "contents": {"source": data_url(conf.as_bytes())}}]}}}});
         store.insert(kind(MACHINECONFIGURATION, "machineconfigs"), mc);
     }
     // A FIPS install's configs (openshift/installer `pkg/asset/machines/machineconfig/fips.go`

@@ -28,6 +28,32 @@ fn kind(group: &str, plural: &str) -> &'static Kind {
     Kind::served(group, plural).expect("a served kind")
 }
 
+/// The cluster's control-plane Nodes on AWS, with `--control-plane-nodes`: one per zone of the
+/// region, as the installer places them, labelled and tainted as OpenShift's masters
+/// (`node-role.kubernetes.io/master:NoSchedule`), each with its zone (what AWS's cloud controller
+/// sets), which the node lifecycle controller groups Nodes by when it decides a disruption.
+pub fn control_plane_nodes(o: &OpenShift) -> Vec<String> {
+    if !o.control_plane_nodes {
+        return vec![];
+    }
+    (0..3).map(|i| format!("{}-master-{i}", o.infrastructure_name)).collect()
+}
+
+fn control_plane_node(o: &OpenShift, i: usize, name: &str, now: &str) -> Value {
+    let zone = format!("{}{}", o.region, ["a", "b", "c"][i % 3]);
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+            "node-role.kubernetes.io/master": "", "node-role.kubernetes.io/control-plane": "",
+            "topology.kubernetes.io/region": o.region, "topology.kubernetes.io/zone": zone}},
+        "spec": {"providerID": format!("aws:///{zone}/i-0{i}c0ffee{i}0000000"),
+            "taints": [{"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}]},
+        "status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "250"},
+            "allocatable": {"cpu": "7500m", "memory": "30Gi", "pods": "250"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]}})
+}
+
 /// What an OpenShift cluster on AWS holds from install: the `Infrastructure` named `cluster`
 /// (openshift/api `config/v1` `InfrastructureStatus`), the cluster's own `Cluster` in
 /// `openshift-cluster-api`, named after the infrastructure and pointing at its `AWSCluster` (made
@@ -37,6 +63,9 @@ fn kind(group: &str, plural: &str) -> &'static Kind {
 /// `capz-controller-manager`, `serviceAccountName: capz-manager`, a projected service-account token
 /// with audience `api://AzureADTokenExchange` at `/var/run/secrets/azure/tokens`).
 pub fn seed(store: &mut Store, o: &OpenShift, now: &str) {
+    for (i, name) in control_plane_nodes(o).iter().enumerate() {
+        store.insert(kind("", "nodes"), control_plane_node(o, i, name, now));
+    }
     let infra = &o.infrastructure_name;
     let host = o.api_internal_url.trim_start_matches("https://").split(':').next().unwrap_or_default();
     let domain = host.strip_prefix("api-int.").unwrap_or(host);
@@ -102,6 +131,13 @@ pub fn seed(store: &mut Store, o: &OpenShift, now: &str) {
         "status": {"clusterNetwork": cluster_network, "serviceNetwork": ["172.30.0.0/16"], "networkType": "OVNKubernetes",
             "clusterNetworkMTU": o.cluster_network_mtu}});
     store.insert(kind("config.openshift.io", "networks"), network);
+    // openshift/api `operator/v1/types_network.go`: the network operator's configuration, where
+    // IPsec between nodes is turned on (`ipsecConfig.mode`: `Disabled`, `External` or `Full`).
+    let mode = if o.ovn_ipsec { "Full" } else { "Disabled" };
+    let operator = json!({"apiVersion": "operator.openshift.io/v1", "kind": "Network", "metadata": {"name": "cluster"},
+        "spec": {"clusterNetwork": cluster_network, "serviceNetwork": ["172.30.0.0/16"],
+            "defaultNetwork": {"type": "OVNKubernetes", "ovnKubernetesConfig": {"ipsecConfig": {"mode": mode}}}}});
+    store.insert(kind("operator.openshift.io", "networks"), operator);
     // openshift/api `config/v1/types_authentication.go`: `spec.serviceAccountIssuer`, empty for
     // the default internal issuer.
     let auth = json!({"apiVersion": "config.openshift.io/v1", "kind": "Authentication", "metadata": {"name": "cluster"},

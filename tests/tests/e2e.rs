@@ -775,8 +775,9 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     files.sort();
     // Every object but the two copies of what only the cluster has (the pool's pointer ignition,
     // the kubeconfig with the service account's token), which render names instead, and the
-    // Cluster's control plane before it (its CRD, CAPI's ClusterRole for it, the object).
-    assert_eq!(files.len(), 17, "{rendered}");
+    // Cluster's control plane before it (its CRD, CAPI's ClusterRole for it, the object), and
+    // the pool's RuntimeClass.
+    assert_eq!(files.len(), 18, "{rendered}");
     let kinds: Vec<String> = files
         .iter()
         .filter_map(|f| {

@@ -120,11 +120,12 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
             )
         })
         .collect();
-    labels.insert(xcsp_core::tags::POOL_LABEL.into(), Value::string(format!("{infra}-{name}")));
+    labels.insert(xcsp_core::tags::POOL_LABEL.into(), Value::string(pool_label(b, name)));
     let user_data = expand_machine_config(b, p, &labels);
     // CAPI copies a Machine's `node-role.kubernetes.io/*` labels to its Node (openshift/cluster-api
     // `api/core/v1beta1/machine_types.go` `NodeRoleLabelPrefix`, the Machine controller's label
-    // sync), which puts the node in the pool's MachineConfigPool by its node selector.
+    // sync), once the Node is matched: `oc get nodes` shows the pool's role. The pool's
+    // MachineConfigPool selects by the pool label, which the kubelet sets at registration.
     labels.insert(format!("node-role.kubernetes.io/{}", pool_role(b, name)), Value::string(""));
     expand_runtime_class(b, p, &taints);
     // Machines come up only over a working link (ignition from the machine-config server, the
@@ -205,6 +206,19 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
 
 /// The machine-config role of a pool: its MachineConfigPool's name, unique per stack (the
 /// namespace is the stack's).
+/// The value of the pool label ([`xcsp_core::tags::POOL_LABEL`]) its Nodes carry from their
+/// registration: the kubelet sets it (`CUSTOM_KUBELET_LABELS`), so the MachineConfigPool and the
+/// RuntimeClass select by it rather than by `node-role.kubernetes.io/<role>`, which the kubelet
+/// may not set (openshift/kubernetes `plugin/pkg/admission/noderestriction/admission.go`: of the
+/// node roles only master, worker, control-plane and etcd, and only at creation) and which arrives
+/// only with CAPI's label sync, after the Node's machine is matched. In between, a Node with only
+/// `node-role.kubernetes.io/worker` is the worker pool's (machine-config-operator
+/// `pkg/helpers/helpers.go` `GetPoolsForNode`), whose node controller may move it to the worker's
+/// rendered config, with the AWS units, and reboot it.
+fn pool_label(b: &Builder, pool: &str) -> String {
+    format!("{}-{pool}", b.model.cluster.infrastructure_name.value)
+}
+
 fn pool_role(b: &Builder, pool: &str) -> String {
     crate::spec::pool_role(&b.model.stack, &b.model.cluster, pool)
 }
@@ -292,7 +306,7 @@ fn expand_runtime_class(b: &mut Builder, p: &crate::spec::Pool, taints: &[Value]
         vec![
             ("name", Value::string(&role)),
             ("handler", Value::string(RUNTIME_HANDLER)),
-            ("node_role", Value::string(format!("node-role.kubernetes.io/{role}"))),
+            ("pool_label", Value::string(pool_label(b, &p.name.value))),
             ("tolerations", Value::List(tolerations)),
             ("outage_tolerance_seconds", Value::int(seconds)),
         ],
@@ -330,7 +344,12 @@ fn expand_machine_config(b: &mut Builder, p: &crate::spec::Pool, labels: &IndexM
     }
     let mc = b.add(T::K8sMachineConfig, name, None, attrs);
     let mc_addr = b.addr(mc);
-    let mcp = b.add(T::K8sMachineConfigPool, name, None, vec![("name", Value::string(&role))]);
+    let mcp = b.add(
+        T::K8sMachineConfigPool,
+        name,
+        None,
+        vec![("name", Value::string(&role)), ("pool_label", Value::string(pool_label(b, name)))],
+    );
     b.after(mcp, &mc_addr);
     let mcp_addr = b.addr(mcp);
     let copy = b.add(

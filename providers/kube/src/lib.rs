@@ -159,7 +159,9 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
                     "machineConfigSelector": { "matchExpressions": [{
                         "key": machine_config::ROLE_LABEL, "operator": "In", "values": ["worker", role],
                     }] },
-                    "nodeSelector": { "matchLabels": { format!("node-role.kubernetes.io/{role}"): "" } },
+                    // The label the pool's kubelet registers its Node with (plans' `pool_label`):
+                    // the Node is this pool's from its first registration, never the worker's.
+                    "nodeSelector": { "matchLabels": { tags::POOL_LABEL: a.str_or_empty("pool_label") } },
                 },
             })
         }
@@ -190,7 +192,7 @@ pub fn object(stack: &str, address: &Address, attrs: &Attributes) -> Result<Json
                 "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": meta,
                 "handler": a.str_or_empty("handler"),
                 "scheduling": {
-                    "nodeSelector": { a.str_or_empty("node_role"): "" },
+                    "nodeSelector": { tags::POOL_LABEL: a.str_or_empty("pool_label") },
                     "tolerations": tolerations,
                 },
             })

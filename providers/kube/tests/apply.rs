@@ -122,10 +122,10 @@ async fn the_il5_objects_are_applied_read_back_reapplied_and_deleted_machines_fi
         .collect();
     assert_eq!(
         nodes.len(),
-        16,
+        17,
         "Namespace, AzureClusterIdentity, AzureCluster, Cluster, CAPI's access (ServiceAccount, token Secret, \
          ClusterRole, ClusterRoleBinding, kubeconfig Secret), the pool's MachineConfig, MachineConfigPool and \
-         user-data Secret, AzureMachineTemplate, a MachineSet per zone, MachineHealthCheck"
+         user-data Secret, AzureMachineTemplate, a MachineSet per zone, MachineHealthCheck, RuntimeClass"
     );
     assert_eq!(nodes[0].address.rtype, T::K8sNamespace, "the namespace comes first");
 

@@ -188,15 +188,15 @@ fn the_il5_objects_are_valid_against_the_capz_and_capi_crds() {
     assert_eq!(objects[0]["spec"]["allowedNamespaces"]["list"], json!(["xcsp-il5-gpu"]));
     let sets = find(&objects, "MachineSet");
     let ms = sets[0];
-    // Bootstrapped from the pool's own machine-config pool, whose node selector the role label
-    // CAPI copies to the Node matches.
+    // Bootstrapped from the pool's own machine-config pool, whose node selector is the pool label
+    // the kubelet registers the Node with (CAPI copies the role label later).
     assert_eq!(ms["spec"]["template"]["spec"]["bootstrap"]["dataSecretName"], "xcsp-il5-gpu-gpu-user-data");
     assert_eq!(ms["spec"]["template"]["metadata"]["labels"]["node.openshift.io/cloud-provider"], "azure");
     assert_eq!(ms["spec"]["template"]["metadata"]["labels"]["node-role.kubernetes.io/xcsp-il5-gpu-gpu"], "");
     let mcp = find(&all, "MachineConfigPool")[0];
     assert_eq!(mcp["metadata"]["name"], "xcsp-il5-gpu-gpu");
     assert!(mcp["metadata"].get("namespace").is_none(), "a pool is cluster-wide");
-    assert_eq!(mcp["spec"]["nodeSelector"]["matchLabels"], json!({"node-role.kubernetes.io/xcsp-il5-gpu-gpu": ""}));
+    assert_eq!(mcp["spec"]["nodeSelector"]["matchLabels"], json!({"xcsp.io/pool": "il5-gpu-x7k2p-gpu"}));
     assert_eq!(
         mcp["spec"]["machineConfigSelector"]["matchExpressions"][0]["values"],
         json!(["worker", "xcsp-il5-gpu-gpu"])

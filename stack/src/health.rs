@@ -564,7 +564,7 @@ pub fn ebs_csi(e: &xcsp_kube::pool::EbsCsi) -> Vec<Named> {
                     e.on_pool_not_ready,
                     e.on_pool,
                     if failing {
-                        ": on an Azure VM the EBS CSI driver finds no EC2 instance metadata and exits; expected while the pool exists (preflight names it)"
+                        ": on an Azure VM the EBS CSI driver finds no EC2 instance metadata and exits; while they are unavailable a rollout of the driver (an upgrade) replaces no Pod on the cluster's AWS nodes either (its maxUnavailable is 10%; preflight names it)"
                     } else {
                         ""
                     }

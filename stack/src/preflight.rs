@@ -616,7 +616,10 @@ fn image_pull_problems(model: &Model, mirrors: &[xcsp_kube::survey::Mirror]) -> 
 /// `csidrivernodeservicecontroller` `isProgressing`): before 4.21 Progressing while any Pod is
 /// unavailable, so for as long as the pool exists; from 4.21 only while a new generation rolls out,
 /// which with the pool's Pods never finishes, so from the driver's next rollout (an upgrade) on.
-/// The DaemonSet is the driver operator's: xcsp changes nothing of it (the operator would undo it).
+/// The rollout uses `maxUnavailable: 10%`, and every unavailable Pod counts against it (kubernetes
+/// `pkg/controller/daemon/update.go` `rollingUpdate`): the pool's Pods stall the rollout on the
+/// cluster's own AWS nodes too. The DaemonSet is the driver operator's: xcsp changes nothing of it
+/// (the operator would undo it).
 fn ebs_csi_problem(model: &Model, release: Option<&str>) -> Option<Problem> {
     let first = model.pools.first()?;
     let names: Vec<&str> = model.pools.iter().map(|p| p.name.value.as_str()).collect();
@@ -640,7 +643,7 @@ fn ebs_csi_problem(model: &Model, release: Option<&str>) -> Option<Problem> {
         )
         .label(&first.span, "Azure Nodes")
         .with_help(
-            "harmless to the pool itself: its Nodes cannot attach EBS volumes anyway (give their Pods Azure storage); the DaemonSet belongs to the driver's operator, which would undo any change; `xcsp status` shows its Pods on the pool's Nodes and the operator's condition",
+            "not harmless: the DaemonSet rolls out with maxUnavailable 10% (openshift/csi-operator assets), and the DaemonSet controller counts the pool's unavailable Pods against it (kubernetes pkg/controller/daemon/update.go), so at the driver's next rollout (an upgrade) no Pod on the cluster's own AWS nodes is replaced while the pool exists; the DaemonSet belongs to the driver's operator, which would undo any change, so before an upgrade plan for it with the driver's owner (or scale the pool to 0); the pool's Nodes cannot attach EBS volumes anyway (give their Pods Azure storage); `xcsp status` shows its Pods on the pool's Nodes and the operator's condition",
         ),
     )
 }

@@ -360,7 +360,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let state = dir.path();
     ok(&clouds.xcsp(state).arg("plan").arg(il5()).output().unwrap());
     let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(applied.contains("Apply complete! Resources: 54 added"), "{applied}");
+    assert!(applied.contains("Apply complete! Resources: 55 added"), "{applied}");
     assert_eq!(tunnels_up(&clouds, state), 4);
     // A tunnel whose path is cut (a test's fault in the sim) is DOWN on both sides: status says so
     // with exit 2, names the tunnel, and the link is whole again once the path is restored.
@@ -825,7 +825,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     }
 
     let destroyed = ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(destroyed.contains("54 destroyed"), "{destroyed}");
+    assert!(destroyed.contains("55 destroyed"), "{destroyed}");
     assert_eq!(clouds.aws_live(), (0, 0, 0));
     // The DNS endpoint and its security group went too (moto's own lists, through the sim).
     assert_eq!(clouds.get("/_sim/resolvers")["resolvers"], serde_json::json!([]));

@@ -152,14 +152,18 @@ async fn the_real_capz_makes_a_workers_vm_through_the_arm_emulator() {
     let client_id = azure(&h, "https://kubernetes.default.svc").await;
     pool(&client, &client_id, "419-v2").await;
 
-    // CAPZ's own client makes the NIC and the VM, and the AzureMachine is Ready by CAPZ's conditions.
+    // CAPZ's own client makes the NIC and the VM, and the AzureMachine is Ready by CAPZ's conditions,
+    // with the VM's state. CAPZ sets the two apart: `VMRunningCondition` from the PUT's outcome, the
+    // state only when the PUT hands back a VM (`azure/services/virtualmachines/virtualmachines.go`
+    // `Reconcile`: `UpdatePutStatus`, then `SetVMState` under `result != nil`), so one status write
+    // may carry Ready without the state, and the next reconcile adds it.
     let machines = api(&client, CAPZ_GROUP, "AzureMachine", "azuremachines");
-    let ready = wait(&h, "the AzureMachine Ready by CAPZ", 120, async || {
+    let ready = wait(&h, "the AzureMachine Ready by CAPZ, with its VM state", 120, async || {
         let list = machines.list(&Default::default()).await.ok()?;
         let am = list.items.into_iter().next()?;
         let conditions = am.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
         let ready = conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
-        ready.then_some(am)
+        (ready && !am.data["status"]["vmState"].is_null()).then_some(am)
     })
     .await;
     let name = ready.metadata.name.clone().unwrap();

@@ -1786,7 +1786,7 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     let held = replaced_and_held(&clouds, &victim, "api_path");
     let said = held[0]["message"].as_str().unwrap();
     assert!(said.contains(&format!("security group {lb} lets no TCP 22623 in from the VM's subnet")), "{said}");
-    let cause = "no Node: the cluster's security groups may refuse its VM (7 of the link's 8 port ranges are open in every security group of the cluster";
+    let cause = "no Node: the cluster's security groups may refuse its VM (not open in every security group of the cluster: machine-config server: TCP 22623;";
     let text = status_saying(&clouds, state, cause);
     assert_eq!(text.matches(cause).count(), 1, "{text}");
     assert!(text.contains("SecurityGroupRulesInPlace=False (RulesMissing)"), "{text}");

@@ -57,6 +57,11 @@ rtcsync
 logdir /var/log/chrony
 ";
 
+/// `text` as an Ignition file's `data:` URL, base64-encoded.
+fn data_url(text: &str) -> String {
+    format!("data:text/plain;charset=utf-8;base64,{}", base64::engine::general_purpose::STANDARD.encode(text))
+}
+
 /// The text of an Ignition `data:` URL (base64 or percent-encoded; RFC 2397), empty if unreadable.
 pub fn data_url_text(source: &str) -> String {
     let Some((head, data)) = source.strip_prefix("data:").and_then(|s| s.split_once(',')) else { return String::new() };
@@ -135,15 +140,11 @@ ENV
 /// The Ignition config of the pool's MachineConfig (spec 3.2.0, which every supported release
 /// of the machine-config operator reads).
 pub fn azure_node(kubelet_labels: &[String]) -> Value {
-    let source = format!(
-        "data:text/plain;charset=utf-8;base64,{}",
-        base64::engine::general_purpose::STANDARD.encode(script(kubelet_labels))
-    );
+    let source = data_url(&script(kubelet_labels));
     let unit = format!(
         "[Unit]\nDescription=Kubelet node name and provider ID from Azure IMDS (xcsp)\nWants=network-online.target\nAfter=network-online.target\nBefore=kubelet-dependencies.target\n\n[Service]\nType=oneshot\nExecStart={SCRIPT}\nRemainAfterExit=yes\n\n[Install]\nRequiredBy=kubelet-dependencies.target\n"
     );
-    let chrony =
-        format!("data:text/plain;charset=utf-8;base64,{}", base64::engine::general_purpose::STANDARD.encode(CHRONY));
+    let chrony = data_url(CHRONY);
     let mut units: Vec<Value> = AWS_UNITS.iter().map(|u| json!({ "name": u, "mask": true })).collect();
     units.push(json!({ "name": UNIT, "enabled": true, "contents": unit }));
     json!({

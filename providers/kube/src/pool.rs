@@ -252,27 +252,29 @@ pub async fn outage_exposed(
         return Ok(vec![]);
     }
     let client = crate::provider::client(config).await?;
-    let pods: Api<DynamicObject> = Api::all_with(client, &resource("", "v1", "Pod", "pods"));
-    let pods = pods.list(&ListParams::default()).await.map_err(|e| format!("cannot list the Pods: {e}"))?.items;
+    let api: Api<DynamicObject> = Api::all_with(client, &resource("", "v1", "Pod", "pods"));
     let mut out = Vec::new();
-    for p in &pods {
-        let on = p.data["spec"]["nodeName"].as_str().is_some_and(|n| pool_nodes.iter().any(|x| x == n));
-        let daemon = p.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet");
-        if !on || daemon || p.metadata.deletion_timestamp.is_some() {
-            continue;
+    // The pool's Nodes' Pods only, by the API server's `spec.nodeName` field selector: status and
+    // the controller read this each cycle, and a cluster holds far more Pods than the pool.
+    for node in pool_nodes {
+        let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        let pods = api.list(&params).await.map_err(|e| format!("cannot list the Pods on {node}: {e}"))?.items;
+        for p in &pods {
+            let daemon = p.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet");
+            if daemon || p.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let secs = tolerated_secs(&p.data["spec"]["tolerations"]);
+            if secs.is_some_and(|s| s > within_secs) {
+                continue;
+            }
+            let name = format!(
+                "{}/{}",
+                p.metadata.namespace.as_deref().unwrap_or_default(),
+                p.metadata.name.as_deref().unwrap_or_default()
+            );
+            out.push((name, secs.unwrap_or(0)));
         }
-        if let Some(secs) = tolerated_secs(&p.data["spec"]["tolerations"])
-            && secs > within_secs
-        {
-            continue;
-        }
-        let secs = tolerated_secs(&p.data["spec"]["tolerations"]).unwrap_or(0);
-        let name = format!(
-            "{}/{}",
-            p.metadata.namespace.as_deref().unwrap_or_default(),
-            p.metadata.name.as_deref().unwrap_or_default()
-        );
-        out.push((name, secs));
     }
     out.sort();
     Ok(out)

@@ -441,16 +441,7 @@ impl KubeProvider {
             Err(ProviderError::NotFound { .. }) => return Ok(vec![]),
             Err(e) => return Err(e),
         };
-        let mut found: Vec<String> = list
-            .items
-            .iter()
-            .flat_map(|mc| mc.data["spec"]["config"]["systemd"]["units"].as_array().cloned().unwrap_or_default())
-            .filter_map(|u| u["name"].as_str().map(String::from))
-            .filter(|n| crate::machine_config::aws_only(n))
-            .collect();
-        found.sort();
-        found.dedup();
-        Ok(found)
+        Ok(crate::survey::read_worker_configs(&list.items).aws_units)
     }
 
     /// Waits for a MachineSet's machines to have Nodes that are Ready and schedulable: its

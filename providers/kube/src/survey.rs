@@ -561,8 +561,13 @@ async fn worker_configs(client: &kube::Client) -> Result<WorkerConfigs, String> 
         Err(kube::Error::Api(e)) if e.code == 404 => return Ok(WorkerConfigs::default()),
         Err(e) => return Err(format!("cannot list the worker MachineConfigs: {e}")),
     };
+    Ok(read_worker_configs(&list))
+}
+
+/// What the worker MachineConfigs `list` hold that the pool must not inherit as is.
+pub(crate) fn read_worker_configs(list: &[DynamicObject]) -> WorkerConfigs {
     let mut out = WorkerConfigs::default();
-    for mc in &list {
+    for mc in list {
         let config = &mc.data["spec"]["config"];
         for u in config["systemd"]["units"].as_array().into_iter().flatten() {
             if let Some(n) = u["name"].as_str().filter(|n| crate::machine_config::aws_only(n)) {
@@ -591,7 +596,7 @@ async fn worker_configs(client: &kube::Client) -> Result<WorkerConfigs, String> 
     out.aws_units.sort();
     out.aws_units.dedup();
     out.chrony.sort();
-    Ok(out)
+    out
 }
 
 /// The key ids the cluster signs its service-account tokens with: the API server's own JWKS

@@ -90,6 +90,9 @@ async fn timing(State(sim): S) -> Json<Value> {
     let mut out = sim.timing.get().map(|t| t.to_json()).unwrap_or_else(|| json!({}));
     out["entra"] = json!({ "token_lifetime": config.token_lifetime_secs });
     out["boot"] = json!({ "min": fastest * scale, "max": slowest * scale });
+    // A machine-config daemon's update of its machine (drain, write, reboot).
+    let (fastest, slowest) = crate::kube::rollout::UPDATE_SECS;
+    out["machine_config_update"] = json!({ "min": fastest * scale, "max": slowest * scale });
     // The slowest long-running operation a worker's VM takes to make (its NIC's PUT is synchronous).
     // The stand-ins (a VM's boot, its kubelet's status posts) look at the cluster once a pass.
     out["stand_ins"] = json!({ "pass": crate::kube::bridge::PASS.as_secs_f64() });

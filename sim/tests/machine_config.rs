@@ -207,3 +207,91 @@ async fn a_service_account_token_secret_is_filled_for_its_account_and_goes_with_
     }
     drop(server);
 }
+
+/// A kubelet's heartbeat for `node`: its Lease renewed now (the node lifecycle controller reads it).
+async fn heartbeat(client: &kube::Client, node: &str) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": node},
+        "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": now}});
+    let patch = kube::api::Patch::Apply(&lease);
+    leases.patch(node, &kube::api::PatchParams::apply("kubelet").force(), &patch).await.expect("lease renewed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_never_comes_back_holds_its_pool_s_next_config_from_every_other_node() {
+    let (server, client) = start(true).await;
+    let pools_api: Api<DynamicObject> = Api::all_with(client.clone(), &pools());
+    let configs_api: Api<DynamicObject> = Api::all_with(client.clone(), &configs());
+    let nodes_api: Api<DynamicObject> = Api::all_with(client.clone(), &resource("", "v1", "Node", "nodes"));
+    let selector = json!({"matchExpressions": [{"key": "machineconfiguration.openshift.io/role", "operator": "In", "values": ["worker", "gpu"]}]});
+    let mut gpu = pool("gpu", selector);
+    gpu.data["spec"]["nodeSelector"] = json!({"matchLabels": {"xcsp.io/pool": "il5-gpu"}});
+    pools_api.create(&PostParams::default(), &gpu).await.expect("pool made");
+    let first = until(&pools_api, "gpu", |p| p.data["status"]["configuration"]["name"].is_string()).await;
+    let first = first.data["status"]["configuration"]["name"].as_str().unwrap().to_string();
+
+    // Two of the pool's Nodes, both on the pool's config (as their daemons' first run leaves
+    // them): `alive` posts, `left` is a removed machine's, its Ready Unknown for good.
+    for (name, ready) in [("alive", "True"), ("left", "Unknown")] {
+        let node = object(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name,
+            "labels": {"xcsp.io/pool": "il5-gpu", "node-role.kubernetes.io/worker": ""},
+            "annotations": {"machineconfiguration.openshift.io/currentConfig": first,
+                "machineconfiguration.openshift.io/desiredConfig": first,
+                "machineconfiguration.openshift.io/state": "Done"}}}));
+        nodes_api.create(&PostParams::default(), &node).await.expect("node made");
+        let status = json!({"status": {"conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady",
+            "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+        nodes_api
+            .patch_status(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&status))
+            .await
+            .expect("status posted");
+    }
+    heartbeat(&client, "alive").await;
+    let counted = until(&pools_api, "gpu", |p| p.data["status"]["machineCount"] == 2).await;
+    assert_eq!(counted.data["status"]["unavailableMachineCount"], 1, "{}", counted.data["status"]);
+
+    // A change for every worker (an admin's MachineConfig, as a pull-secret change or an upgrade
+    // makes one): the pool renders a new config, and no Node is pointed at it while the
+    // unavailable one uses up `maxUnavailable: 1`.
+    let extra = object(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+        "metadata": {"name": "99-worker-extra", "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+        "spec": {"config": {"ignition": {"version": "3.2.0"}, "storage": {"files": [{"path": "/etc/extra", "mode": 420,
+            "contents": {"source": "data:,x"}}]}}},
+    }));
+    configs_api.create(&PostParams::default(), &extra).await.expect("config made");
+    let next = until(&pools_api, "gpu", |p| p.data["spec"]["configuration"]["name"].as_str() != Some(&first)).await;
+    let next = next.data["spec"]["configuration"]["name"].as_str().unwrap().to_string();
+    for _ in 0..8 {
+        heartbeat(&client, "alive").await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let alive = nodes_api.get("alive").await.unwrap();
+        assert_eq!(
+            alive.metadata.annotations.unwrap()["machineconfiguration.openshift.io/desiredConfig"],
+            first,
+            "the node controller pointed a Node at {next} with no capacity left"
+        );
+    }
+    let held = pools_api.get("gpu").await.unwrap();
+    let updated =
+        held.data["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Updated").cloned();
+    assert_eq!(updated.unwrap()["status"], "False", "{}", held.data["status"]);
+    assert_eq!(held.data["status"]["updatedMachineCount"], 0, "{}", held.data["status"]);
+
+    // The leftover Node deleted (what Cluster API does for the pool's Cluster, whose control
+    // plane xcsp's object stands for): the rollout goes on.
+    nodes_api.delete("left", &DeleteParams::default()).await.expect("node deleted");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        heartbeat(&client, "alive").await;
+        let alive = nodes_api.get("alive").await.unwrap();
+        if alive.metadata.annotations.unwrap()["machineconfiguration.openshift.io/desiredConfig"] == next {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the alive Node was never pointed at {next}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(server);
+}

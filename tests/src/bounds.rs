@@ -120,6 +120,22 @@ impl Timing {
         Bound::of(&[self.term("stand_ins.pass", "the kubelet's next status post")])
     }
 
+    /// A MachineConfig change on every one of a pool's `nodes` Nodes, one at a time as
+    /// `maxUnavailable: 1` lets the machine-config operator's node controller point them
+    /// (the world's stand-in looks once a pass), each machine's daemon's update (drain, write,
+    /// reboot) as the world reports it, and the pool's status written on the next pass.
+    pub fn machine_config_rollout(&self, nodes: usize) -> Bound {
+        let mut b = Bound::of(&[self.term("stand_ins.pass", "the render controller's new config")]);
+        for _ in 0..nodes {
+            b = b.then(&Bound::of(&[
+                self.term("stand_ins.pass", "the node controller's next Node"),
+                self.term("machine_config_update.max", "the world's slowest daemon update"),
+                self.term("stand_ins.pass", "the daemon's Done"),
+            ]));
+        }
+        b.then(&Bound::of(&[self.term("stand_ins.pass", "the pool's status")]))
+    }
+
     /// A CAPI controller's next reconcile of an object whose change it may have missed (a
     /// Machine's provider ID copied from its AzureMachine, a MachineSet's new Machine, a health
     /// check's remediation): at the latest its manager's resync.

@@ -2130,6 +2130,48 @@ fn a_link_outage_deletes_no_machine_and_a_hung_machine_is_replaced_alone() {
         std::thread::sleep(Duration::from_millis(250));
     }
     joined(&clouds, 1);
+
+    // A change for every worker (an admin's MachineConfig, as an upgrade or a pull-secret change
+    // makes one) reaches the pool's remaining Node: no leftover Node holds the pool's
+    // `maxUnavailable` (the machine-config operator's node controller counts a NotReady Node
+    // against it, `pkg/controller/node/node_controller.go` `getAllCandidateMachines`).
+    let pool_path = "/apis/machineconfiguration.openshift.io/v1/machineconfigpools/xcsp-il5-gpu-gpu";
+    let before = clouds.kube_get(pool_path)["status"]["configuration"]["name"].clone();
+    let extra = serde_json::json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+        "metadata": {"name": "99-worker-motd", "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+        "spec": {"config": {"ignition": {"version": "3.2.0"}, "storage": {"files": [{"path": "/etc/motd", "mode": 420,
+            "contents": {"source": "data:,managed%20by%20the%20cluster"}}]}}},
+    });
+    clouds.kube_request(
+        "POST",
+        "/apis/machineconfiguration.openshift.io/v1/machineconfigs",
+        Some(("application/json", &extra.to_string())),
+    );
+    let rollout = timing.machine_config_rollout(1);
+    let deadline = rollout.deadline();
+    let pool = loop {
+        let pool = clouds.kube_get(pool_path);
+        let status = &pool["status"];
+        let updated = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Updated" && c["status"] == "True");
+        if status["configuration"]["name"] != before && updated {
+            break pool;
+        }
+        assert!(Instant::now() < deadline, "the pool's new config never rolled out within {rollout}: {status}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(pool["status"]["machineCount"], 1, "{}", pool["status"]);
+    assert_eq!(pool["status"]["updatedMachineCount"], 1, "{}", pool["status"]);
+    let node = clouds.kube_get(&format!("/api/v1/nodes/{}", nodes(&clouds)[0]));
+    assert_eq!(
+        node["metadata"]["annotations"]["machineconfiguration.openshift.io/currentConfig"],
+        pool["status"]["configuration"]["name"],
+        "{node}"
+    );
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
 }
 

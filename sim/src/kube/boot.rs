@@ -828,6 +828,11 @@ pub fn advance(
             Ok(c) => c,
             Err(h) => return Progress { held: h, node: None },
         };
+        let rendered = s
+            .value(super::kinds::MACHINECONFIGURATION, "machineconfigpools", "", &pool)
+            .and_then(|p| p["status"]["configuration"]["name"].as_str())
+            .unwrap_or_default()
+            .to_string();
         let key = (vm_id.clone(), served.to_string());
         let reg = match s.kubelets.get(&key) {
             Some(r) => r.clone(),
@@ -891,6 +896,7 @@ pub fn advance(
             s.insert(kind, v);
         }
         s.registered.insert(vm_id.clone(), reg.node_name.clone());
+        s.booted.entry(reg.node_name.clone()).or_insert(rendered);
         s.heartbeats.insert(reg.node_name.clone(), now);
         return network_or_joined(s, machine, &reg.node_name, network);
     };

@@ -255,6 +255,8 @@ impl Bridge {
             if let Some(node) = s.registered.remove(&vm) {
                 s.heartbeats.remove(&node);
                 s.csrs.remove(&node);
+                s.booted.remove(&node);
+                s.updates.remove(&node);
             }
             s.boots.remove(&vm);
             s.kubelets.retain(|(v, _), _| *v != vm);
@@ -361,10 +363,28 @@ impl Bridge {
             return create(as_whom, kind, &obj.value).await;
         };
         if comparable(&obj.value) != comparable(&before.value) {
-            let patch = json!({
-                "metadata": {"labels": obj.value["metadata"]["labels"], "annotations": obj.value["metadata"]["annotations"]},
-                "spec": obj.value["spec"],
-            });
+            // Only what the stand-in changed (a Node's taints that someone else wrote since the
+            // snapshot stay theirs, as a controller's patch of its own fields leaves them).
+            let mut patch = json!({});
+            for field in ["labels", "annotations"] {
+                if obj.value["metadata"][field] != before.value["metadata"][field] {
+                    patch["metadata"][field] = obj.value["metadata"][field].clone();
+                }
+            }
+            let (now, was) = (&obj.value["spec"], &before.value["spec"]);
+            if now != was {
+                let keys = now
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, _)| k)
+                    .chain(was.as_object().into_iter().flatten().map(|(k, _)| k));
+                for k in keys {
+                    if now[k] != was[k] {
+                        patch["spec"][k] = now[k].clone();
+                    }
+                }
+            }
             api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| e.to_string())?;
         }
         let status = &obj.value["status"];

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::kinds::{Kind, MACHINECONFIGURATION};
+use super::rollout::COUNTS;
 use super::store::Store;
 use crate::world::{OpenShift, World};
 
@@ -234,6 +235,7 @@ impl Store {
                 world.journal("kubernetes", "machine-config-operator", &format!("{MACHINE_API_NAMESPACE}/{secret}"));
             }
         }
+        self.settle_nodes(world);
     }
 
     /// `pkg/controller/render/render_controller.go` `syncMachineConfigPool`: the configs the pool
@@ -268,7 +270,8 @@ impl Store {
                 None if empty => "Pool has a nil or empty machineConfigSelector and selects no MachineConfigs".into(),
                 None => format!("no MachineConfigs found matching selector for pool {name}"),
             };
-            status["conditions"] = conditions(&[("RenderDegraded", "True", &why), ("Updated", "False", "")]);
+            set_condition(&mut status, "RenderDegraded", "True", &why);
+            set_condition(&mut status, "Updated", "False", "");
             status["configuration"] = json!({});
         } else {
             let configs: Vec<&Value> = chosen.iter().map(|c| &c.2["spec"]["config"]).collect();
@@ -290,10 +293,13 @@ impl Store {
             let source: Vec<Value> =
                 chosen.iter().map(|c| json!({"apiVersion": MC_API, "kind": "MachineConfig", "name": c.1})).collect();
             status["configuration"] = json!({"name": rendered, "source": source});
-            status["conditions"] = conditions(&[("RenderDegraded", "False", ""), ("Updated", "True", "")]);
+            set_condition(&mut status, "RenderDegraded", "False", "");
         }
-        for k in ["machineCount", "readyMachineCount", "updatedMachineCount", "degradedMachineCount"] {
-            status[k] = json!(0);
+        // The counts and `Updated`/`Updating` are the node controller's ([`Store::settle_nodes`]).
+        for k in COUNTS {
+            if status[k].is_null() {
+                status[k] = json!(0);
+            }
         }
         status["observedGeneration"] = pool["metadata"]["generation"].clone();
         if status == pool["status"] {
@@ -308,9 +314,15 @@ impl Store {
     }
 }
 
-/// Pool conditions as the operator writes them (type, status, message).
-fn conditions(list: &[(&str, &str, &str)]) -> Value {
-    Value::Array(list.iter().map(|(t, s, m)| json!({"type": t, "status": s, "message": m})).collect())
+/// Sets the pool condition `kind` (type, status, message), keeping the others.
+pub(super) fn set_condition(status: &mut Value, kind: &str, value: &str, message: &str) {
+    let mut list: Vec<Value> = status["conditions"].as_array().cloned().unwrap_or_default();
+    let wanted = json!({"type": kind, "status": value, "message": message});
+    match list.iter_mut().find(|c| c["type"] == kind) {
+        Some(c) => *c = wanted,
+        None => list.push(wanted),
+    }
+    status["conditions"] = Value::Array(list);
 }
 
 /// What is wrong with a `metav1.LabelSelector`, as apimachinery's `LabelSelectorAsSelector` says
@@ -335,7 +347,7 @@ fn selector_error(selector: &Value) -> Option<String> {
 
 /// Whether a valid `metav1.LabelSelector` selects an object with `labels`: every `matchLabels`
 /// pair and every `matchExpressions` requirement holds.
-fn selects(selector: &Value, labels: &Value) -> bool {
+pub(super) fn selects(selector: &Value, labels: &Value) -> bool {
     let label = |k: &str| labels[k].as_str();
     let pairs = selector["matchLabels"].as_object().into_iter().flatten().all(|(k, v)| label(k) == v.as_str());
     pairs

@@ -40,6 +40,11 @@ pub struct Store {
     pub heartbeats: BTreeMap<String, Instant>,
     /// Node name -> the name of its kubelet's bootstrap CertificateSigningRequest.
     pub csrs: BTreeMap<String, String>,
+    /// Node name -> the rendered config its machine booted with (what the machine-config server
+    /// served it, and wrote into its initial node annotations).
+    pub booted: BTreeMap<String, String>,
+    /// Node name -> the config its machine-config daemon is updating to, and when it is done.
+    pub updates: BTreeMap<String, (String, Instant)>,
 }
 
 impl Store {
@@ -55,6 +60,8 @@ impl Store {
             registered: BTreeMap::new(),
             heartbeats: BTreeMap::new(),
             csrs: BTreeMap::new(),
+            booted: BTreeMap::new(),
+            updates: BTreeMap::new(),
         };
         // cluster-capi-operator makes `openshift-cluster-api`, on TechPreviewNoUpgrade only.
         if world.config().openshift.is_none_or(|o| o.feature_set.runs_capi()) {

@@ -101,6 +101,11 @@ pub struct Faults {
     /// controller turns the Node `Unknown`, while the link and the other machines are fine.
     #[serde(default)]
     pub hung_vms: Vec<String>,
+    /// VMs (by name) whose kubelet's client certificate expired (a VM stopped past the
+    /// certificate's lifetime): the API refuses it, so the kubelet bootstraps again with a new
+    /// certificate signing request, and posts again once that one is approved and signed.
+    #[serde(default)]
+    pub expired_client_certs: Vec<String>,
 }
 
 /// The calls of one EC2 action after the first `after` (counted from when the fault was set, in
@@ -131,6 +136,7 @@ impl Default for Faults {
             aws_fail_actions: Vec::new(),
             cut_tunnels: Vec::new(),
             hung_vms: Vec::new(),
+            expired_client_certs: Vec::new(),
         }
     }
 }

@@ -604,6 +604,18 @@ pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
         if n.ready == "True" {
             return None;
         }
+        if let Some(csr) = m.csr.as_ref().filter(|c| c.rebootstrap) {
+            return Some(format!(
+                "its Node {} is not Ready ({}): its kubelet's client certificate expired (a VM stopped past the certificate's lifetime) and it asks for a new one: certificate signing request {} is {}{}, and OpenShift's machine approver approves no bootstrap request for a Node that exists. It asks for system:node:{} through the node bootstrapper, as this Machine's kubelet does: `oc adm certificate approve {}` lets it post again",
+                n.name,
+                n.ready,
+                csr.name,
+                csr.state,
+                csr.created.as_ref().map(|t| format!(" since {t}")).unwrap_or_default(),
+                n.name,
+                csr.name
+            ));
+        }
         let link = match dns {
             _ if !h.healthy() => format!(
                 ": the link is down ({} of {} tunnels up), so its kubelet cannot reach the API",

@@ -1208,6 +1208,48 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
     }
     assert_eq!(ready("True").len(), 2, "both Nodes Ready again within {posted}");
 
+    // A VM stopped past its kubelet's client certificate: the kubelet bootstraps again, and the
+    // machine approver refuses a bootstrap request for a Node that exists
+    // (openshift/cluster-machine-approver `csr_check.go` `authorizeNodeClientCSR`), so its Node
+    // stays NotReady until a person approves the request. Status names it, with the command.
+    let victim = ready("True")[0]["metadata"]["name"].as_str().unwrap().to_string();
+    clouds.configure(&serde_json::json!({"faults": {"expired_client_certs": [victim.clone()]}}));
+    let deadline = grace.deadline();
+    while !ready("Unknown").iter().any(|n| n["metadata"]["name"] == victim.as_str()) {
+        assert!(Instant::now() < deadline, "{victim} still posts with an expired certificate past {grace}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let said = status_saying(&clouds, state, "oc adm certificate approve");
+    assert!(
+        said.contains(&format!("its Node {victim} is not Ready (Unknown): its kubelet's client certificate expired")),
+        "{said}"
+    );
+    assert!(said.contains("approves no bootstrap request for a Node that exists"), "{said}");
+    let csrs = clouds.kubectl(&["get", "csr"]);
+    let pending: Vec<&serde_json::Value> = csrs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"]["conditions"].as_array().is_none_or(|c| c.is_empty()))
+        .collect();
+    assert_eq!(pending.len(), 1, "one Pending request, the re-bootstrapping kubelet's: {csrs}");
+    let csr = pending[0]["metadata"]["name"].as_str().unwrap().to_string();
+    assert!(said.contains(&format!("`oc adm certificate approve {csr}`")), "{said}");
+    // What `oc adm certificate approve` does: the Approved condition through `approval`.
+    let approval = serde_json::json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": csr}, "status": {"conditions": [{"type": "Approved", "status": "True",
+        "reason": "KubectlApprove", "message": "This CSR was approved by kubectl certificate approve."}]}});
+    clouds.kube_request(
+        "PUT",
+        &format!("/apis/certificates.k8s.io/v1/certificatesigningrequests/{csr}/approval"),
+        Some(("application/json", &approval.to_string())),
+    );
+    let deadline = posted.deadline();
+    while ready("True").len() < 2 {
+        assert!(Instant::now() < deadline, "{victim} not Ready within {posted} of its new certificate");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
     for kind in ["machinesets", "machines", "azuremachines", "azuremachinetemplates", "machinehealthchecks"] {
         let left = clouds.kubectl(&["get", kind, "-A"]);
@@ -3157,6 +3199,44 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
     assert!(metrics.contains(r#"xcsp_tunnels_up{namespace="gpu",name="il5"} 4"#), "{metrics}");
     let nodes = machines.len();
     assert!(metrics.contains(&format!(r#"xcsp_nodes_ready{{namespace="gpu",name="il5"}} {nodes}"#)), "{metrics}");
+
+    // A new machine while no xcsp command runs (a deleted Machine's replacement, as a
+    // remediation or a scale-up makes one): its Node registers with the cloud provider's
+    // uninitialized taint, which nothing on an AWS cluster lifts from an azure:// Node; the
+    // controller does (no command line runs, and no stand-in of the world lifts it), and the Node
+    // is schedulable with the pool's own taints.
+    let before: Vec<String> = joined(&clouds, nodes).iter().map(|m| m["name"].as_str().unwrap().to_string()).collect();
+    clouds.delete_machine(&before[0]);
+    let bound = clouds.timing().machine_joins().then(&clouds.timing().capi_reconciles());
+    let deadline = bound.deadline();
+    let fresh = loop {
+        let items = clouds.kube_get("/api/v1/nodes")["items"].as_array().cloned().unwrap_or_default();
+        let fresh: Vec<serde_json::Value> = items
+            .into_iter()
+            .filter(|n| !before.iter().any(|b| n["metadata"]["name"] == b.as_str()))
+            .filter(|n| {
+                let ready = n["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
+                let uninitialized = n["spec"]["taints"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|t| t["key"] == "node.cloudprovider.kubernetes.io/uninitialized");
+                ready && !uninitialized
+            })
+            .collect();
+        if let Some(n) = fresh.into_iter().next() {
+            break n;
+        }
+        assert!(Instant::now() < deadline, "no schedulable replacement Node within {bound}\n{}", controller.said());
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let taints: Vec<&str> =
+        fresh["spec"]["taints"].as_array().unwrap().iter().filter_map(|t| t["key"].as_str()).collect();
+    assert!(taints.contains(&"nvidia.com/gpu"), "the pool's taint stays: {fresh}");
 
     // A tunnel whose path is cut: the next reconciles say so in the conditions (nothing to repair).
     clouds.patch_xstack(&serde_json::json!({ "spec": { "policy": "Repair" } }));

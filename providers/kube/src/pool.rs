@@ -23,7 +23,9 @@ pub struct Machine {
     /// Conditions that are not `True`: type, reason and message.
     pub not_true: Vec<(String, String, String)>,
     pub node: Option<Node>,
-    /// Its kubelet's client certificate signing request, while it has no Node.
+    /// Its kubelet's client certificate signing request: the newest one while it has no Node; a
+    /// Pending bootstrap request made after its Node registered, once it has one (its kubelet
+    /// bootstrapping again: [`Csr::rebootstrap`]).
     pub csr: Option<Csr>,
 }
 
@@ -34,7 +36,18 @@ pub struct Csr {
     /// `Pending`, `Approved` or `Denied` (or `Failed`), from its conditions.
     pub state: String,
     pub created: Option<String>,
+    /// Asked by the node bootstrapper for a Node that exists: the kubelet's client certificate
+    /// expired (a VM stopped past its lifetime) and it bootstraps again
+    /// (kubernetes `pkg/kubelet/certificate/bootstrap/bootstrap.go` `LoadClientConfig`), which
+    /// OpenShift's machine approver never approves (openshift/cluster-machine-approver
+    /// `pkg/controller/csr_check.go` `authorizeNodeClientCSR`: "node ... already exists, cannot
+    /// approve"; and its Machine has a node reference).
+    pub rebootstrap: bool,
 }
+
+/// Who asks for a kubelet's first client certificate on OpenShift (the bootstrap kubeconfig's
+/// account; openshift/cluster-machine-approver `csr_check.go` `nodeBootstrapperUsername`).
+const NODE_BOOTSTRAPPER: &str = "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper";
 
 /// The signer of kubelets' client certificates (k8s.io/api `certificates/v1`).
 const KUBELET_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
@@ -154,14 +167,36 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
                 .map(String::from)
                 .or_else(|| m.metadata.name.clone())
                 .unwrap_or_default();
-            let csr = node
-                .is_none()
-                .then(|| csrs.iter().rev().find(|c| csr_node(c).as_deref() == Some(node_name.as_str())))
-                .flatten()
+            // With a Node: its Node's name, and only a Pending bootstrap request newer than it.
+            let registered = node.as_ref().and_then(|n| {
+                let created = nodes
+                    .iter()
+                    .find(|x| x.metadata.name.as_deref() == Some(n.name.as_str()))?
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()?
+                    .0;
+                Some((n.name.clone(), created))
+            });
+            let wanted = registered.as_ref().map_or(node_name.as_str(), |(n, _)| n.as_str());
+            let csr = csrs
+                .iter()
+                .rev()
+                .find(|c| csr_node(c).as_deref() == Some(wanted))
                 .map(|c| Csr {
                     name: c.metadata.name.clone().unwrap_or_default(),
                     state: csr_state(c),
                     created: c.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+                    rebootstrap: registered.is_some(),
+                })
+                .filter(|c| {
+                    let Some((_, node_created)) = &registered else { return true };
+                    let newer =
+                        csrs.iter().find(|x| x.metadata.name.as_deref() == Some(c.name.as_str())).is_some_and(|x| {
+                            x.data["spec"]["username"] == NODE_BOOTSTRAPPER
+                                && x.metadata.creation_timestamp.as_ref().is_some_and(|t| t.0 > *node_created)
+                        });
+                    newer && c.state == "Pending"
                 });
             out.push(Machine {
                 namespace: ns.clone(),

@@ -900,6 +900,39 @@ pub fn advance(
         s.heartbeats.insert(reg.node_name.clone(), now);
         return network_or_joined(s, machine, &reg.node_name, network);
     };
+    // A kubelet whose client certificate expired is refused by the API and bootstraps again
+    // (kubernetes `pkg/kubelet/certificate/bootstrap/bootstrap.go` `LoadClientConfig`: a
+    // certificate no longer valid sends it back to the bootstrap kubeconfig): a new request,
+    // which the machine approver refuses now that its Node exists ([`csr_approved`]). Until one
+    // is approved and signed it posts nothing.
+    let expired = config.faults.expired_client_certs.iter().any(|v| v.eq_ignore_ascii_case(name))
+        && !s.renewed.contains(&node_name);
+    let api = if expired {
+        if s.rebootstrapping.insert(node_name.clone()) {
+            s.csrs.remove(&node_name);
+        }
+        let (csr, approved) = kubelet_csr(s, &node_name, &stamp);
+        let approved = approved || csr_approved(s, &node_name, &csr).map(|()| approve(s, &csr, &stamp)).is_ok();
+        let signed = s
+            .value(super::kinds::CERTIFICATES, "certificatesigningrequests", "", &csr)
+            .is_some_and(|c| c["status"]["certificate"].as_str().is_some_and(|c| !c.is_empty()));
+        if approved && signed {
+            s.rebootstrapping.remove(&node_name);
+            s.renewed.insert(node_name.clone());
+            api
+        } else {
+            let why = csr_approved(s, &node_name, &csr).err().map(|h| h.message).unwrap_or_else(|| {
+                format!("certificate signing request {csr} is approved; the kubelet waits for its certificate")
+            });
+            Err(held(
+                "csr",
+                format!("its client certificate expired and the API refuses it; it bootstraps again: {why}"),
+                "kubernetes pkg/kubelet/certificate/bootstrap/bootstrap.go LoadClientConfig; openshift/cluster-machine-approver pkg/controller/csr_check.go authorizeNodeClientCSR",
+            ))
+        }
+    } else {
+        api
+    };
     // A registered Node: its kubelet posts status while the path holds.
     let grace = world.lro_duration(NODE_MONITOR_GRACE_SECS, NODE_MONITOR_GRACE_SECS);
     let posting = match &api {
@@ -967,6 +1000,13 @@ fn csr_approved(s: &Store, node_name: &str, csr: &str) -> Result<(), Held> {
     if s.value("apps", "deployments", MACHINE_APPROVER_NAMESPACE, MACHINE_APPROVER_CAPI).is_none() && !another {
         return Err(at(format!(
             "the kubelet's certificate signing request {csr} stays Pending: no machine approver for Cluster API Machines runs (Deployment {MACHINE_APPROVER_NAMESPACE}/{MACHINE_APPROVER_CAPI}, deployed only with the TechPreviewNoUpgrade feature set); `oc adm certificate approve {csr}` would let it register"
+        )));
+    }
+    // `authorizeNodeClientCSR`: a bootstrap request for a Node that exists, or for a Machine that
+    // already has its node, is never approved.
+    if s.value("", "nodes", "", node_name).is_some() {
+        return Err(at(format!(
+            "the kubelet's certificate signing request {csr} stays Pending: node {node_name} already exists, so the machine approver cannot approve it; `oc adm certificate approve {csr}` would let it post again"
         )));
     }
     let known = s.objects.iter().filter(|(k, _)| k.0 == "cluster.x-k8s.io" && k.1 == "machines").any(|(_, o)| {

@@ -257,6 +257,8 @@ impl Bridge {
                 s.csrs.remove(&node);
                 s.booted.remove(&node);
                 s.updates.remove(&node);
+                s.rebootstrapping.remove(&node);
+                s.renewed.remove(&node);
             }
             s.boots.remove(&vm);
             s.kubelets.retain(|(v, _), _| *v != vm);

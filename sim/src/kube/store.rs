@@ -45,6 +45,10 @@ pub struct Store {
     pub booted: BTreeMap<String, String>,
     /// Node name -> the config its machine-config daemon is updating to, and when it is done.
     pub updates: BTreeMap<String, (String, Instant)>,
+    /// Nodes whose kubelet bootstraps again (its client certificate expired), and those that got
+    /// a new certificate that way.
+    pub rebootstrapping: std::collections::BTreeSet<String>,
+    pub renewed: std::collections::BTreeSet<String>,
 }
 
 impl Store {
@@ -62,6 +66,8 @@ impl Store {
             csrs: BTreeMap::new(),
             booted: BTreeMap::new(),
             updates: BTreeMap::new(),
+            rebootstrapping: Default::default(),
+            renewed: Default::default(),
         };
         // cluster-capi-operator makes `openshift-cluster-api`, on TechPreviewNoUpgrade only.
         if world.config().openshift.is_none_or(|o| o.feature_set.runs_capi()) {

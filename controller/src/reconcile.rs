@@ -386,6 +386,8 @@ fn health_conditions(h: &health::Health) -> Vec<Condition> {
             "Ready"
         } else if !h.healthy() {
             "TunnelsDown"
+        } else if !h.leftover.is_empty() && machines_ready >= h.machines_wanted {
+            "LeftoverNodes"
         } else {
             "MachinesNotReady"
         },

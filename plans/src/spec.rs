@@ -143,6 +143,11 @@ pub fn pool_namespace(stack: &str, cluster: &Cluster) -> String {
 
 /// A pool's role (`<namespace>-<pool>`): the name of its MachineConfigPool, of its RuntimeClass,
 /// and of the `node-role.kubernetes.io/<role>` label its Nodes carry.
+/// The value of the pool label ([`xcsp_core::tags::POOL_LABEL`]) the pool's Nodes register with.
+pub fn pool_label(cluster: &Cluster, pool: &str) -> String {
+    format!("{}-{pool}", cluster.infrastructure_name.value)
+}
+
 pub fn pool_role(stack: &str, cluster: &Cluster, pool: &str) -> String {
     format!("{}-{pool}", pool_namespace(stack, cluster))
 }

@@ -68,6 +68,8 @@ pub struct Health {
     pub cluster: Vec<Named>,
     /// Each Cluster API provider xcsp installed, and whether its manager is available.
     pub providers: Vec<Named>,
+    /// The pool's Nodes that no Machine carries (when the cluster was read).
+    pub leftover: Vec<xcsp_kube::pool::Leftover>,
     /// Tunnels up on both sides, of those the spec's IPsec links have.
     pub up: usize,
     pub expected: usize,
@@ -92,6 +94,7 @@ impl Health {
     /// could not be read are not).
     pub fn pool_ready(&self) -> bool {
         self.machines.len() >= self.machines_wanted
+            && self.leftover.is_empty()
             && self.machines.iter().all(|m| m.node.as_ref().is_some_and(|n| n.ready == "True" && !n.uninitialized))
     }
 }
@@ -208,6 +211,7 @@ pub fn health(model: &Model, state: &State) -> Health {
         expected,
         machines: Vec::new(),
         machines_wanted: 0,
+        leftover: Vec::new(),
     }
 }
 
@@ -547,6 +551,34 @@ pub fn outage(model: &Model, exposed: &[(String, i64)]) -> Named {
     Named { name: "Pods on the pool's Nodes".into(), conditions: vec![condition] }
 }
 
+/// Each Node of the pool that no Machine carries, with its remedy: nothing on an AWS cluster
+/// deletes it (Cluster API deletes only the Node of a Machine it deletes), and it holds the
+/// pool's MachineConfigPool while it is not Ready.
+pub fn leftover(nodes: &[xcsp_kube::pool::Leftover]) -> Vec<Named> {
+    nodes
+        .iter()
+        .map(|n| Named {
+            name: format!("Node {}", n.name),
+            conditions: vec![Condition {
+                kind: "MachineOwned",
+                status: "False",
+                reason: "NoMachine".into(),
+                message: format!(
+                    "it carries the pool's label, but no Machine of the pool's MachineSets has its provider ID ({}); Ready is {}. Nothing on an AWS cluster deletes it (Cluster API deletes the Node of a Machine it deletes, AWS's cloud controller cannot read an azure:// ID){}. If its VM is gone, `oc delete node {}`",
+                    n.provider_id.as_deref().unwrap_or("none"),
+                    n.ready,
+                    if n.ready == "True" {
+                        ""
+                    } else {
+                        ", and while it is not Ready the machine-config operator counts it against the pool's maxUnavailable, so no MachineConfig reaches the pool's other Nodes"
+                    },
+                    n.name
+                ),
+            }],
+        })
+        .collect()
+}
+
 /// The EBS CSI driver's node Pods on the pool's Nodes and the `storage` ClusterOperator: a side
 /// effect preflight named, shown with what it is doing now. It does not make the pool unhealthy.
 pub fn ebs_csi(e: &xcsp_kube::pool::EbsCsi) -> Vec<Named> {
@@ -851,6 +883,14 @@ mod tests {
         h.machines[0].node = Some(down);
         let why = cause(&h, &h.machines[0]).unwrap();
         assert!(why.contains("NetworkReady=false") && why.contains("overlay MTU"), "{why}");
+        // A Node of the pool no Machine carries keeps the pool from being ready, named with its remedy.
+        h.machines[0].node = Some(node(false));
+        h.leftover.push(xcsp_kube::pool::Leftover { name: "gpu-9".into(), provider_id: None, ready: "Unknown".into() });
+        assert!(!h.pool_ready());
+        let named = leftover(&h.leftover);
+        let c = &named[0].conditions[0];
+        assert_eq!((named[0].name.as_str(), c.kind, c.reason.as_str()), ("Node gpu-9", "MachineOwned", "NoMachine"));
+        assert!(c.message.contains("oc delete node gpu-9") && c.message.contains("maxUnavailable"), "{}", c.message);
     }
 
     #[test]

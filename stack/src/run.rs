@@ -502,16 +502,30 @@ pub async fn health_of(s: &Stack, state: &State) -> crate::health::Health {
     {
         if !sets.is_empty() {
             match xcsp_kube::pool::machines(&found.client_config(), &sets).await {
-                Ok(m) => health.machines = m,
+                Ok(m) => {
+                    health.machines = m;
+                    // Only against Machines read: a failed read would make every Node a leftover.
+                    let labels: Vec<String> = l
+                        .model
+                        .pools
+                        .iter()
+                        .map(|p| xcsp_plans::spec::pool_label(&l.model.cluster, &p.name.value))
+                        .collect();
+                    match xcsp_kube::pool::leftover_nodes(&found.client_config(), &labels, &health.machines).await {
+                        Ok(left) => health.leftover = left,
+                        Err(e) => s.say.warn(format_args!("cannot read the pool's Nodes: {e}")),
+                    }
+                }
                 Err(e) => s.say.warn(format_args!("cannot read the pool's machines: {e}")),
             }
             let nodes: Vec<String> =
                 health.machines.iter().filter_map(|m| m.node.as_ref().map(|n| n.name.clone())).collect();
             match xcsp_kube::pool::ebs_csi(&found.client_config(), &nodes).await {
-                Ok(Some(e)) => health.cluster = crate::health::ebs_csi(&e),
+                Ok(Some(e)) => health.cluster.extend(crate::health::ebs_csi(&e)),
                 Ok(None) => {}
                 Err(e) => s.say.warn(format_args!("cannot read the EBS CSI driver: {e}")),
             }
+            health.cluster.extend(crate::health::leftover(&health.leftover));
             let tolerance = l.model.pools.iter().map(|p| p.outage_tolerance_seconds.value).min().unwrap_or_default();
             match xcsp_kube::pool::outage_exposed(&found.client_config(), &nodes, tolerance - 1).await {
                 Ok(exposed) if !nodes.is_empty() => health.cluster.push(crate::health::outage(&l.model, &exposed)),

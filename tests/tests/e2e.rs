@@ -2214,6 +2214,25 @@ fn a_link_outage_deletes_no_machine_and_a_hung_machine_is_replaced_alone() {
         pool["status"]["configuration"]["name"],
         "{node}"
     );
+
+    // A Node of the pool that no Machine carries (its VM removed while the Cluster had no control
+    // plane to let CAPI delete Nodes, as before XcspControlPlane): nothing on an AWS cluster
+    // deletes it, and, never Ready, it holds the pool's next MachineConfig. Status names it with
+    // its remedy and is not healthy until it goes.
+    let leftover = serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "gpu-left-behind", "labels": {"xcsp.io/pool": "il5-gpu-x7k2p-gpu"}},
+        "spec": {"providerID": "azure:///subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/gone/providers/Microsoft.Compute/virtualMachines/gpu-left-behind"},
+    });
+    clouds.kube_request("POST", "/api/v1/nodes", Some(("application/json", &leftover.to_string())));
+    // (Its exit is 2 either way here: state still asks for the two machines the scale-down took
+    // one of; `health::tests` hold a leftover Node against readiness.)
+    let said = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
+    assert!(said.contains("Node gpu-left-behind: MachineOwned=False (NoMachine)"), "{said}");
+    assert!(said.contains("oc delete node gpu-left-behind"), "{said}");
+    clouds.kube_request("DELETE", "/api/v1/nodes/gpu-left-behind", None);
+    let said = text_of(&clouds.xcsp(state).arg("status").arg(il5()).output().unwrap());
+    assert!(!said.contains("gpu-left-behind"), "{said}");
     ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
 }
 

@@ -216,7 +216,7 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
 /// `pkg/helpers/helpers.go` `GetPoolsForNode`), whose node controller may move it to the worker's
 /// rendered config, with the AWS units, and reboot it.
 fn pool_label(b: &Builder, pool: &str) -> String {
-    format!("{}-{pool}", b.model.cluster.infrastructure_name.value)
+    crate::spec::pool_label(&b.model.cluster, pool)
 }
 
 fn pool_role(b: &Builder, pool: &str) -> String {

@@ -214,6 +214,57 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
     Ok(out)
 }
 
+/// A Node of the pool that no Machine carries: its provider ID is none of `machines`' (or it has
+/// none). Cluster API deletes the Node of a Machine it deletes (`status.nodeRef`), and nothing
+/// else does on an AWS cluster: AWS's cloud controller cannot read an `azure://` provider ID. Such
+/// a Node, NotReady for good, counts against its MachineConfigPool's `maxUnavailable` and holds
+/// every later rollout (machine-config-operator `pkg/controller/node/node_controller.go`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Leftover {
+    pub name: String,
+    pub provider_id: Option<String>,
+    /// Its `Ready` condition's status.
+    pub ready: String,
+}
+
+/// The Nodes carrying the pool label ([`xcsp_core::tags::POOL_LABEL`]) with one of `pool_labels`
+/// whose provider ID no Machine of `machines` has.
+pub async fn leftover_nodes(
+    config: &KubeConfig,
+    pool_labels: &[String],
+    machines: &[Machine],
+) -> Result<Vec<Leftover>, String> {
+    if pool_labels.is_empty() {
+        return Ok(vec![]);
+    }
+    let client = crate::provider::client(config).await?;
+    let api: Api<DynamicObject> = Api::all_with(client, &resource("", "v1", "Node", "nodes"));
+    let selector = format!("{} in ({})", xcsp_core::tags::POOL_LABEL, pool_labels.join(","));
+    let nodes = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| format!("cannot list the pool's Nodes: {e}"))?
+        .items;
+    Ok(nodes
+        .into_iter()
+        .filter(|n| {
+            let id = n.data["spec"]["providerID"].as_str();
+            id.is_none_or(|id| !machines.iter().any(|m| m.provider_id.as_deref() == Some(id)))
+        })
+        .map(|n| Leftover {
+            name: n.metadata.name.clone().unwrap_or_default(),
+            provider_id: text(&n.data["spec"]["providerID"]),
+            ready: n.data["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "Ready")
+                .and_then(|c| text(&c["status"]))
+                .unwrap_or_else(|| "Unknown".into()),
+        })
+        .collect())
+}
+
 /// What the AWS EBS CSI driver does on the pool's Nodes, for `xcsp status`: its node DaemonSet's
 /// Pods there, and the `storage` ClusterOperator that reports the DaemonSet's rollout.
 #[derive(Debug, Clone, PartialEq, Serialize)]

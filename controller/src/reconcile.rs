@@ -586,7 +586,6 @@ mod tests {
                 before: Some(attrs("169.254.21.0/30")),
                 after: Some(attrs(after)),
                 replace_because: vec![],
-                finishes_wait: None,
             }],
         }
     }

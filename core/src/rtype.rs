@@ -86,6 +86,7 @@ resource_types! {
     K8sAzureMachineTemplate => "k8s_azure_machine_template", Kubernetes;
     K8sMachineSet => "k8s_machine_set", Kubernetes;
     K8sMachineHealthCheck => "k8s_machine_health_check", Kubernetes;
+    K8sNodesReady => "k8s_nodes_ready", Kubernetes;
     K8sMachineConfig => "k8s_machine_config", Kubernetes;
     K8sMachineConfigPool => "k8s_machine_config_pool", Kubernetes;
     K8sRuntimeClass => "k8s_runtime_class", Kubernetes;
@@ -124,16 +125,10 @@ impl ResourceType {
         )
     }
 
-    /// What a write of this type waits for after its call, when it waits for anything that
-    /// refresh cannot read back as an attribute: a resource adopted from an interrupted run (its
-    /// write was cut short, perhaps inside that wait) is written again, so the wait is kept.
-    /// The statuses xcsp sets (an AzureCluster's readiness, a Cluster's ControlPlaneInitialized)
-    /// are read back as attributes instead, and show in the plan by themselves.
-    pub fn waits_after_write(self) -> Option<&'static str> {
-        match self {
-            ResourceType::K8sMachineSet => Some("its Nodes Ready"),
-            _ => None,
-        }
+    /// A step that makes nothing in a cloud or cluster: it waits for what others made (a
+    /// MachineSet's Nodes Ready) and is recorded once it saw it.
+    pub fn only_waits(self) -> bool {
+        self == ResourceType::K8sNodesReady
     }
 
     /// Attributes that cannot change in place, each with the reason a replacement is needed.
@@ -219,7 +214,8 @@ impl ResourceType {
             | K8sCluster
             | K8sAzureMachineTemplate
             | K8sMachineSet
-            | K8sMachineHealthCheck => &[
+            | K8sMachineHealthCheck
+            | K8sNodesReady => &[
                 ("namespace", "a Kubernetes object's namespace is part of its identity"),
                 ("name", "a Kubernetes object's name is part of its identity"),
             ],

@@ -105,11 +105,7 @@ pub async fn refresh_only(
                 attributes.extend(o.attributes);
                 events.send(Event::Adopted { address: o.address.clone(), id: o.id.clone() });
                 out.adopted.push(o.address.clone());
-                // Whatever its write waits for after its call, the run that made it never saw.
-                let unsettled = o.address.rtype.waits_after_write().map(str::to_string);
-                state
-                    .resources
-                    .insert(o.address, ResourceState { id: Some(o.id), attributes, dependencies, unsettled });
+                state.resources.insert(o.address, ResourceState { id: Some(o.id), attributes, dependencies });
             }
         }
     }

@@ -23,6 +23,8 @@ pub fn typical_duration(rtype: ResourceType) -> Duration {
         | T::AzureUserAssignedIdentity
         | T::AzureFederatedCredential => 10,
         T::PresharedKey => 0,
+        // A VM's boot once it reaches the cluster: Ignition, the pivot, the kubelet's join.
+        T::K8sNodesReady => 5 * 60,
         _ => 5,
     };
     Duration::from_secs(secs)

@@ -642,9 +642,6 @@ fn prepare(run: &Run, item: &Item, a: &Address, state: &State) -> Result<Prepare
             let desired = node.filled(|from, output| output_of(state, from, output));
             match compare(a, &desired, &r.attributes).0 {
                 _ if run.replace.contains(a) => Action::Replace,
-                // Adopted from an interrupted run that never saw what its write waits for: the
-                // write runs again, and waits (the plan showed it as an update).
-                Action::NoOp if r.unsettled.is_some() => Action::Update,
                 Action::NoOp => return Ok(Prepared::Nothing),
                 Action::Replace => Action::Replace,
                 _ => Action::Update,
@@ -693,7 +690,6 @@ fn prepare(run: &Run, item: &Item, a: &Address, state: &State) -> Result<Prepare
                 id: None,
                 attributes: desired.clone(),
                 dependencies: node.dependencies(),
-                unsettled: None,
             });
             Ok(Prepared::Run { op, desired, id, provider, intent })
         }
@@ -759,9 +755,7 @@ fn record(state: &mut State, item: &Item, a: &Address, desired: Attributes, outc
                 attributes.insert(k, v);
             }
             // The write returned, so whatever it waits for after its call is done.
-            state
-                .resources
-                .insert(a.clone(), ResourceState { id: Some(observed.id), attributes, dependencies, unsettled: None });
+            state.resources.insert(a.clone(), ResourceState { id: Some(observed.id), attributes, dependencies });
         }
     }
 }

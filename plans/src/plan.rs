@@ -79,10 +79,6 @@ pub struct Change {
     /// Attributes that force a replacement, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replace_because: Vec<(String, String)>,
-    /// Written again although nothing differs: an interrupted run made it but never saw what its
-    /// write waits for (Nodes Ready for a MachineSet), and the write waits for it once more.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finishes_wait: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -158,20 +154,6 @@ pub fn compare(address: &Address, desired: &Attributes, recorded: &Attributes) -
     (action, replace)
 }
 
-/// Turns each no-op of a resource in `unsettled` (what its write waits for, never seen to finish
-/// by the run that made it) into an update that finishes that wait: the rerun of an interrupted
-/// apply keeps the first one's promise instead of reporting "No changes".
-pub fn finish_waits(plan: &mut Plan, unsettled: &BTreeMap<Address, String>) {
-    for c in &mut plan.changes {
-        if c.action == Action::NoOp
-            && let Some(what) = unsettled.get(&c.address)
-        {
-            c.action = Action::Update;
-            c.finishes_wait = Some(what.clone());
-        }
-    }
-}
-
 /// Diffs the desired graph against recorded attributes (by address). Inputs are filled from
 /// the recorded outputs of producers that stay (no-op or update), so a change flows on to the
 /// resources that consume it; a producer that is created or replaced leaves them unknown.
@@ -205,7 +187,6 @@ pub fn diff_replacing(
                 before: None,
                 after: Some(after),
                 replace_because: vec![],
-                finishes_wait: None,
             },
             Some(before) => {
                 let (mut action, mut replace) = compare(&node.address, &after, before);
@@ -239,7 +220,6 @@ pub fn diff_replacing(
                     before: Some(before.clone()),
                     after: Some(after),
                     replace_because: replace,
-                    finishes_wait: None,
                 }
             }
         };
@@ -254,7 +234,6 @@ pub fn diff_replacing(
                 before: Some(before.clone()),
                 after: None,
                 replace_because: vec![],
-                finishes_wait: None,
             });
         }
     }
@@ -329,12 +308,6 @@ pub fn render(plan: &Plan) -> String {
             let _ = writeln!(out, "  {} {} {verb}", symbol(c.action), c.address);
             for (attr, why) in &c.replace_because {
                 let _ = writeln!(out, "      # {attr} forces replacement: {why}");
-            }
-            if let Some(what) = &c.finishes_wait {
-                let _ = writeln!(
-                    out,
-                    "      # written again to wait for {what}: the run that made it was interrupted before it saw them"
-                );
             }
             match (&c.after, &c.before) {
                 // An update or replacement names what changes, `before -> after`, as apply
@@ -503,7 +476,6 @@ mod tests {
             before: None,
             after: Some(after),
             replace_because: vec![],
-            finishes_wait: None,
         });
         let text = serde_json::to_string(&p).unwrap();
         assert_eq!(serde_json::from_str::<SavedPlan>(&text).unwrap(), p);

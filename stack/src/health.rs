@@ -809,10 +809,9 @@ mod tests {
 
     fn record(state: &mut State, address: &str, id: &str, attrs: &[(&str, Value)]) {
         let attributes: Attributes = attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        state.resources.insert(
-            address.parse().unwrap(),
-            ResourceState { id: Some(id.into()), attributes, dependencies: vec![], unsettled: None },
-        );
+        state
+            .resources
+            .insert(address.parse().unwrap(), ResourceState { id: Some(id.into()), attributes, dependencies: vec![] });
     }
 
     /// Two connections of two tunnels, joined to Azure connections; `down` is not UP on AWS.

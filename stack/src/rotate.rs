@@ -109,7 +109,6 @@ pub async fn rotate(s: &Stack, approver: &dyn Approver, opts: Options, walk: Wal
                 before: None,
                 after: None,
                 replace_because: vec![("key".into(), "xcsp rotate-keys".into())],
-                finishes_wait: None,
             })
             .collect(),
     };
@@ -253,10 +252,7 @@ mod tests {
         let made = made.format(&time::format_description::well_known::Rfc3339).unwrap();
         let attributes = [("created".to_string(), Value::string(made))].into_iter().collect();
         let a: Address = format!("xcsp_preshared_key.link[{i}]").parse().unwrap();
-        state.resources.insert(
-            a.clone(),
-            ResourceState { id: Some(a.to_string()), attributes, dependencies: vec![], unsettled: None },
-        );
+        state.resources.insert(a.clone(), ResourceState { id: Some(a.to_string()), attributes, dependencies: vec![] });
     }
 
     /// A resumed rotation lets through a change that gives a key to its tunnel, and nothing more.
@@ -276,7 +272,6 @@ mod tests {
             before: Some(attrs("old-key", "169.254.21.0/30")),
             after: Some(after),
             replace_because: vec![],
-            finishes_wait: None,
         };
         let new_key = change(Action::Update, attrs("new-key", "169.254.21.0/30"));
         assert!(only_takes_keys(&l.graph, &new_key, &[&key]));

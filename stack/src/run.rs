@@ -133,7 +133,12 @@ fn objects_in_reach(s: &Stack, state: &State) -> ResourceGraph {
     }
     let kept: Vec<_> =
         l.graph.nodes().filter(|n| n.address.rtype.provider() != ProviderKind::Kubernetes).cloned().collect();
-    let left_out = l.graph.len() - kept.len();
+    // The objects left out; the waits for the MachineSets' Nodes go with them, being none.
+    let left_out = l
+        .graph
+        .nodes()
+        .filter(|n| n.address.rtype.provider() == ProviderKind::Kubernetes && !n.address.rtype.only_waits())
+        .count();
     if left_out > 0 {
         s.say.note(format_args!(
             "kubernetes_objects = \"render\", so the {left_out} Kubernetes objects of the spec (the CAPZ/CAPI objects, the pool's machine configuration, CAPI's access to the cluster, and their namespace) are left out of this run: write them with `xcsp render DIR` for oc apply or GitOps."
@@ -245,8 +250,7 @@ pub async fn plan(s: &Stack, refresh_first: bool, replace: &[String]) -> miette:
     drop(guard);
     let replace = replacing(s, &state, replace)?;
     let l = &s.loaded;
-    let mut p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
-    plan::finish_waits(&mut p, &state.unsettled());
+    let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
     crate::capacity::before_changes(&l.model, &p, s.options.offline, &s.say).await?;
     let cost = crate::cost::of_run(l, &p, &graph);
     let lineage = (state.serial > 0).then(|| state.lineage.clone());
@@ -342,8 +346,7 @@ pub async fn apply(s: &Stack, approver: &dyn Approver, opts: ApplyOptions) -> mi
         backend.write(&mut state).await?;
     }
     let replace = replacing(s, &state, &opts.replace)?;
-    let mut p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
-    plan::finish_waits(&mut p, &state.unsettled());
+    let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
     crate::capacity::before_changes(&l.model, &p, s.options.offline, &s.say).await?;
     // Apply does what the approved plan showed and no more: the saved plan when one is given (the
     // clouds may have moved since it was made; what now needs more than it showed is refused as
@@ -389,7 +392,6 @@ pub async fn destroy(s: &Stack, approver: &dyn Approver, sweep: bool, walk: Walk
                 before: None,
                 after: None,
                 replace_because: vec![],
-                finishes_wait: None,
             })
             .collect(),
     };
@@ -591,7 +593,12 @@ pub async fn render(s: &Stack, capi_version: &str) -> miette::Result<Vec<Rendere
             .or_else(|| (output == "id").then(|| r.id.clone().map(xcsp_core::Value::string)).flatten())
     };
     let mut out = Vec::new();
-    for node in l.graph.in_order().into_iter().filter(|n| n.address.rtype.provider() == ProviderKind::Kubernetes) {
+    for node in l
+        .graph
+        .in_order()
+        .into_iter()
+        .filter(|n| n.address.rtype.provider() == ProviderKind::Kubernetes && !n.address.rtype.only_waits())
+    {
         if let Some(what) = xcsp_kube::copied_at_apply(node.address.rtype) {
             let name = node.attributes.get("name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
             out.push(Rendered::OnlyInCluster { address: node.address.clone(), name, what });

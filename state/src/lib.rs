@@ -26,11 +26,6 @@ pub struct ResourceState {
     pub attributes: Attributes,
     #[serde(default)]
     pub dependencies: Vec<Address>,
-    /// What the write of this resource waits for after its call (its type's
-    /// `waits_after_write`) and was never seen to finish: set when refresh adopts it from an
-    /// interrupted run, cleared when a write of it returns. Absent from the file when settled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unsettled: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,15 +73,6 @@ impl State {
     /// provider adopts what the interrupted create left behind.
     pub fn attributes(&self) -> BTreeMap<Address, Attributes> {
         self.resources.iter().filter(|(_, r)| r.id.is_some()).map(|(a, r)| (a.clone(), r.attributes.clone())).collect()
-    }
-
-    /// Recorded resources whose write's wait was never seen to finish, with what it waits for.
-    pub fn unsettled(&self) -> BTreeMap<Address, String> {
-        self.resources
-            .iter()
-            .filter(|(_, r)| r.id.is_some())
-            .filter_map(|(a, r)| Some((a.clone(), r.unsettled.clone()?)))
-            .collect()
     }
 }
 

@@ -73,12 +73,7 @@ fn with_psk(stack: &str) -> State {
     let attrs = [("value".to_string(), Value::sensitive(Value::string(PSK)))].into_iter().collect();
     s.resources.insert(
         a,
-        ResourceState {
-            id: Some("xcsp_preshared_key.link[0]".into()),
-            attributes: attrs,
-            dependencies: vec![],
-            unsettled: None,
-        },
+        ResourceState { id: Some("xcsp_preshared_key.link[0]".into()), attributes: attrs, dependencies: vec![] },
     );
     s
 }

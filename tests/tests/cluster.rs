@@ -118,7 +118,7 @@ fn apply_without_a_kubeconfig_stops_before_changing_anything_and_says_what_it_tr
     let out = w.xcsp(&["plan"], &[]);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(0), "{said}");
-    assert!(said.contains("Plan: 55 to add") && said.contains("k8s_machine_set.gpu"), "{said}");
+    assert!(said.contains("Plan: 57 to add") && said.contains("k8s_machine_set.gpu"), "{said}");
     assert!(said.contains("apply and destroy stop before changing anything until one is found"), "{said}");
 }
 
@@ -138,7 +138,7 @@ fn the_default_kubeconfig_is_used_only_when_its_context_is_the_spec_cluster() {
     // Its context for the spec's cluster (a trailing slash aside) is taken.
     let w = Workspace::new("  kube_context        = \"il5\"\n");
     w.kubeconfig("home/.kube/config");
-    reached_confirmation(&w.xcsp(&["apply"], &[]), 55);
+    reached_confirmation(&w.xcsp(&["apply"], &[]), 57);
 }
 
 #[test]
@@ -147,7 +147,7 @@ fn the_spec_kubeconfig_comes_first_and_a_missing_one_is_an_error_not_a_fall_thro
     w.kubeconfig("home/cluster.kubeconfig");
     let broken = w.path("nowhere/kubeconfig");
     // KUBECONFIG names no file, so reaching the plan shows it was not looked at.
-    reached_confirmation(&w.xcsp(&["apply"], &[("KUBECONFIG", &broken)]), 55);
+    reached_confirmation(&w.xcsp(&["apply"], &[("KUBECONFIG", &broken)]), 57);
 
     let w = Workspace::new("  kubeconfig          = \"/nowhere/kubeconfig\"\n");
     let good = w.kubeconfig("good.kubeconfig");

@@ -360,7 +360,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     let state = dir.path();
     ok(&clouds.xcsp(state).arg("plan").arg(il5()).output().unwrap());
     let applied = ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(applied.contains("Apply complete! Resources: 55 added"), "{applied}");
+    assert!(applied.contains("Apply complete! Resources: 57 added"), "{applied}");
     assert_eq!(tunnels_up(&clouds, state), 4);
     // A tunnel whose path is cut (a test's fault in the sim) is DOWN on both sides: status says so
     // with exit 2, names the tunnel, and the link is whole again once the path is restored.
@@ -825,7 +825,7 @@ fn il5_apply_brings_four_tunnels_up_then_destroy_sweep_leaves_nothing() {
     }
 
     let destroyed = ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
-    assert!(destroyed.contains("55 destroyed"), "{destroyed}");
+    assert!(destroyed.contains("57 destroyed"), "{destroyed}");
     assert_eq!(clouds.aws_live(), (0, 0, 0));
     // The DNS endpoint and its security group went too (moto's own lists, through the sim).
     assert_eq!(clouds.get("/_sim/resolvers")["resolvers"], serde_json::json!([]));
@@ -1295,10 +1295,10 @@ fn status_writers(o: &serde_json::Value) -> Vec<&str> {
         .collect()
 }
 
-/// An apply killed while its MachineSets wait for their Nodes: the rerun adopts the MachineSets
-/// and, because their write's wait was never seen to finish, shows them as updates that finish it
-/// (`plan` exits 2, not "No changes"), waits for the Nodes in the same apply, and exits 0 only
-/// with every machine a Ready Node; a third run has nothing to do.
+/// An apply killed while it waits for the pool's Nodes: the waits were never seen to end, so
+/// they are not in state and the rerun's plan still has them (`plan` exits 2, not "No changes");
+/// it waits for the Nodes in the same apply and exits 0 only with every machine a Ready Node; a
+/// third run has nothing to do.
 #[test]
 fn a_rerun_after_a_kill_while_waiting_for_nodes_waits_for_them() {
     let clouds = Clouds::start();
@@ -1309,7 +1309,7 @@ fn a_rerun_after_a_kill_while_waiting_for_nodes_waits_for_them() {
         state,
         |e: &serde_json::Value| {
             e["event"] == "waiting"
-                && e["address"].as_str().is_some_and(|a| a.starts_with("k8s_machine_set."))
+                && e["address"].as_str().is_some_and(|a| a.starts_with("k8s_nodes_ready."))
                 && e["what"].as_str().is_some_and(|w| w.starts_with("0 of "))
         },
         Duration::ZERO,
@@ -1319,8 +1319,8 @@ fn a_rerun_after_a_kill_while_waiting_for_nodes_waits_for_them() {
     assert!(joined_now(&clouds) < 2, "the kill came before both Nodes were Ready: {:#?}", machines(&clouds));
 
     let (code, text) = plan(&clouds, state);
-    assert_eq!(code, Some(2), "an adopted MachineSet whose Nodes were never seen Ready is a change: {text}");
-    assert!(text.contains("written again to wait for its Nodes Ready"), "{text}");
+    assert_eq!(code, Some(2), "a wait for Nodes never seen to end is still to do: {text}");
+    assert!(text.contains("+ k8s_nodes_ready.gpu[0] will be created"), "{text}");
     let out = clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(il5()).output().unwrap();
     let said = ok(&out);
     assert_eq!(joined_now(&clouds), 2, "apply returned only with both Nodes Ready: {said}");
@@ -1329,14 +1329,14 @@ fn a_rerun_after_a_kill_while_waiting_for_nodes_waits_for_them() {
     let ms = v["machines"].as_array().unwrap();
     assert_eq!(ms.len(), 2, "{v}");
     assert!(ms.iter().all(|m| m["cause"].is_null()), "every machine is a Ready Node: {v}");
-    let unsettled: Vec<String> = recorded(state)["resources"]
+    let waits: Vec<String> = recorded(state)["resources"]
         .as_object()
         .unwrap()
         .iter()
-        .filter(|(_, r)| r.get("unsettled").is_some())
+        .filter(|(a, r)| a.starts_with("k8s_nodes_ready.") && r["id"].is_string())
         .map(|(a, _)| a.clone())
         .collect();
-    assert!(unsettled.is_empty(), "the finished wait is recorded: {unsettled:?}");
+    assert_eq!(waits.len(), 2, "each finished wait is recorded: {waits:?}");
     let (code, text) = plan(&clouds, state);
     assert_eq!(code, Some(0), "a clean rerun waits for nothing: {text}");
 }

@@ -367,6 +367,9 @@ impl KubeProvider {
         if a.rtype == T::K8sClusterApiProvider {
             return self.apply_provider(req, progress).await;
         }
+        if a.rtype == T::K8sNodesReady {
+            return self.await_nodes(req, progress).await;
+        }
         let object = crate::object(req.stack, a, req.attributes).map_err(|e| failed(a, "Unknown", e.to_string()))?;
         let mut object = crate::in_capi_version(object, self.capi().await);
         let reader = xcsp_core::attrs::Reader::new(a, req.attributes);
@@ -420,10 +423,6 @@ impl KubeProvider {
         if a.rtype == T::K8sCluster {
             self.control_plane_initialized(a, &api, name).await?;
         }
-        if a.rtype == T::K8sMachineSet && self.config.wait_for_nodes {
-            let want = object["spec"]["replicas"].as_i64().unwrap_or(1);
-            self.nodes_ready(a, &api, name, want, progress).await?;
-        }
         let mut out = req.attributes.clone();
         out.insert("uid".into(), Value::string(applied.metadata.uid.clone().unwrap_or_default()));
         Ok(Observed { address: a.clone(), id: object_id(ns, name), attributes: out })
@@ -442,6 +441,21 @@ impl KubeProvider {
             Err(e) => return Err(e),
         };
         Ok(crate::survey::read_worker_configs(&list.items).aws_units)
+    }
+
+    /// `k8s_nodes_ready`: the MachineSet `namespace/name`'s `replicas` Nodes Ready and
+    /// schedulable ([`Self::nodes_ready`]). It follows the link in the graph, while the MachineSet
+    /// does not, so its time limit runs from when the VMs can reach the cluster.
+    async fn await_nodes(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed, ProviderError> {
+        let a = req.address;
+        let reader = xcsp_core::attrs::Reader::new(a, req.attributes);
+        let (ns, name) = (reader.str_or_empty("namespace"), reader.str_or_empty("name"));
+        if self.config.wait_for_nodes {
+            let set = Address { rtype: T::K8sMachineSet, ..a.clone() };
+            let api = self.api(&set, &ns).await?;
+            self.nodes_ready(a, &api, &name, reader.opt_int("replicas").unwrap_or(1), progress).await?;
+        }
+        Ok(Observed { address: a.clone(), id: object_id(&ns, &name), attributes: req.attributes.clone() })
     }
 
     /// Waits for a MachineSet's machines to have Nodes that are Ready and schedulable: its
@@ -570,6 +584,10 @@ impl KubeProvider {
         let a = req.address;
         if a.rtype == T::K8sClusterApiProvider {
             return self.remove_provider(req, progress).await;
+        }
+        // A wait made nothing: the MachineSet's removal takes the machines.
+        if a.rtype == T::K8sNodesReady {
+            return Ok(());
         }
         let id = req.id.unwrap_or_default();
         let Some((ns, name)) = split_id(a, id) else {
@@ -763,6 +781,19 @@ impl KubeProvider {
     async fn list(&self, stack: &str, rtype: T, known: &[Observed]) -> Result<Vec<Observed>, ProviderError> {
         if rtype == T::K8sClusterApiProvider {
             return self.list_providers(stack, known).await;
+        }
+        // A wait recorded stands while its MachineSet does (gone, it is waited for again).
+        if rtype == T::K8sNodesReady {
+            let mut out = Vec::new();
+            for k in known.iter().filter(|k| k.address.rtype == rtype) {
+                let Some((ns, name)) = split_id(&k.address, &k.id) else { continue };
+                let set = Address { rtype: T::K8sMachineSet, ..k.address.clone() };
+                let api = self.api(&set, ns).await?;
+                if self.retry(&k.address, || api.get_opt(name)).await?.is_some() {
+                    out.push(Observed { address: k.address.clone(), id: k.id.clone(), attributes: Attributes::new() });
+                }
+            }
+            return Ok(out);
         }
         let probe = Address::new(rtype, "refresh");
         let Some(ar) = resource(rtype, self.capi().await) else { return Ok(Vec::new()) };

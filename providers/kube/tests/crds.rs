@@ -132,7 +132,7 @@ fn example_objects(example: &str) -> Vec<Json> {
         .graph
         .in_order()
         .into_iter()
-        .filter(|n| n.address.rtype.provider() == ProviderKind::Kubernetes)
+        .filter(|n| n.address.rtype.provider() == ProviderKind::Kubernetes && !n.address.rtype.only_waits())
         // What `xcsp render` writes: not the copies apply makes from the cluster.
         .filter(|n| xcsp_kube::copied_at_apply(n.address.rtype).is_none())
         .map(|n| {

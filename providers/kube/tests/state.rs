@@ -28,9 +28,7 @@ async fn backend(kubeconfig: &std::path::Path) -> KubeBackend {
 fn with_key(state: &mut State) {
     let a: Address = "xcsp_preshared_key.link[0]".parse().unwrap();
     let attributes = [("value".to_string(), Value::sensitive(Value::string(PSK)))].into_iter().collect();
-    state
-        .resources
-        .insert(a, ResourceState { id: Some("k0".into()), attributes, dependencies: vec![], unsettled: None });
+    state.resources.insert(a, ResourceState { id: Some("k0".into()), attributes, dependencies: vec![] });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

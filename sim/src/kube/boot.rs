@@ -25,7 +25,12 @@
 //!    `--node-labels=node-role.kubernetes.io/worker,node.openshift.io/os_id=${ID},${CUSTOM_KUBELET_LABELS}`
 //!    (MCO `templates/worker/01-worker-kubelet/_base/units/kubelet.service.yaml`).
 //! 4. `csr`: the machine approver approves the kubelet's certificate request ([`csr_approved`]).
-//! 5. The Node registers after the boot's duration ([`BOOT_SECS`]) and is `Ready` while its path
+//! 5. The Node registers after the boot's duration ([`BOOT_SECS`]), and no sooner than the part
+//!    of it that follows Ignition's fetch ([`AFTER_FETCH`]) after the fetch first succeeds: a VM
+//!    made before its path to the machine-config server works sits in Ignition, which retries
+//!    the fetch without end (coreos/ignition `doc/operator-notes.md`, "HTTP Backoff and Retry":
+//!    a 10 s wait for headers, a backoff from 100 ms doubling to 5 s; a 5xx is retried, any
+//!    other answer ends the fetch), and boots on once it answers. It is `Ready` while its path
 //!    to the API holds; once it breaks, the node lifecycle controller marks it `Unknown` after the
 //!    node-monitor grace period ([`NODE_MONITOR_GRACE_SECS`]).
 
@@ -40,6 +45,11 @@ use super::store::Store;
 /// to the pool's OS image and its reboot, the kubelet's start (OpenShift documents no figure; a
 /// few minutes on Azure's GPU sizes).
 pub const BOOT_SECS: (f64, f64) = (180.0, 420.0);
+
+/// The share of a boot that comes after Ignition's fetch of the config: applying it, the pivot
+/// to the pool's OS image and its reboot, the kubelet's start. Before it: the VM's start, its
+/// firmware and kernel, the initramfs bringing up the network.
+pub const AFTER_FETCH: f64 = 0.75;
 
 /// The node lifecycle controller's `--node-monitor-grace-period`: 50 s since Kubernetes 1.32
 /// (kubernetes/kubernetes issue 127352 discusses the 50-second default; 40 s before).
@@ -852,8 +862,12 @@ pub fn advance(
         if let Err(h) = image_pull(arm, name, world) {
             return Progress { held: h, node: None };
         }
-        let due =
-            *s.boots.entry(vm_id.clone()).or_insert_with(|| created + world.lro_duration(BOOT_SECS.0, BOOT_SECS.1));
+        // The first pass that gets here is the first fetch that succeeds (the passes come
+        // far more often than Ignition's 5 s backoff): the rest of the boot runs from then.
+        let due = *s.boots.entry(vm_id.clone()).or_insert_with(|| {
+            let boot = world.lro_duration(BOOT_SECS.0, BOOT_SECS.1);
+            (created + boot).max(now + boot.mul_f64(AFTER_FETCH))
+        });
         if now < due {
             return Progress {
                 held: held(

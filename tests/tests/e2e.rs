@@ -1235,15 +1235,7 @@ fn on_the_upstream_cluster_the_pool_joins_survives_a_cut_link_and_goes_whole() {
     assert_eq!(pending.len(), 1, "one Pending request, the re-bootstrapping kubelet's: {csrs}");
     let csr = pending[0]["metadata"]["name"].as_str().unwrap().to_string();
     assert!(said.contains(&format!("`oc adm certificate approve {csr}`")), "{said}");
-    // What `oc adm certificate approve` does: the Approved condition through `approval`.
-    let approval = serde_json::json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
-        "metadata": {"name": csr}, "status": {"conditions": [{"type": "Approved", "status": "True",
-        "reason": "KubectlApprove", "message": "This CSR was approved by kubectl certificate approve."}]}});
-    clouds.kube_request(
-        "PUT",
-        &format!("/apis/certificates.k8s.io/v1/certificatesigningrequests/{csr}/approval"),
-        Some(("application/json", &approval.to_string())),
-    );
+    approve_csr(&clouds, &csr);
     let deadline = posted.deadline();
     while ready("True").len() < 2 {
         assert!(Instant::now() < deadline, "{victim} not Ready within {posted} of its new certificate");
@@ -1341,6 +1333,106 @@ fn a_rerun_after_a_kill_while_waiting_for_nodes_waits_for_them() {
     assert_eq!(code, Some(0), "a clean rerun waits for nothing: {text}");
 }
 
+/// The pool's machines are made while the VPN gateway builds: the MachineSets finish before the
+/// gateway, their VMs wait for the link where a real one waits (in Ignition, which retries its
+/// fetch of the machine-config server without end: coreos/ignition `doc/operator-notes.md`), and
+/// what needs the link follows it: each MachineSet's wait for its Nodes starts only after every
+/// VPN connection on both sides, the MachineHealthCheck after those waits. The apply ends with
+/// both Nodes Ready.
+#[test]
+fn the_machines_are_made_while_the_gateway_builds_and_join_once_the_link_is_up() {
+    let clouds = Clouds::start();
+    // Durations at a tenth of the other tests' pace (a minute a second: the gateway's build 30-45
+    // s), so the order shows against the real Cluster API and CAPZ, which reconcile in real time.
+    clouds.configure(&serde_json::json!({"latency": {"time_scale": 1.0 / 60.0}}));
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let (mut child, lines) = apply_json(&clouds, state);
+    // The link's connections: two on AWS (two tunnels each), four on Azure (one per tunnel).
+    const CONNECTIONS: usize = 6;
+    let connection =
+        |a: &str| a.starts_with("aws_vpn_connection.") || a.starts_with("azure_virtual_network_gateway_connection.");
+    let mut events: Vec<(String, String)> = Vec::new();
+    let mut connections_done = 0;
+    let link_up = std::sync::atomic::AtomicBool::new(false);
+    // Where the machines are held while the link is not whole, read from the world throughout.
+    let seen: std::sync::Mutex<Vec<String>> = Default::default();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !link_up.load(std::sync::atomic::Ordering::SeqCst) {
+                for m in clouds.get("/_sim/machines")["machines"].as_array().into_iter().flatten() {
+                    let at = format!(
+                        "{}: {}",
+                        m["name"].as_str().unwrap_or_default(),
+                        m["held_at"].as_str().unwrap_or_default()
+                    );
+                    let mut seen = seen.lock().unwrap();
+                    if !seen.contains(&at) {
+                        seen.push(at);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        for line in lines {
+            let Ok(line) = line else { break };
+            let Ok(e) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+            let (event, address) = (e["event"].as_str().unwrap_or_default(), e["address"].as_str().unwrap_or_default());
+            if matches!(event, "started" | "finished") {
+                events.push((event.to_string(), address.to_string()));
+                if event == "finished" && connection(address) {
+                    connections_done += 1;
+                }
+            }
+            if connections_done == CONNECTIONS {
+                link_up.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        link_up.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    // A VM that exists and cannot reach the cluster is held where its boot needs the link: its
+    // DNS (the resolver over the link) or the path to the machine-config server.
+    let seen = seen.into_inner().unwrap();
+    let waited_for_the_link: Vec<&String> =
+        seen.iter().filter(|s| s.ends_with(": dns") || s.ends_with(": api_path")).collect();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{events:?}");
+    let at = |event: &str, address: &str| {
+        events
+            .iter()
+            .position(|(e, a)| e == event && a == address)
+            .unwrap_or_else(|| panic!("no {event} {address} in {events:?}"))
+    };
+    let last_connection =
+        events.iter().rposition(|(e, a)| e == "finished" && connection(a)).expect("the link's connections finished");
+    assert_eq!(connections_done, CONNECTIONS, "{events:?}");
+    for set in ["k8s_machine_set.gpu[0]", "k8s_machine_set.gpu[1]"] {
+        assert!(
+            at("finished", set) < at("finished", "azure_virtual_network_gateway.link"),
+            "{set} waits for the gateway: {events:?}"
+        );
+    }
+    for wait in ["k8s_nodes_ready.gpu[0]", "k8s_nodes_ready.gpu[1]"] {
+        assert!(at("started", wait) > last_connection, "{wait} started before the link was up: {events:?}");
+        assert!(at("finished", wait) < at("started", "k8s_machine_health_check.gpu"), "{events:?}");
+    }
+    assert!(!waited_for_the_link.is_empty(), "no VM was seen waiting for the link: {seen:?}; {events:?}");
+    joined(&clouds, 2);
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(il5()).output().unwrap());
+}
+
+/// Approves the certificate signing request `csr` as `oc adm certificate approve` does: the
+/// `Approved` condition written through its `approval` subresource.
+fn approve_csr(clouds: &Clouds, csr: &str) {
+    let approval = serde_json::json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": csr}, "status": {"conditions": [{"type": "Approved", "status": "True",
+        "reason": "KubectlApprove", "message": "This CSR was approved by kubectl certificate approve."}]}});
+    clouds.kube_request(
+        "PUT",
+        &format!("/apis/certificates.k8s.io/v1/certificatesigningrequests/{csr}/approval"),
+        Some(("application/json", &approval.to_string())),
+    );
+}
+
 /// `xcsp apply --json` of the IL5 example, running, and the lines of its events.
 fn apply_json(clouds: &Clouds, state: &Path) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
     let mut child = clouds
@@ -1425,7 +1517,13 @@ fn assert_one_to_one(clouds: &Clouds, state: &Path) {
         .map(|(_, name)| format!("xcsp-il5-gpu/{name}").to_ascii_lowercase())
         .collect();
     kube.sort();
-    let in_ns: Vec<String> = ids(&["k8s_"]).into_iter().filter(|i| i.starts_with("xcsp-il5-gpu/")).collect();
+    // The objects' records: not the waits for the MachineSets' Nodes, which make none.
+    let waits = ids(&["k8s_nodes_ready."]);
+    let mut in_ns: Vec<String> = ids(&["k8s_"]).into_iter().filter(|i| i.starts_with("xcsp-il5-gpu/")).collect();
+    for w in &waits {
+        let at = in_ns.iter().position(|i| i == w).expect("a wait's MachineSet is recorded");
+        in_ns.remove(at);
+    }
     assert_eq!(kube, in_ns, "the pool's namespace against state");
     assert!(kube.len() >= 8, "the pool's objects are all there: {kube:#?}");
 }
@@ -1860,16 +1958,8 @@ fn boot_is_held_where_the_cluster_would_hold_it() {
     let cause = format!("no Node: its kubelet's certificate signing request {csr} is Pending since ");
     let text = status_saying(&clouds, state, &cause);
     assert_eq!(text.matches(&cause).count(), 1, "{text}");
-    // Approved by hand, as `oc adm certificate approve` does (the approval subresource): the
-    // Node registers without the approver.
-    let approval = serde_json::json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
-        "metadata": {"name": csr}, "status": {"conditions": [{"type": "Approved", "status": "True",
-            "reason": "KubectlApprove", "message": "This CSR was approved by kubectl certificate approve."}]}});
-    clouds.kube_request(
-        "PUT",
-        &format!("/apis/certificates.k8s.io/v1/certificatesigningrequests/{csr}/approval"),
-        Some(("application/json", &approval.to_string())),
-    );
+    // Approved by hand: the Node registers without the approver.
+    approve_csr(&clouds, &csr);
     joined(&clouds, 2);
     let mut restored = saved.clone();
     for k in ["resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"] {

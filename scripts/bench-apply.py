@@ -51,7 +51,6 @@ def bench(extra_env):
         if a.links:
             # One VPC per link (AWS allows one virtual private gateway per VPC), made through the
             # sim's EC2 front; the generated spec names them.
-            import urllib.request
             vpcs = []
             for _ in range(a.links):
                 req = urllib.request.Request(f"{url}/", data=b"Action=CreateVpc&CidrBlock=10.0.0.0/16&Version=2016-11-15",

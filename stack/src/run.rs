@@ -503,21 +503,10 @@ pub async fn health_of(s: &Stack, state: &State) -> crate::health::Health {
         && let Ok(found) = cluster::find(&l.model)
     {
         if !sets.is_empty() {
-            match xcsp_kube::pool::machines(&found.client_config(), &sets).await {
-                Ok(m) => {
-                    health.machines = m;
-                    // Only against Machines read: a failed read would make every Node a leftover.
-                    let labels: Vec<String> = l
-                        .model
-                        .pools
-                        .iter()
-                        .map(|p| xcsp_plans::spec::pool_label(&l.model.cluster, &p.name.value))
-                        .collect();
-                    match xcsp_kube::pool::leftover_nodes(&found.client_config(), &labels, &health.machines).await {
-                        Ok(left) => health.leftover = left,
-                        Err(e) => s.say.warn(format_args!("cannot read the pool's Nodes: {e}")),
-                    }
-                }
+            let labels: Vec<String> =
+                l.model.pools.iter().map(|p| xcsp_plans::spec::pool_label(&l.model.cluster, &p.name.value)).collect();
+            match xcsp_kube::pool::machines(&found.client_config(), &sets, &labels).await {
+                Ok((machines, leftover)) => (health.machines, health.leftover) = (machines, leftover),
                 Err(e) => s.say.warn(format_args!("cannot read the pool's machines: {e}")),
             }
             let nodes: Vec<String> =

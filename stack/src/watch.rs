@@ -64,8 +64,8 @@ async fn hold_health_checks(
         Link::Down
     } else {
         // Unread machines are not Ready ones: the holds stay as they are until they can be read.
-        let machines = match xcsp_kube::pool::machines(&config, sets).await {
-            Ok(m) => m,
+        let machines = match xcsp_kube::pool::machines(&config, sets, &[]).await {
+            Ok((m, _)) => m,
             Err(e) => {
                 s.say.progress(format_args!(
                     "{} cannot read the pool's machines ({e}): health checks left as they are",

@@ -94,8 +94,19 @@ fn text(v: &Json) -> Option<String> {
     v.as_str().map(String::from)
 }
 
-/// The Machines of `machine_sets` (namespace, name) and their Nodes.
-pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) -> Result<Vec<Machine>, String> {
+/// A Node's `Ready` condition, if it has one.
+fn ready_condition(n: &DynamicObject) -> Option<&Json> {
+    n.data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "Ready")
+}
+
+/// The Machines of `machine_sets` (namespace, name) and their Nodes, and the Nodes carrying the
+/// pool label ([`xcsp_core::tags::POOL_LABEL`]) with one of `pool_labels` that none of those
+/// Machines carries ([`Leftover`]), from one listing of the Nodes.
+pub async fn machines(
+    config: &KubeConfig,
+    machine_sets: &[(String, String)],
+    pool_labels: &[String],
+) -> Result<(Vec<Machine>, Vec<Leftover>), String> {
     let client = crate::provider::client(config).await?;
     let nodes: Api<DynamicObject> = Api::all_with(client.clone(), &resource("", "v1", "Node", "nodes"));
     let nodes = nodes.list(&ListParams::default()).await.map_err(|e| format!("cannot list the Nodes: {e}"))?.items;
@@ -123,14 +134,17 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
             let provider_id = text(&m.data["spec"]["providerID"]);
             let node = provider_id.as_ref().and_then(|id| {
                 let n = nodes.iter().find(|n| n.data["spec"]["providerID"].as_str() == Some(id.as_str()))?;
-                let ready = n.data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "Ready").cloned();
-                Some(Node {
-                    name: n.metadata.name.clone().unwrap_or_default(),
-                    ready: ready.as_ref().and_then(|c| text(&c["status"])).unwrap_or_else(|| "Unknown".into()),
-                    since: ready.as_ref().and_then(|c| text(&c["lastTransitionTime"])),
-                    message: ready.as_ref().and_then(|c| text(&c["message"])).filter(|m| !m.is_empty()),
-                    uninitialized: crate::nodes::uninitialized(&n.data),
-                })
+                let ready = ready_condition(n);
+                Some((
+                    Node {
+                        name: n.metadata.name.clone().unwrap_or_default(),
+                        ready: ready.and_then(|c| text(&c["status"])).unwrap_or_else(|| "Unknown".into()),
+                        since: ready.and_then(|c| text(&c["lastTransitionTime"])),
+                        message: ready.and_then(|c| text(&c["message"])).filter(|m| !m.is_empty()),
+                        uninitialized: crate::nodes::uninitialized(&n.data),
+                    },
+                    n.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                ))
             });
             // Through v1beta2 the Machine's own conditions are v1beta2's; a cluster that sets
             // only the v1beta1 ones shows them under `deprecated.v1beta1`.
@@ -167,36 +181,26 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
                 .map(String::from)
                 .or_else(|| m.metadata.name.clone())
                 .unwrap_or_default();
-            // With a Node: its Node's name, and only a Pending bootstrap request newer than it.
-            let registered = node.as_ref().and_then(|n| {
-                let created = nodes
-                    .iter()
-                    .find(|x| x.metadata.name.as_deref() == Some(n.name.as_str()))?
-                    .metadata
-                    .creation_timestamp
-                    .as_ref()?
-                    .0;
-                Some((n.name.clone(), created))
-            });
-            let wanted = registered.as_ref().map_or(node_name.as_str(), |(n, _)| n.as_str());
+            // Without a Node, the newest request for its name; with one, only a Pending bootstrap
+            // request newer than the Node.
+            let (node, node_created) = node.unzip();
+            let wanted = node.as_ref().map_or(node_name.as_str(), |n| n.name.as_str());
             let csr = csrs
                 .iter()
                 .rev()
                 .find(|c| csr_node(c).as_deref() == Some(wanted))
+                .filter(|c| {
+                    let Some(node_created) = node_created else { return true };
+                    let created = c.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                    c.data["spec"]["username"] == NODE_BOOTSTRAPPER
+                        && created.is_some_and(|t| node_created.is_some_and(|n| t > n))
+                        && csr_state(c) == "Pending"
+                })
                 .map(|c| Csr {
                     name: c.metadata.name.clone().unwrap_or_default(),
                     state: csr_state(c),
                     created: c.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
-                    rebootstrap: registered.is_some(),
-                })
-                .filter(|c| {
-                    let Some((_, node_created)) = &registered else { return true };
-                    let newer =
-                        csrs.iter().find(|x| x.metadata.name.as_deref() == Some(c.name.as_str())).is_some_and(|x| {
-                            x.data["spec"]["username"] == NODE_BOOTSTRAPPER
-                                && x.metadata.creation_timestamp.as_ref().is_some_and(|t| t.0 > *node_created)
-                        });
-                    newer && c.state == "Pending"
+                    rebootstrap: node.is_some(),
                 });
             out.push(Machine {
                 namespace: ns.clone(),
@@ -211,7 +215,21 @@ pub async fn machines(config: &KubeConfig, machine_sets: &[(String, String)]) ->
             });
         }
     }
-    Ok(out)
+    let leftover = nodes
+        .iter()
+        .filter(|n| {
+            let label = n.metadata.labels.as_ref().and_then(|l| l.get(xcsp_core::tags::POOL_LABEL));
+            let id = n.data["spec"]["providerID"].as_str();
+            label.is_some_and(|l| pool_labels.contains(l))
+                && id.is_none_or(|id| !out.iter().any(|m: &Machine| m.provider_id.as_deref() == Some(id)))
+        })
+        .map(|n| Leftover {
+            name: n.metadata.name.clone().unwrap_or_default(),
+            provider_id: text(&n.data["spec"]["providerID"]),
+            ready: ready_condition(n).and_then(|c| text(&c["status"])).unwrap_or_else(|| "Unknown".into()),
+        })
+        .collect();
+    Ok((out, leftover))
 }
 
 /// A Node of the pool that no Machine carries: its provider ID is none of `machines`' (or it has
@@ -225,44 +243,6 @@ pub struct Leftover {
     pub provider_id: Option<String>,
     /// Its `Ready` condition's status.
     pub ready: String,
-}
-
-/// The Nodes carrying the pool label ([`xcsp_core::tags::POOL_LABEL`]) with one of `pool_labels`
-/// whose provider ID no Machine of `machines` has.
-pub async fn leftover_nodes(
-    config: &KubeConfig,
-    pool_labels: &[String],
-    machines: &[Machine],
-) -> Result<Vec<Leftover>, String> {
-    if pool_labels.is_empty() {
-        return Ok(vec![]);
-    }
-    let client = crate::provider::client(config).await?;
-    let api: Api<DynamicObject> = Api::all_with(client, &resource("", "v1", "Node", "nodes"));
-    let selector = format!("{} in ({})", xcsp_core::tags::POOL_LABEL, pool_labels.join(","));
-    let nodes = api
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|e| format!("cannot list the pool's Nodes: {e}"))?
-        .items;
-    Ok(nodes
-        .into_iter()
-        .filter(|n| {
-            let id = n.data["spec"]["providerID"].as_str();
-            id.is_none_or(|id| !machines.iter().any(|m| m.provider_id.as_deref() == Some(id)))
-        })
-        .map(|n| Leftover {
-            name: n.metadata.name.clone().unwrap_or_default(),
-            provider_id: text(&n.data["spec"]["providerID"]),
-            ready: n.data["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|c| c["type"] == "Ready")
-                .and_then(|c| text(&c["status"]))
-                .unwrap_or_else(|| "Unknown".into()),
-        })
-        .collect())
 }
 
 /// What the AWS EBS CSI driver does on the pool's Nodes, for `xcsp status`: its node DaemonSet's

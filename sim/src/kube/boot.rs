@@ -881,26 +881,8 @@ pub fn advance(
                 node: None,
             };
         }
-        let (csr, approved) = kubelet_csr(s, &reg.node_name, &stamp);
-        if !approved {
-            match csr_approved(s, &reg.node_name, &csr) {
-                Ok(()) => approve(s, &csr, &stamp),
-                Err(h) => return Progress { held: h, node: None },
-            }
-        }
-        // The kubelet registers only with the certificate kube-controller-manager's signer issues
-        // for its approved request.
-        if s.value(super::kinds::CERTIFICATES, "certificatesigningrequests", "", &csr)
-            .is_none_or(|c| c["status"]["certificate"].as_str().is_none_or(str::is_empty))
-        {
-            return Progress {
-                held: held(
-                    "csr",
-                    format!("certificate signing request {csr} is approved; the kubelet waits for its certificate"),
-                    "kubernetes pkg/controller/certificates/signer (csrsigning, kubernetes.io/kube-apiserver-client-kubelet)",
-                ),
-                node: None,
-            };
+        if let Err(h) = client_certificate(s, &reg.node_name, &stamp) {
+            return Progress { held: h, node: None };
         }
         let network = overlay_starts(world);
         if s.value("", "nodes", "", &reg.node_name).is_none() {
@@ -925,24 +907,17 @@ pub fn advance(
         if s.rebootstrapping.insert(node_name.clone()) {
             s.csrs.remove(&node_name);
         }
-        let (csr, approved) = kubelet_csr(s, &node_name, &stamp);
-        let approved = approved || csr_approved(s, &node_name, &csr).map(|()| approve(s, &csr, &stamp)).is_ok();
-        let signed = s
-            .value(super::kinds::CERTIFICATES, "certificatesigningrequests", "", &csr)
-            .is_some_and(|c| c["status"]["certificate"].as_str().is_some_and(|c| !c.is_empty()));
-        if approved && signed {
-            s.rebootstrapping.remove(&node_name);
-            s.renewed.insert(node_name.clone());
-            api
-        } else {
-            let why = csr_approved(s, &node_name, &csr).err().map(|h| h.message).unwrap_or_else(|| {
-                format!("certificate signing request {csr} is approved; the kubelet waits for its certificate")
-            });
-            Err(held(
+        match client_certificate(s, &node_name, &stamp) {
+            Ok(()) => {
+                s.rebootstrapping.remove(&node_name);
+                s.renewed.insert(node_name.clone());
+                api
+            }
+            Err(why) => Err(held(
                 "csr",
-                format!("its client certificate expired and the API refuses it; it bootstraps again: {why}"),
+                format!("its client certificate expired and the API refuses it; it bootstraps again: {}", why.message),
                 "kubernetes pkg/kubelet/certificate/bootstrap/bootstrap.go LoadClientConfig; openshift/cluster-machine-approver pkg/controller/csr_check.go authorizeNodeClientCSR",
-            ))
+            )),
         }
     } else {
         api
@@ -988,6 +963,27 @@ fn network_or_joined(s: &Store, machine: &Value, node_name: &str, network: Resul
 /// `FindMatchingMachineFromInternalDNS`, `manifests/04-deployment-capi.yaml`; CAPZ gives a VM's
 /// Machine the address `InternalDNS` = the VM's name, `azure/services/virtualmachines`
 /// `getAddresses`). Without it the request stays Pending and no Node registers.
+/// The kubelet's client certificate for `node_name`: its request (made once), approved where the
+/// machine approver would approve it, and signed by kube-controller-manager's signer; else where
+/// it is held. The kubelet posts only with that certificate.
+fn client_certificate(s: &mut Store, node_name: &str, stamp: &str) -> Result<(), Held> {
+    let (csr, approved) = kubelet_csr(s, node_name, stamp);
+    if !approved {
+        csr_approved(s, node_name, &csr)?;
+        approve(s, &csr, stamp);
+    }
+    if s.value(super::kinds::CERTIFICATES, "certificatesigningrequests", "", &csr)
+        .is_none_or(|c| c["status"]["certificate"].as_str().is_none_or(str::is_empty))
+    {
+        return Err(held(
+            "csr",
+            format!("certificate signing request {csr} is approved; the kubelet waits for its certificate"),
+            "kubernetes pkg/controller/certificates/signer (csrsigning, kubernetes.io/kube-apiserver-client-kubelet)",
+        ));
+    }
+    Ok(())
+}
+
 fn csr_approved(s: &Store, node_name: &str, csr: &str) -> Result<(), Held> {
     use super::openshift::{MACHINE_APPROVER_CAPI, MACHINE_APPROVER_NAMESPACE};
     let at = |message: String| {

@@ -79,6 +79,11 @@ resource_types! {
     AzureFederatedCredential => "azure_federated_identity_credential", Azure;
     AzureRoleAssignment => "azure_role_assignment", Azure;
     AzureRoleDefinition => "azure_role_definition", Azure;
+    AzureStorageAccount => "azure_storage_account", Azure;
+    AzureStorageBlob => "azure_storage_blob", Azure;
+    AzureGallery => "azure_shared_image_gallery", Azure;
+    AzureGalleryImage => "azure_shared_image", Azure;
+    AzureGalleryImageVersion => "azure_shared_image_version", Azure;
     K8sNamespace => "k8s_namespace", Kubernetes;
     K8sAzureClusterIdentity => "k8s_azure_cluster_identity", Kubernetes;
     K8sAzureCluster => "k8s_azure_cluster", Kubernetes;
@@ -192,6 +197,30 @@ impl ResourceType {
                 ("virtual_network_gateway", "a connection's endpoints are fixed at creation"),
             ],
             AzureFederatedCredential => &[("identity", "a federated credential belongs to one identity")],
+            AzureStorageAccount | AzureGallery => &[
+                ("name", "an Azure resource's name is part of its identity"),
+                ("location", "Azure resources cannot move between regions"),
+            ],
+            AzureStorageBlob => &[
+                ("name", "a blob's name is part of its identity"),
+                ("storage_account", "a blob belongs to one storage account"),
+                ("container", "a blob belongs to one container"),
+                ("source_uri", "a copied blob is the copy of one source"),
+            ],
+            AzureGalleryImage => &[
+                ("name", "an Azure resource's name is part of its identity"),
+                ("gallery", "an image definition belongs to one gallery"),
+                ("hyper_v_generation", "an image definition's Hyper-V generation is fixed at creation"),
+                ("architecture", "an image definition's architecture is fixed at creation"),
+                ("os_type", "an image definition's OS type is fixed at creation"),
+                ("identifier", "an image definition's identifier is fixed at creation"),
+            ],
+            AzureGalleryImageVersion => &[
+                ("name", "an Azure resource's name is part of its identity"),
+                ("gallery", "an image version belongs to one gallery"),
+                ("image", "an image version belongs to one image definition"),
+                ("source_uri", "an image version is made once from its source"),
+            ],
             AzureRoleDefinition => &[("scope", "xcsp names a role definition in its scope")],
             AzureRoleAssignment => &[
                 ("scope", "role assignments are immutable"),

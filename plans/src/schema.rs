@@ -221,10 +221,11 @@ pub const WORKER_POOL: BlockSpec = BlockSpec {
         block(
             "image",
             &[
-                req("publisher", Ty::String),
-                req("offer", Ty::String),
-                req("sku", Ty::String),
-                req("version", Ty::String),
+                opt("publisher", Ty::String),
+                opt("offer", Ty::String),
+                opt("sku", Ty::String),
+                opt("version", Ty::String),
+                opt("vhd", Ty::String),
             ],
         ),
         block("os_disk", &[opt("size_gb", Ty::Number), opt("storage_account_type", Ty::String)]),

@@ -271,8 +271,67 @@ impl Identity {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Image {
-    Marketplace { publisher: String, offer: String, sku: String, version: String },
+    Marketplace {
+        publisher: String,
+        offer: String,
+        sku: String,
+        version: String,
+    },
     Id(String),
+    /// The release's RHCOS VHD (`image { vhd = URL }`), imported into the subscription: copied
+    /// into a storage account of the stack, then made a Compute Gallery image version.
+    Vhd(RhcosVhd),
+}
+
+/// An RHCOS VHD as the release's CoreOS stream names it
+/// (`https://…/rhcos-<build>-azure.<arch>.vhd`, the `azure-disk` artifact).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RhcosVhd {
+    pub url: String,
+    /// The RHCOS build, e.g. `422.94.202511041021-0`.
+    pub build: String,
+    /// `x86_64` or `aarch64`, as the file names it.
+    pub arch: String,
+}
+
+impl RhcosVhd {
+    /// Reads the build and architecture from an RHCOS VHD URL; `None` for another file name.
+    pub fn parse(url: &str) -> Option<RhcosVhd> {
+        let file = url.split(['?', '#']).next()?.rsplit('/').next()?;
+        let rest = file.strip_prefix("rhcos-")?.strip_suffix(".vhd")?;
+        let (build, arch) = rest.rsplit_once("-azure.")?;
+        let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let (dotted, _respin) = build.split_once('-').unwrap_or((build, "0"));
+        let parts: Vec<&str> = dotted.split('.').collect();
+        if parts.len() != 3 || !parts.iter().all(|p| numeric(p)) || !matches!(arch, "x86_64" | "aarch64") {
+            return None;
+        }
+        Some(RhcosVhd { url: url.to_string(), build: build.to_string(), arch: arch.to_string() })
+    }
+
+    /// The gallery's architecture name (`x64`, `Arm64`).
+    pub fn gallery_architecture(&self) -> &'static str {
+        if self.arch == "aarch64" { "Arm64" } else { "x64" }
+    }
+
+    /// The gallery image version this build becomes: a version is `Major.Minor.Patch` of 32-bit
+    /// integers (Microsoft Learn, "Store and share images in an Azure Compute Gallery": image
+    /// versions), so the build's date stamp `YYYYMMDDhhmm` keeps its date only:
+    /// `422.94.202511041021-0` is `422.94.20251104`.
+    pub fn gallery_version(&self) -> String {
+        let dotted = self.build.split('-').next().unwrap_or(&self.build);
+        let mut parts = dotted.split('.');
+        let (major, minor, stamp) =
+            (parts.next().unwrap_or("0"), parts.next().unwrap_or("0"), parts.next().unwrap_or("0"));
+        let date = &stamp[..stamp.len().min(8)];
+        let n = |s: &str| s.parse::<u64>().unwrap_or(0).min(i32::MAX as u64);
+        format!("{}.{}.{}", n(major), n(minor), n(date))
+    }
+
+    /// The blob's file name: the VHD's own.
+    pub fn file_name(&self) -> String {
+        format!("rhcos-{}-azure.{}.vhd", self.build, self.arch)
+    }
 }
 
 /// How a pool's VMs reach the registries they pull images from.

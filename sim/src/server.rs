@@ -123,6 +123,9 @@ async fn serve_one(sim: Arc<Sim>, method: Method, uri: Uri, headers: HeaderMap, 
     if crate::aws::resolver::is_resolver(&headers) {
         return crate::aws::resolver::serve(&sim, &headers, &body).await;
     }
+    if let Some(rest) = uri.path().strip_prefix("/_blob/") {
+        return serve_blob(&sim, &method, &uri, rest, &headers);
+    }
     let request_id = uuid::Uuid::new_v4().to_string();
     let target = path::parse(uri.path());
     let name = arm::operation_name(&method, &target);
@@ -666,4 +669,52 @@ impl Drop for SimServer {
         }
         // Do not join here: a drop inside an async test must not block on open client connections.
     }
+}
+
+/// A request to a storage account's blob service (`/_blob/{account}/...`, the account's
+/// `primaryEndpoints.blob`): the account must exist and the request carry its key's signature.
+fn serve_blob(sim: &Sim, method: &Method, uri: &Uri, rest: &str, headers: &HeaderMap) -> Response {
+    let config = sim.world.config();
+    let now = sim.world.clock.now();
+    let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    let query: Vec<(String, String)> = serde_urlencoded::from_str(uri.query().unwrap_or_default()).unwrap_or_default();
+    let answer = |(status, hs, body): arm::blob::Answer| {
+        let mut resp = (status, body).into_response();
+        for (k, v) in hs {
+            if let (Ok(k), Ok(v)) = (HeaderName::try_from(k.as_str()), HeaderValue::try_from(v.as_str())) {
+                resp.headers_mut().insert(k, v);
+            }
+        }
+        if let Ok(v) = HeaderValue::try_from(uuid::Uuid::new_v4().to_string()) {
+            resp.headers_mut().insert("x-ms-request-id", v);
+        }
+        resp
+    };
+    let Some((account, path)) = segs.split_first() else {
+        return answer(arm::blob::error(
+            StatusCode::BAD_REQUEST,
+            "InvalidUri",
+            "The requested URI does not represent any resource on the server.",
+        ));
+    };
+    let mut store = sim.arm.store.lock().expect("store lock");
+    store.settle(now);
+    let Some(found) = store.storage_account_named(account).map(|r| r.id.clone()) else {
+        return answer(arm::blob::error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFound",
+            "The specified resource does not exist.",
+        ));
+    };
+    let key = arm::blob::account_key(&found);
+    if !arm::blob::authorized(method, uri.path(), &query, headers, account, &key) {
+        return answer(arm::blob::error(
+            StatusCode::FORBIDDEN,
+            "AuthenticationFailed",
+            "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature.",
+        ));
+    }
+    let label = store.blob_account(&found).unwrap_or_default();
+    sim.world.count(|c| *c.requests.entry(format!("{method} blob")).or_default() += 1);
+    answer(arm::blob::serve(&mut store.blobs, &label, method, path, &query, headers, now, config.duration_scale()))
 }

@@ -220,6 +220,10 @@ pub struct Compute {
     pub family_vcpus: BTreeMap<String, u32>,
     /// The regional total (`cores`); unset: [`crate::arm::skus::DEFAULT_REGIONAL_VCPUS`].
     pub regional_vcpus: Option<u32>,
+    /// Locations whose Marketplace carries none of the world's images (whether Azure
+    /// Government publishes `azureopenshift/aro4` is not established): a VM asking for one is
+    /// `PlatformImageNotFound`, and the image list is 404.
+    pub without_marketplace: Vec<String>,
 }
 
 /// An OpenShift cluster on AWS, as far as the Kubernetes API shows it.

@@ -71,7 +71,7 @@ pub fn image_problem(model: &Model, pool: &xcsp_plans::spec::Pool, versions: Opt
         Problem::error("xcsp::azure::image", message)
             .label(&pool.image.span, "the pool's image")
             .with_help(format!(
-                "`az vm image list --location {location} --publisher {publisher} --offer {offer} --all` lists what there is; `xcsp preflight` names the cluster's own boot image"
+                "`az vm image list --location {location} --publisher {publisher} --offer {offer} --all` lists what there is; or import the release's own RHCOS VHD into a gallery of the stack, as the installer does: `image {{ vhd = \"<url>\" }}` with the URL `xcsp preflight` shows (coreos-bootimages `azure-disk`)"
             )),
     )
 }

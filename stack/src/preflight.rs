@@ -659,6 +659,10 @@ fn ebs_csi_problem(model: &Model, release: Option<&str>) -> Option<Problem> {
 fn boot_image_problems(model: &Model, images: &xcsp_kube::survey::BootImages) -> Vec<Problem> {
     let mut out = Vec::new();
     for pool in &model.pools {
+        if let xcsp_plans::spec::Image::Vhd(vhd) = &pool.image.value {
+            out.extend(vhd_problem(pool, vhd, images));
+            continue;
+        }
         let xcsp_plans::spec::Image::Marketplace { publisher, offer, sku, version } = &pool.image.value else {
             continue;
         };
@@ -699,6 +703,32 @@ fn boot_image_problems(model: &Model, images: &xcsp_kube::survey::BootImages) ->
         }
     }
     out
+}
+
+/// A pool importing a VHD other than the release's own (`azure-disk` in `coreos-bootimages`): a
+/// warning, as for a pinned Marketplace version; the machines boot it and the machine-config
+/// daemon moves them to the release's OS on their first boot, as OpenShift's own machines do from
+/// an older boot image.
+fn vhd_problem(
+    pool: &xcsp_plans::spec::Pool,
+    vhd: &xcsp_plans::spec::RhcosVhd,
+    images: &xcsp_kube::survey::BootImages,
+) -> Option<Problem> {
+    let theirs = images.vhd.as_deref()?;
+    if theirs == vhd.url || vhd.arch != "x86_64" {
+        return None;
+    }
+    Some(
+        Problem::warning(
+            "xcsp::pool::boot_image_version",
+            format!(
+                "pool `{}` imports RHCOS {}; the cluster's release {} publishes {theirs}",
+                pool.name.value, vhd.build, images.release
+            ),
+        )
+        .label(&pool.image.span, "the pool's image")
+        .with_help(format!("boot the cluster's own: image {{ vhd = \"{theirs}\" }}")),
+    )
 }
 
 /// What an Azure VM's network interface carries: Azure's default MTU for a VM's NIC, 1500 bytes
@@ -876,10 +906,11 @@ pub fn describe(s: &Survey) -> String {
             i.as_ref().map_or("-".to_string(), |i| format!("{}:{}:{}:{}", i.publisher, i.offer, i.sku, i.version))
         };
         out += &format!(
-            "Boot images:  OpenShift {}: Generation 2 {}, Generation 1 {} (coreos-bootimages)\n",
+            "Boot images:  OpenShift {}: Generation 2 {}, Generation 1 {}, VHD {} (coreos-bootimages)\n",
             b.release,
             image(&b.gen2),
-            image(&b.gen1)
+            image(&b.gen1),
+            b.vhd.as_deref().unwrap_or("-")
         );
     }
     out
@@ -928,6 +959,10 @@ mod tests {
                 release: "4.22.3".into(),
                 gen1: Some(image("aro_422")),
                 gen2: Some(image("422-v2")),
+                vhd: Some(
+                    "https://rhcos.blob.core.windows.net/imagebucket/rhcos-422.94.202511041021-0-azure.x86_64.vhd"
+                        .into(),
+                ),
             }),
         }
     }

@@ -3770,3 +3770,53 @@ fn on_an_ipsec_cluster_pod_traffic_crosses_the_link_and_pool_work_rides_out_an_o
     assert!((cut.elapsed().as_secs_f64()) < tolerance as f64, "the check ran inside the pool's tolerance");
     clouds.configure(&serde_json::json!({"faults": {"cut_tunnels": []}}));
 }
+
+/// A location whose Marketplace carries no RHCOS (whether Azure Government publishes
+/// `azureopenshift/aro4` is not established): with `image { vhd = ... }` (the release's `azure-disk`, as coreos-bootimages names
+/// it) apply imports the VHD into a storage account and a Compute Gallery of the stack, the
+/// machines boot from the gallery's image version and join; a second plan has nothing to do; and
+/// destroy removes the account, gallery, definition, version and blob, nothing else left behind.
+#[test]
+fn without_the_marketplace_offer_the_pool_boots_the_release_vhd_imported_into_a_gallery() {
+    let clouds = Clouds::start();
+    clouds.configure(&serde_json::json!({"compute": {"without_marketplace": ["usgovvirginia"]}}));
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let vhd = "https://rhcos.blob.core.windows.net/imagebucket/rhcos-422.94.202511041021-0-azure.x86_64.vhd";
+    let spec = il5_copy(dir.path(), |t| {
+        let start = t.find("  image {").expect("the example's image block");
+        let end = start + t[start..].find("}\n").expect("its end") + 2;
+        format!("{}  image {{\n    vhd = \"{vhd}\"\n  }}\n{}", &t[..start], &t[end..])
+    });
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
+    let arm = clouds.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
+    let of_type = |t: &str| -> Vec<serde_json::Value> {
+        arm.iter().filter(|r| r["type"].as_str().is_some_and(|x| x.eq_ignore_ascii_case(t))).cloned().collect()
+    };
+    let versions = of_type("Microsoft.Compute/galleries/images/versions");
+    assert_eq!(versions.len(), 1, "{versions:?}");
+    let version_id = versions[0]["id"].as_str().unwrap().to_string();
+    assert!(version_id.ends_with("/images/rhcos-gen2-x64/versions/422.94.20251104"), "{version_id}");
+    let images = of_type("Microsoft.Compute/galleries/images");
+    assert_eq!(images[0]["body"]["properties"]["hyperVGeneration"], "V2", "{images:?}");
+    assert_eq!(of_type("Microsoft.Storage/storageAccounts").len(), 1);
+    let vms = of_type("Microsoft.Compute/virtualMachines");
+    assert_eq!(vms.len(), 2, "{vms:?}");
+    for vm in &vms {
+        let booted = vm["body"]["properties"]["storageProfile"]["imageReference"]["id"].as_str().unwrap_or_default();
+        assert!(booted.eq_ignore_ascii_case(&version_id), "{} boots {booted}", vm["name"]);
+    }
+    joined(&clouds, 2);
+    let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(&spec).output().unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+    ok(&clouds.xcsp(state).args(["destroy", "--auto-approve"]).arg(&spec).output().unwrap());
+    let left = clouds.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
+    let imported: Vec<&serde_json::Value> = left
+        .iter()
+        .filter(|r| {
+            let t = r["type"].as_str().unwrap_or_default().to_ascii_lowercase();
+            t.starts_with("microsoft.storage/") || t.starts_with("microsoft.compute/galleries")
+        })
+        .collect();
+    assert!(imported.is_empty(), "left after destroy: {imported:?}");
+}

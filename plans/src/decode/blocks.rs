@@ -389,19 +389,11 @@ fn decode_pool(f: &Fields, networks: &[String], identities: &[String], problems:
             None
         }
         (None, Some(id)) => Some(Sp::new(Image::Id(id.value), id.span)),
-        (Some(img), None) => Some(Sp::new(
-            Image::Marketplace {
-                publisher: img.get_string("publisher", problems)?.value,
-                offer: img.get_string("offer", problems)?.value,
-                sku: img.get_string("sku", problems)?.value,
-                version: img.get_string("version", problems)?.value,
-            },
-            img.head(),
-        )),
+        (Some(img), None) => image_block(&img, problems),
         (None, None) => {
             problems.push(
                 Problem::error("xcsp::pool::image", "a worker pool needs an image").label(&f.head(), "").with_help(
-                    "add `image { publisher, offer, sku, version }` (the RHCOS marketplace image) or `image_id`",
+                    "add `image { publisher, offer, sku, version }` (the RHCOS marketplace image), `image { vhd = URL }` (the release's RHCOS VHD, imported) or `image_id`",
                 ),
             );
             None
@@ -493,4 +485,53 @@ fn decode_taints(v: &Value, span: &Span, problems: &mut Problems) -> Vec<Taint> 
         }
     }
     out
+}
+
+/// A pool's `image` block: a Marketplace image (`publisher`, `offer`, `sku`, `version`, all four)
+/// or the release's RHCOS VHD to import (`vhd`, alone).
+fn image_block(img: &Fields, problems: &mut Problems) -> Option<Sp<Image>> {
+    const MARKETPLACE: [&str; 4] = ["publisher", "offer", "sku", "version"];
+    let written: Vec<&str> = MARKETPLACE.into_iter().filter(|k| img.attrs.contains_key(*k)).collect();
+    if let Some(vhd) = img.get_string("vhd", problems) {
+        if !written.is_empty() {
+            problems.push(
+                Problem::error(
+                    "xcsp::pool::image",
+                    format!("`vhd` imports an image; it goes with no Marketplace field ({})", written.join(", ")),
+                )
+                .label(&vhd.span, "the VHD to import")
+                .with_help("keep either `vhd` or `publisher`, `offer`, `sku` and `version`"),
+            );
+            return None;
+        }
+        let Some(parsed) = RhcosVhd::parse(&vhd.value).filter(|_| vhd.value.starts_with("https://")) else {
+            problems.push(
+                Problem::error("xcsp::pool::vhd", "`vhd` must be an RHCOS VHD URL: https://…/rhcos-<build>-azure.<x86_64|aarch64>.vhd")
+                    .label(&vhd.span, "not an RHCOS azure-disk URL")
+                    .with_help("the cluster publishes its own in ConfigMap openshift-machine-config-operator/coreos-bootimages (`xcsp preflight` shows it)"),
+            );
+            return None;
+        };
+        return Some(Sp::new(Image::Vhd(parsed), img.head()));
+    }
+    let missing: Vec<&str> = MARKETPLACE.into_iter().filter(|k| !img.attrs.contains_key(*k)).collect();
+    if !missing.is_empty() {
+        problems.push(
+            Problem::error("xcsp::pool::image", format!("a Marketplace image needs {}", missing.join(", ")))
+                .label(&img.head(), "this image")
+                .with_help(
+                    "write `publisher`, `offer`, `sku` and `version`, or `vhd = URL` to import the release's RHCOS VHD",
+                ),
+        );
+        return None;
+    }
+    Some(Sp::new(
+        Image::Marketplace {
+            publisher: img.get_string("publisher", problems)?.value,
+            offer: img.get_string("offer", problems)?.value,
+            sku: img.get_string("sku", problems)?.value,
+            version: img.get_string("version", problems)?.value,
+        },
+        img.head(),
+    ))
 }

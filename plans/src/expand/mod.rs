@@ -47,9 +47,10 @@ impl Builder<'_> {
     fn add(&mut self, rtype: T, name: &str, index: Option<u32>, attrs: Vec<(&str, Value)>) -> usize {
         let address = Address { rtype, name: name.to_string(), index };
         let mut attributes: IndexMap<String, Value> = attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        // A VNet's DNS servers are a property of the VNet, which carries the tags.
+        // A VNet's DNS servers are a property of the VNet, which carries the tags; a blob is no
+        // ARM resource (its provider marks it with metadata instead).
         if matches!(rtype.provider(), xcsp_core::ProviderKind::Aws | xcsp_core::ProviderKind::Azure)
-            && rtype != T::AzureVnetDnsServers
+            && !matches!(rtype, T::AzureVnetDnsServers | T::AzureStorageBlob)
         {
             attributes.insert("tags".into(), self.tags(&address));
         }

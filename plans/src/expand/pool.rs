@@ -72,6 +72,7 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
     }
     b.serves(subnet, "worker_pool", Some(name), "subnet_id", None, Read::Id);
     let subnet_addr = b.addr(subnet);
+    let mut image_after = None;
     let image = match &p.image.value {
         Image::Marketplace { publisher, offer, sku, version } => Value::Map(
             [("publisher", publisher), ("offer", offer), ("sku", sku), ("version", version)]
@@ -80,6 +81,11 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
                 .collect(),
         ),
         Image::Id(id) => Value::Map([("id".to_string(), Value::string(id))].into_iter().collect()),
+        Image::Vhd(vhd) => {
+            let (id, version) = boot_image(b, vhd, rg);
+            image_after = Some(version);
+            Value::Map([("id".to_string(), Value::string(id))].into_iter().collect())
+        }
     };
     // CAPZ refuses any change to an AzureMachineTemplate's `spec.template.spec`
     // (`internal/webhooks/azuremachinetemplate_webhook.go`, ValidateUpdate: "field is
@@ -103,6 +109,9 @@ pub(super) fn expand_pool(b: &mut Builder, p: &crate::spec::Pool, vnet: &Address
     attrs.extend(template_attrs);
     let amt = b.add(T::K8sAzureMachineTemplate, &format!("{name}-{digest}"), None, attrs);
     b.after(amt, &subnet_addr);
+    if let Some(version) = &image_after {
+        b.after(amt, version);
+    }
     b.in_namespace(amt);
     let amt_addr = b.addr(amt);
     let mut labels: IndexMap<String, Value> = p.labels.value.clone();
@@ -401,6 +410,126 @@ fn expand_machine_config(b: &mut Builder, p: &crate::spec::Pool, labels: &IndexM
 }
 
 /// The first 8 hex digits of the sha256 of a template's rendered attributes.
+/// The release's RHCOS VHD imported as the OpenShift installer imports it on Azure: a storage
+/// account of the stack, the VHD copied into it as a page blob by Azure itself (Copy Blob from the
+/// release's URL: xcsp never downloads it), a Compute Gallery with a Generation 2 image definition
+/// of the VHD's architecture, and an image version made from the blob. One of each per stack (the
+/// definition and version per architecture), shared by every pool that boots the same VHD.
+/// Answers the image version's ARM id (known now: every name is) and its node.
+fn boot_image(b: &mut Builder, vhd: &crate::spec::RhcosVhd, rg: &Address) -> (String, Address) {
+    use sha2::{Digest, Sha256};
+    let az = &b.model.azure;
+    let stack = b.model.stack.clone();
+    let arch = vhd.arch.clone();
+    let version_name = vhd.gallery_version();
+    // A storage account name is 3-24 lowercase letters and digits, unique across Azure.
+    let digest = hex::encode(Sha256::digest(
+        format!("{}/{}/{stack}", az.subscription_id.value, az.resource_group.value).as_bytes(),
+    ));
+    let account_name = format!("xcsp{}", &digest[..16]);
+    // A gallery's name is letters, digits, periods and underscores.
+    let gallery_name: String = format!("{stack}_images")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' })
+        .collect();
+    let definition = format!("rhcos-gen2-{}", vhd.gallery_architecture().to_ascii_lowercase());
+    let version_id = format!(
+        "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/galleries/{gallery_name}/images/{definition}/versions/{version_name}",
+        az.subscription_id.value, az.resource_group.value
+    );
+    let version_addr = Address { rtype: T::AzureGalleryImageVersion, name: format!("rhcos_{arch}"), index: None };
+    if b.nodes.iter().any(|n| n.address == version_addr) {
+        return (version_id, version_addr);
+    }
+    let account_addr = Address { rtype: T::AzureStorageAccount, name: "images".into(), index: None };
+    let gallery_addr = Address { rtype: T::AzureGallery, name: "images".into(), index: None };
+    let location = Value::string(&az.location.value);
+    let resource_group = Value::string(&az.resource_group.value);
+    if !b.nodes.iter().any(|n| n.address == account_addr) {
+        let account = b.add(
+            T::AzureStorageAccount,
+            "images",
+            None,
+            vec![
+                ("name", Value::string(&account_name)),
+                ("resource_group", resource_group.clone()),
+                ("location", location.clone()),
+                ("sku", Value::string("Standard_LRS")),
+                ("kind", Value::string("StorageV2")),
+            ],
+        );
+        b.after(account, rg);
+        let gallery = b.add(
+            T::AzureGallery,
+            "images",
+            None,
+            vec![
+                ("name", Value::string(&gallery_name)),
+                ("resource_group", resource_group.clone()),
+                ("location", location.clone()),
+            ],
+        );
+        b.after(gallery, rg);
+    }
+    let blob = b.add(
+        T::AzureStorageBlob,
+        &format!("rhcos_{arch}"),
+        None,
+        vec![
+            ("name", Value::string(vhd.file_name())),
+            ("resource_group", resource_group.clone()),
+            ("storage_account", Value::string(&account_name)),
+            ("container", Value::string("vhd")),
+            ("source_uri", Value::string(&vhd.url)),
+        ],
+    );
+    b.after(blob, &account_addr);
+    let blob_addr = b.addr(blob);
+    let image = b.add(
+        T::AzureGalleryImage,
+        &format!("rhcos_{arch}"),
+        None,
+        vec![
+            ("name", Value::string(&definition)),
+            ("resource_group", resource_group.clone()),
+            ("location", location.clone()),
+            ("gallery", Value::string(&gallery_name)),
+            ("os_type", Value::string("Linux")),
+            ("hyper_v_generation", Value::string("V2")),
+            ("architecture", Value::string(vhd.gallery_architecture())),
+            (
+                "identifier",
+                Value::Map(
+                    [("publisher", "xcsp"), ("offer", "rhcos"), ("sku", definition.as_str())]
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), Value::string(v)))
+                        .collect(),
+                ),
+            ),
+        ],
+    );
+    b.after(image, &gallery_addr);
+    let image_addr = b.addr(image);
+    let version = b.add(
+        T::AzureGalleryImageVersion,
+        &format!("rhcos_{arch}"),
+        None,
+        vec![
+            ("name", Value::string(&version_name)),
+            ("resource_group", resource_group),
+            ("location", location),
+            ("gallery", Value::string(&gallery_name)),
+            ("image", Value::string(&definition)),
+            ("source_uri", Value::Unknown),
+            ("storage_account_id", Value::Unknown),
+        ],
+    );
+    b.input(version, "source_uri", &blob_addr, "url");
+    b.input(version, "storage_account_id", &account_addr, "id");
+    b.after(version, &image_addr);
+    (version_id, version_addr)
+}
+
 fn template_digest(attrs: &[(&str, Value)]) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();

@@ -63,6 +63,11 @@ fn common(body: &Json, in_group: bool) -> Attributes {
     out
 }
 
+/// [`common`] of a resource in the stack's resource group.
+pub fn read_common(body: &Json) -> Attributes {
+    common(body, true)
+}
+
 /// Whether ARM finished the resource: `Failed` (or `Canceled`) as it is; `Updating` while an
 /// operation still runs on it (the Network provider's `Updating`, `Creating` or `Deleting`: one an
 /// interrupted run started, say); `Succeeded` otherwise. The plan wants `Succeeded`, so a resource

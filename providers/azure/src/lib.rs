@@ -25,6 +25,7 @@ pub mod capacity;
 mod config;
 pub mod credential;
 pub mod identify;
+mod images;
 mod lro;
 mod resources;
 mod transport;
@@ -53,6 +54,9 @@ pub struct AzureProvider {
     authz: azure_mgmt_authorization::Client,
     resources: azure_mgmt_resources::Client,
     compute: azure_mgmt_compute::package_2024_03_01::Client,
+    storage: azure_mgmt_storage::package_2023_05::Client,
+    /// The blob service's pipeline options (see [`images::storage_options`]).
+    storage_options: ClientOptions,
     /// Role definition ids by role name, looked up once.
     roles: tokio::sync::Mutex<HashMap<String, String>>,
 }
@@ -109,6 +113,13 @@ impl AzureProvider {
                 scopes.clone(),
                 options.clone(),
             ),
+            storage: azure_mgmt_storage::package_2023_05::Client::new(
+                endpoint.clone(),
+                credential.clone(),
+                scopes.clone(),
+                options.clone(),
+            ),
+            storage_options: images::storage_options(transport.clone()),
             resources: azure_mgmt_resources::Client::new(endpoint.clone(), credential.clone(), scopes, options),
             session: lro::Session { endpoint, scope, credential, transport, poll_interval: config.poll_interval },
             config,

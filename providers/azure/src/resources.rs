@@ -484,6 +484,73 @@ impl AzureProvider {
                 )
                 .await?
             }
+            T::AzureStorageAccount => {
+                read = crate::images::read_storage_account;
+                let name = d.str("name")?;
+                let m: azure_mgmt_storage::package_2023_05::models::StorageAccountCreateParameters =
+                    model(address, crate::images::storage_account_body(&d, stack)?)?;
+                let c = self.storage.storage_accounts_client();
+                self.write(
+                    address,
+                    progress,
+                    &doing("storage account"),
+                    || raw!(c.create(rg, &name, m.clone(), sub).send()),
+                    || as_json!(c.get_properties(rg, &name, sub)),
+                )
+                .await?
+            }
+            T::AzureStorageBlob => return self.put_blob(req, progress).await,
+            T::AzureGallery => {
+                read = crate::images::read_gallery;
+                let name = d.str("name")?;
+                let m: azure_mgmt_compute::package_2024_03_01::models::Gallery =
+                    model(address, crate::images::gallery_body(&d, stack)?)?;
+                let c = self.compute.galleries_client();
+                self.write(
+                    address,
+                    progress,
+                    &doing("compute gallery"),
+                    || raw!(c.create_or_update(sub, rg, &name, m.clone()).send()),
+                    || as_json!(c.get(sub, rg, &name)),
+                )
+                .await?
+            }
+            T::AzureGalleryImage => {
+                read = crate::images::read_gallery_image;
+                let (name, gallery) = (d.str("name")?, d.str("gallery")?);
+                let m: azure_mgmt_compute::package_2024_03_01::models::GalleryImage =
+                    model(address, crate::images::gallery_image_body(&d, stack)?)?;
+                let c = self.compute.gallery_images_client();
+                self.write(
+                    address,
+                    progress,
+                    &doing("image definition"),
+                    || raw!(c.create_or_update(sub, rg, &gallery, &name, m.clone()).send()),
+                    || as_json!(c.get(sub, rg, &gallery, &name)),
+                )
+                .await?
+            }
+            T::AzureGalleryImageVersion => {
+                read = crate::images::read_gallery_image_version;
+                let (name, gallery, image) = (d.str("name")?, d.str("gallery")?, d.str("image")?);
+                let m: azure_mgmt_compute::package_2024_03_01::models::GalleryImageVersion =
+                    model(address, crate::images::gallery_image_version_body(&d, stack)?)?;
+                let c = self.compute.gallery_image_versions_client();
+                let get = || as_json!(c.get(sub, rg, &gallery, &image, &name));
+                match self.adopt_in_flight(req, progress, "Azure is making the image version", get, read).await? {
+                    Some(done) => done,
+                    None => {
+                        self.write(
+                            address,
+                            progress,
+                            "Azure is making the image version from the VHD and replicating it (typically 10-30 minutes)",
+                            || raw!(c.create_or_update(sub, rg, &gallery, &image, &name, m.clone()).send()),
+                            get,
+                        )
+                        .await?
+                    }
+                }
+            }
             other => {
                 return Err(ProviderError::Failed {
                     address: address.to_string(),
@@ -644,6 +711,40 @@ impl AzureProvider {
                 let c = self.authz.role_assignments_client();
                 self.delete_with(address, progress, "Azure is removing the role assignment", || {
                     raw!(c.delete(&scope, &name).send())
+                })
+                .await
+            }
+            T::AzureStorageAccount => {
+                let (name, c) = (name(), self.storage.storage_accounts_client());
+                self.delete_with(address, progress, &deleting("storage account"), || {
+                    raw!(c.delete(rg, &name, sub).send())
+                })
+                .await
+            }
+            T::AzureStorageBlob => self.remove_blob(req, progress).await,
+            T::AzureGallery => {
+                let (name, c) = (name(), self.compute.galleries_client());
+                self.delete_with(address, progress, &deleting("compute gallery"), || {
+                    raw!(c.delete(sub, rg, &name).send())
+                })
+                .await
+            }
+            T::AzureGalleryImage => {
+                let name = name();
+                let gallery = segment(2).map(str::to_string).or_else(|| d.opt_str("gallery")).unwrap_or_default();
+                let c = self.compute.gallery_images_client();
+                self.delete_with(address, progress, &deleting("image definition"), || {
+                    raw!(c.delete(sub, rg, &gallery, &name).send())
+                })
+                .await
+            }
+            T::AzureGalleryImageVersion => {
+                let name = name();
+                let image = segment(2).map(str::to_string).or_else(|| d.opt_str("image")).unwrap_or_default();
+                let gallery = segment(4).map(str::to_string).or_else(|| d.opt_str("gallery")).unwrap_or_default();
+                let c = self.compute.gallery_image_versions_client();
+                self.delete_with(address, progress, &deleting("image version"), || {
+                    raw!(c.delete(sub, rg, &gallery, &image, &name).send())
                 })
                 .await
             }
@@ -881,6 +982,51 @@ impl AzureProvider {
                     }
                     let id = j["id"].as_str().unwrap_or_default().to_string();
                     out.push(Observed { address, id, attributes });
+                }
+                out
+            }
+            T::AzureStorageAccount => {
+                let c = self.storage.storage_accounts_client();
+                tagged(
+                    self.list_all(rtype, || all_pages!(c.list_by_resource_group(rg, sub))).await?,
+                    crate::images::read_storage_account,
+                )
+            }
+            T::AzureStorageBlob => self.list_blobs(stack, known).await?,
+            T::AzureGallery => {
+                let c = self.compute.galleries_client();
+                tagged(
+                    self.list_all(rtype, || all_pages!(c.list_by_resource_group(sub, rg))).await?,
+                    crate::images::read_gallery,
+                )
+            }
+            T::AzureGalleryImage | T::AzureGalleryImageVersion => {
+                // One list per gallery of the stack (and per definition, for versions).
+                let galleries = self.compute.galleries_client();
+                let mut out = Vec::new();
+                for g in self.list_all(rtype, || all_pages!(galleries.list_by_resource_group(sub, rg))).await? {
+                    if !ours(&g)
+                        && !known.iter().any(|k| {
+                            k.id.to_ascii_lowercase().starts_with(&g["id"].as_str().unwrap_or("-").to_ascii_lowercase())
+                        })
+                    {
+                        continue;
+                    }
+                    let gallery = g["name"].as_str().unwrap_or_default().to_string();
+                    let c = self.compute.gallery_images_client();
+                    let images = self.list_all(rtype, || all_pages!(c.list_by_gallery(sub, rg, &gallery))).await?;
+                    if rtype == T::AzureGalleryImage {
+                        out.extend(tagged(images, crate::images::read_gallery_image));
+                        continue;
+                    }
+                    let v = self.compute.gallery_image_versions_client();
+                    for image in images {
+                        let image = image["name"].as_str().unwrap_or_default().to_string();
+                        let versions = self
+                            .list_all(rtype, || all_pages!(v.list_by_gallery_image(sub, rg, &gallery, &image)))
+                            .await?;
+                        out.extend(tagged(versions, crate::images::read_gallery_image_version));
+                    }
                 }
                 out
             }

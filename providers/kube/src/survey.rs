@@ -235,12 +235,15 @@ pub struct BootImages {
     pub release: String,
     pub gen1: Option<MarketplaceImage>,
     pub gen2: Option<MarketplaceImage>,
+    /// The release's RHCOS VHD (`azure-disk`'s `url`), which an install imports into a gallery.
+    pub vhd: Option<String>,
 }
 
 /// The Azure Marketplace boot images of a `coreos-bootimages` ConfigMap's data.
 pub fn boot_images(data: &Json) -> Option<BootImages> {
     let stream: Json = serde_json::from_str(data["stream"].as_str()?).ok()?;
-    let plan = &stream["architectures"]["x86_64"]["rhel-coreos-extensions"]["marketplace"]["azure"]["no-purchase-plan"];
+    let extensions = &stream["architectures"]["x86_64"]["rhel-coreos-extensions"];
+    let plan = &extensions["marketplace"]["azure"]["no-purchase-plan"];
     let image = |generation: &str| {
         let i = &plan[generation];
         Some(MarketplaceImage {
@@ -254,6 +257,7 @@ pub fn boot_images(data: &Json) -> Option<BootImages> {
         release: data["releaseVersion"].as_str().unwrap_or_default().to_string(),
         gen1: image("hyperVGen1"),
         gen2: image("hyperVGen2"),
+        vhd: extensions["azure-disk"]["url"].as_str().map(str::to_string),
     })
 }
 

@@ -84,6 +84,13 @@ pub fn complete(
 ) {
     super::compute::complete(store, kind, id, stored, existing, &super::now_rfc3339());
     let props = stored["properties"].as_object_mut().expect("properties object");
+    if is(kind, &kinds::STORAGE_ACCOUNT) {
+        // The account's endpoints: its blob service here, path-style ([`super::blob`]).
+        let name = id.rsplit('/').next().unwrap_or_default().to_ascii_lowercase();
+        props.insert("primaryEndpoints".into(), json!({"blob": format!("{}/_blob/{name}/", ctx.base)}));
+        props.insert("statusOfPrimary".into(), json!("available"));
+        return;
+    }
     if is(kind, &kinds::PUBLIC_IP) {
         if stored.get("sku").is_none() {
             stored["sku"] = json!({"name": "Basic", "tier": "Regional"});

@@ -117,6 +117,9 @@ pub fn check_put(
             (Some(p), Some(o), Some(s)) => Some((p, o, s, image["version"].as_str().unwrap_or("latest"))),
             _ => None,
         };
+        if let Some(gallery_image) = image["id"].as_str() {
+            super::gallery::vm_image(store, size, gallery_image)?;
+        }
         let zone = body["zones"][0].as_str();
         if let Some((code, message)) =
             super::skus::create_refusal(&ctx.config.compute, store, location, zone, size, marketplace, sub_of(id))

@@ -224,6 +224,76 @@ pub static DISK: Kind = compute("Microsoft.Compute/disks", "disks", DISK_API, tr
 pub static AVAILABILITY_SET: Kind =
     compute("Microsoft.Compute/availabilitySets", "availabilitySets", COMPUTE_API, false, (0.0, 0.0), (0.0, 0.0));
 
+/// Microsoft.Storage 2023-05-01 (`storage.json`), the version azure_mgmt_storage 0.21's
+/// `package-2023-05` sends.
+pub const STORAGE_API: &[&str] = &["2023-05-01"];
+/// Compute's GalleryRP 2023-07-03 (`gallery.json`), what azure_mgmt_compute 0.21 sends for galleries.
+pub const GALLERY_API: &[&str] = &["2023-07-03"];
+
+/// A storage account: its create is long-running (202 and a `Location` to poll; `storage.json`
+/// `StorageAccounts_Create`), its delete synchronous (200, or 204 when there is none).
+pub static STORAGE_ACCOUNT: Kind = Kind {
+    arm_type: "Microsoft.Storage/storageAccounts",
+    namespace: "Microsoft.Storage",
+    segment: "storageAccounts",
+    parent: None,
+    embed_as: None,
+    tracked: true,
+    api_versions: STORAGE_API,
+    lro_put: true,
+    lro_delete: false,
+    patch: Patch::None,
+    put_secs: (15.0, 30.0),
+    delete_secs: (0.0, 0.0),
+    provisioning_state: true,
+    etag: false,
+};
+
+const fn gallery(
+    arm_type: &'static str,
+    segment: &'static str,
+    parent: Option<&'static str>,
+    put_secs: (f64, f64),
+    delete_secs: (f64, f64),
+) -> Kind {
+    // Galleries, image definitions and image versions are all tracked (location and tags), and
+    // every write and delete is long-running (`gallery.json`: `x-ms-long-running-operation`).
+    Kind {
+        arm_type,
+        namespace: "Microsoft.Compute",
+        segment,
+        parent,
+        embed_as: None,
+        tracked: true,
+        api_versions: GALLERY_API,
+        lro_put: true,
+        lro_delete: true,
+        patch: Patch::None,
+        put_secs,
+        delete_secs,
+        provisioning_state: true,
+        etag: false,
+    }
+}
+
+pub static GALLERY: Kind = gallery("Microsoft.Compute/galleries", "galleries", None, (5.0, 15.0), (5.0, 15.0));
+pub static GALLERY_IMAGE: Kind = gallery(
+    "Microsoft.Compute/galleries/images",
+    "images",
+    Some("Microsoft.Compute/galleries"),
+    (5.0, 15.0),
+    (5.0, 15.0),
+);
+/// An image version: made from the blob and replicated to each target region before it answers
+/// `Succeeded` (10-30 minutes for an OS disk of this size).
+pub static GALLERY_IMAGE_VERSION: Kind = gallery(
+    "Microsoft.Compute/galleries/images/versions",
+    "versions",
+    Some("Microsoft.Compute/galleries/images"),
+    (600.0, 1800.0),
+    (60.0, 180.0),
+);
+
 /// What a subnet references in its `properties`: the field, the type it names, and what ARM says
 /// when one still in use is deleted (its code and the resource's name in the message). One table for
 /// the reference check, the delete check and the `subnets` back-reference GET shows.
@@ -279,6 +349,10 @@ pub static KINDS: &[&Kind] = &[
     &VM,
     &DISK,
     &AVAILABILITY_SET,
+    &STORAGE_ACCOUNT,
+    &GALLERY,
+    &GALLERY_IMAGE,
+    &GALLERY_IMAGE_VERSION,
 ];
 
 /// Finds a top-level type by namespace and segment (case-insensitive).

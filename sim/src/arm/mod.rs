@@ -3,10 +3,12 @@
 
 pub mod auth;
 pub mod authz;
+pub mod blob;
 pub mod clouds;
 pub mod complete;
 pub mod compute;
 pub mod error;
+pub mod gallery;
 pub mod kinds;
 pub mod lro;
 pub mod path;
@@ -108,6 +110,7 @@ pub fn operation_name(method: &Method, target: &Target) -> String {
         Target::Resource { kind, .. } => kind.arm_type.to_string(),
         Target::Children { kind, .. } => format!("{} (list)", kind.arm_type),
         Target::SharedKey { .. } => "Microsoft.Network/connections/sharedkey".to_string(),
+        Target::StorageKeys { .. } => "Microsoft.Storage/storageAccounts/listKeys".to_string(),
         Target::GatewayConnections { .. } => "Microsoft.Network/virtualNetworkGateways/connections (list)".to_string(),
         Target::RoleAssignments { .. } => "Microsoft.Authorization/roleAssignments (list)".to_string(),
         Target::RoleAssignment { .. } => "Microsoft.Authorization/roleAssignments".to_string(),
@@ -132,6 +135,7 @@ pub fn subscription_of(target: &Target) -> Option<String> {
         | Target::Resource { sub, .. }
         | Target::Children { sub, .. }
         | Target::SharedKey { sub, .. }
+        | Target::StorageKeys { sub, .. }
         | Target::GatewayConnections { sub, .. }
         | Target::ComputeSkus { sub }
         | Target::TagsAtScope { sub, .. }
@@ -194,6 +198,7 @@ impl Arm {
             | Target::Resource { .. }
             | Target::Children { .. }
             | Target::SharedKey { .. }
+            | Target::StorageKeys { .. }
             | Target::GatewayConnections { .. } => resources::handle(&mut store, ctx, target),
             Target::RoleAssignments { .. }
             | Target::RoleAssignment { .. }

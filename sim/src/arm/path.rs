@@ -46,12 +46,18 @@ pub enum Target {
         kind: &'static Kind,
         names: Vec<String>,
     },
-    /// List of child resources of a parent.
+    /// List of child resources of a parent (`parents`: the names down to it).
     Children {
         sub: String,
         rg: String,
         kind: &'static Kind,
-        parent: String,
+        parents: Vec<String>,
+    },
+    /// `POST .../Microsoft.Storage/storageAccounts/{a}/listKeys`.
+    StorageKeys {
+        sub: String,
+        rg: String,
+        account: String,
     },
     SharedKey {
         sub: String,
@@ -209,8 +215,26 @@ fn parse_sub(sub: String, rest: &[&str]) -> Target {
                 [name, x] if std::ptr::eq(kind, &kinds::VNG) && eq(x, "connections") => {
                     Target::GatewayConnections { sub, rg, gateway: name.to_string() }
                 }
+                [name, x] if std::ptr::eq(kind, &kinds::STORAGE_ACCOUNT) && eq(x, "listKeys") => {
+                    Target::StorageKeys { sub, rg, account: name.to_string() }
+                }
                 [name, cty] => match kinds::child(kind, cty) {
-                    Some(ck) => Target::Children { sub, rg, kind: ck, parent: name.to_string() },
+                    Some(ck) => Target::Children { sub, rg, kind: ck, parents: vec![name.to_string()] },
+                    None => Target::Unknown,
+                },
+                [name, cty, cname, gty] => match kinds::child(kind, cty).and_then(|ck| kinds::child(ck, gty)) {
+                    Some(gk) => {
+                        Target::Children { sub, rg, kind: gk, parents: vec![name.to_string(), cname.to_string()] }
+                    }
+                    None => Target::Unknown,
+                },
+                [name, cty, cname, gty, gname] => match kinds::child(kind, cty).and_then(|ck| kinds::child(ck, gty)) {
+                    Some(gk) => Target::Resource {
+                        sub,
+                        rg,
+                        kind: gk,
+                        names: vec![name.to_string(), cname.to_string(), gname.to_string()],
+                    },
                     None => Target::Unknown,
                 },
                 [name, cty, cname] => match kinds::child(kind, cty) {

@@ -31,7 +31,8 @@ pub fn handle(store: &mut Store, ctx: &Ctx, target: &Target) -> Result<Reply, Ar
             Method::DELETE => delete(store, ctx, sub, rg, kind, names),
             _ => Err(not_allowed(m)),
         },
-        Target::Children { sub, rg, kind, parent } if m == Method::GET => children(store, ctx, sub, rg, kind, parent),
+        Target::Children { sub, rg, kind, parents } if m == Method::GET => children(store, ctx, sub, rg, kind, parents),
+        Target::StorageKeys { sub, rg, account } if m == Method::POST => storage_keys(store, ctx, sub, rg, account),
         Target::SharedKey { sub, rg, connection } => match *m {
             Method::GET => shared_key_get(store, ctx, sub, rg, connection),
             Method::PUT => shared_key_put(store, ctx, sub, rg, connection),
@@ -546,13 +547,13 @@ fn children(
     sub: &str,
     rg: &str,
     kind: &'static Kind,
-    parent: &str,
+    parents: &[String],
 ) -> Result<Reply, ArmError> {
     check_api_version(ctx, kind.api_versions, kind.arm_type)?;
     let pk = kinds::by_type(kind.parent.expect("child kind")).expect("parent kind");
-    let a = address(store, sub, rg, pk, &[parent.to_string()])?;
+    let a = address(store, sub, rg, pk, parents)?;
     if store.get(&a.key).is_none() {
-        return Err(ArmError::not_found(pk.arm_type, parent, &a.rg_name));
+        return Err(ArmError::not_found(pk.arm_type, &parents.join("/"), &a.rg_name));
     }
     let value: Vec<Value> = store.children(&a.key, kind).iter().map(|c| store.render(&c.id)).collect();
     Ok(Reply::json(StatusCode::OK, json!({ "value": value })))
@@ -660,4 +661,22 @@ fn generic_list(store: &Store, ctx: &Ctx, sub: &str, rg: Option<&str>) -> Result
         })
         .collect();
     Ok(Reply::json(StatusCode::OK, json!({ "value": value })))
+}
+
+/// `StorageAccounts_ListKeys` (`storage.json` 2023-05-01): the account's two keys, full access.
+fn storage_keys(store: &Store, ctx: &Ctx, sub: &str, rg: &str, account: &str) -> Result<Reply, ArmError> {
+    check_api_version(ctx, kinds::STORAGE_API, "Microsoft.Storage/storageAccounts/listKeys")?;
+    let a = address(store, sub, rg, &kinds::STORAGE_ACCOUNT, &[account.to_string()])?;
+    if store.get(&a.key).is_none() {
+        return Err(ArmError::not_found(kinds::STORAGE_ACCOUNT.arm_type, account, &a.rg_name));
+    }
+    let key = super::blob::account_key(&a.id);
+    let key2 = super::blob::account_key(&format!("{}#2", a.id));
+    Ok(Reply::json(
+        StatusCode::OK,
+        json!({"keys": [
+            {"keyName": "key1", "value": key, "permissions": "Full", "creationTime": super::now_rfc3339()},
+            {"keyName": "key2", "value": key2, "permissions": "Full", "creationTime": super::now_rfc3339()},
+        ]}),
+    ))
 }

@@ -183,6 +183,7 @@ pub fn check_put(
 ) -> Result<(), ArmError> {
     let props = &body["properties"];
     super::compute::check_put(store, ctx, kind, id, body, location)?;
+    super::gallery::check_put(store, kind, id, body, ctx.now)?;
     if is(kind, &kinds::VNET) {
         let space = vnet_space(props)?;
         if space.is_empty() {
@@ -655,6 +656,7 @@ pub fn gateways_of(kind: &'static Kind, id: &str, body: &Value) -> Vec<String> {
 /// Checks that nothing depends on a resource about to be deleted.
 pub fn check_delete(store: &Store, kind: &'static Kind, r: &Resource) -> Result<(), ArmError> {
     super::compute::check_delete(store, kind, r)?;
+    super::gallery::check_delete(store, kind, r)?;
     let key = r.id.to_ascii_lowercase();
     if is(kind, &kinds::SUBNET) {
         let users = subnet_users(store, &key);

@@ -235,7 +235,8 @@ pub fn create_refusal(
     subscription: &str,
 ) -> Option<(&'static str, String)> {
     if let Some((publisher, offer, sku, version)) = image {
-        let versions = image_versions(publisher, offer, sku);
+        let carried = !config.without_marketplace.iter().any(|l| l.eq_ignore_ascii_case(location));
+        let versions = if carried { image_versions(publisher, offer, sku) } else { Vec::new() };
         if versions.is_empty() || (version != "latest" && !versions.contains(&version)) {
             return Some((
                 "PlatformImageNotFound",
@@ -327,7 +328,8 @@ pub fn image_list(
     super::check_api_version(ctx, USAGES_API, "locations/publishers/artifacttypes/offers/skus/versions")?;
     let (publisher, offer, sku) = image;
     let versions = image_versions(publisher, offer, sku);
-    if zones_of(location).is_none() || versions.is_empty() {
+    let carried = !ctx.config.compute.without_marketplace.iter().any(|l| l.eq_ignore_ascii_case(location));
+    if zones_of(location).is_none() || versions.is_empty() || !carried {
         return Err(super::error::ArmError::new(
             axum::http::StatusCode::NOT_FOUND,
             "NotFound",

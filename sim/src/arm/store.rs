@@ -54,6 +54,8 @@ pub struct Store {
     pub ops: HashMap<String, Operation>,
     seq: u64,
     ip_counter: u32,
+    /// The storage accounts' blob service ([`super::blob`]), keyed by [`Store::blob_account`].
+    pub blobs: super::blob::Blobs,
 }
 
 impl Store {
@@ -67,6 +69,20 @@ impl Store {
         self.ip_counter += 1;
         let n = self.ip_counter;
         format!("20.{}.{}.{}", 40 + (n >> 16) % 200, (n >> 8) & 0xff, (n & 0xff).max(1))
+    }
+
+    /// The blob service's name for the storage account `id` as it exists now (its id and creation
+    /// sequence: an account deleted and made again under the same name starts empty, as Azure's
+    /// does). `None` when there is no such account.
+    pub fn blob_account(&self, id: &str) -> Option<String> {
+        let r =
+            self.get(id).filter(|r| matches!(r.kind, ResKind::Typed(k) if std::ptr::eq(k, &kinds::STORAGE_ACCOUNT)))?;
+        Some(format!("{}#{}", r.id.to_ascii_lowercase(), r.seq))
+    }
+
+    /// The storage account named `name` (names are unique across Azure), by id.
+    pub fn storage_account_named(&self, name: &str) -> Option<&Resource> {
+        self.of_kind(&kinds::STORAGE_ACCOUNT).find(|r| r.name.eq_ignore_ascii_case(name))
     }
 
     pub fn get(&self, id: &str) -> Option<&Resource> {

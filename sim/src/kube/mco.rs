@@ -107,10 +107,16 @@ fn boot_images() -> Value {
         |sku: String| json!({"publisher": "azureopenshift", "offer": "aro4", "sku": sku, "version": RHCOS_BUILD});
     let stream = json!({
         "stream": format!("rhcos-{}", RELEASE.rsplit_once('.').map_or(RELEASE, |(m, _)| m)),
-        "architectures": {"x86_64": {"rhel-coreos-extensions": {"marketplace": {"azure": {"no-purchase-plan": {
-            "hyperVGen1": image(format!("aro_{xy}")),
-            "hyperVGen2": image(format!("{xy}-v2")),
-        }}}}}},
+        // The release's VHD, which an install on Azure imports into a gallery (coreos/stream-metadata-go
+        // `stream/rhcos/rhcos.go` `Extensions.AzureDisk`: "copied into an image gallery").
+        "architectures": {"x86_64": {"rhel-coreos-extensions": {
+            "azure-disk": {"release": RHCOS_BUILD,
+                "url": format!("https://rhcos.blob.core.windows.net/imagebucket/rhcos-{RHCOS_BUILD}-azure.x86_64.vhd")},
+            "marketplace": {"azure": {"no-purchase-plan": {
+                "hyperVGen1": image(format!("aro_{xy}")),
+                "hyperVGen2": image(format!("{xy}-v2")),
+            }}},
+        }}},
     });
     json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "coreos-bootimages", "namespace": MCO_NAMESPACE},

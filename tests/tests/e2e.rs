@@ -3772,7 +3772,8 @@ fn on_an_ipsec_cluster_pod_traffic_crosses_the_link_and_pool_work_rides_out_an_o
 }
 
 /// A location whose Marketplace carries no RHCOS (whether Azure Government publishes
-/// `azureopenshift/aro4` is not established): with `image { vhd = ... }` (the release's `azure-disk`, as coreos-bootimages names
+/// `azureopenshift/aro4` is not established): plan refuses the Marketplace image and names the
+/// way forward; with `image { vhd = ... }` (the release's `azure-disk`, as coreos-bootimages names
 /// it) apply imports the VHD into a storage account and a Compute Gallery of the stack, the
 /// machines boot from the gallery's image version and join; a second plan has nothing to do; and
 /// destroy removes the account, gallery, definition, version and blob, nothing else left behind.
@@ -3782,6 +3783,12 @@ fn without_the_marketplace_offer_the_pool_boots_the_release_vhd_imported_into_a_
     clouds.configure(&serde_json::json!({"compute": {"without_marketplace": ["usgovvirginia"]}}));
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
+    // The plan-time checks read the clouds (the harness runs offline unless told).
+    let marketplace = clouds.xcsp(state).env_remove("XCSP_OFFLINE").args(["plan"]).arg(il5()).output().unwrap();
+    let said =
+        format!("{}{}", String::from_utf8_lossy(&marketplace.stdout), String::from_utf8_lossy(&marketplace.stderr));
+    assert!(!marketplace.status.success(), "the Marketplace image was planned: {said}");
+    assert!(said.contains("PlatformImageNotFound") && said.contains("vhd"), "{said}");
     let vhd = "https://rhcos.blob.core.windows.net/imagebucket/rhcos-422.94.202511041021-0-azure.x86_64.vhd";
     let spec = il5_copy(dir.path(), |t| {
         let start = t.find("  image {").expect("the example's image block");

@@ -295,8 +295,7 @@ impl AzureProvider {
         let (Some(account), Some(name)) = (d.opt_str("storage_account"), d.opt_str("name")) else { return Ok(()) };
         let service = match self.blob_service(address, progress, &rg, &account).await {
             Ok((s, _)) => s,
-            Err(ProviderError::NotFound { .. }) => return Ok(()),
-            Err(ProviderError::Failed { code, .. }) if code.contains("NotFound") => return Ok(()),
+            Err(e) if crate::resources::gone(&e) => return Ok(()),
             Err(e) => return Err(e),
         };
         match service.container_client(CONTAINER).blob_client(&name).delete().await {
@@ -328,7 +327,7 @@ impl AzureProvider {
             .await
         {
             Ok(items) => items,
-            Err(ProviderError::NotFound { .. }) => Vec::new(),
+            Err(e) if crate::resources::gone(&e) => Vec::new(),
             Err(e) => return Err(e),
         };
         let mut out = Vec::new();
@@ -337,7 +336,7 @@ impl AzureProvider {
             let Some(account) = a["name"].as_str().filter(|_| ours).map(str::to_string) else { continue };
             let (service, endpoint) = match self.blob_service(&probe, &crate::Quiet, &rg, &account).await {
                 Ok(s) => s,
-                Err(ProviderError::NotFound { .. }) => continue,
+                Err(e) if crate::resources::gone(&e) => continue,
                 Err(e) => return Err(e),
             };
             let mut pages = service.container_client(CONTAINER).list_blobs().include_metadata(true).into_stream();

@@ -55,7 +55,7 @@ macro_rules! all_pages {
 }
 
 /// What a failed delete means when the thing (or its parent) is already gone.
-fn gone(e: &ProviderError) -> bool {
+pub(crate) fn gone(e: &ProviderError) -> bool {
     match e {
         ProviderError::NotFound { .. } => true,
         ProviderError::Failed { code, .. } => {
@@ -69,7 +69,9 @@ fn gone(e: &ProviderError) -> bool {
 fn in_use(e: ProviderError) -> ProviderError {
     match e {
         ProviderError::Failed { address, code, message }
-            if code.contains("InUse") || code.ends_with("CannotBeDeleted") =>
+            // A gallery or definition still holding children answers `CannotDeleteResource`,
+            // for a while even after its last child's delete returned (azure-sdk-for-net#30258).
+            if code.contains("InUse") || code.ends_with("CannotBeDeleted") || code == "CannotDeleteResource" =>
         {
             ProviderError::InUse { address, detail: format!("{code}: {message}") }
         }

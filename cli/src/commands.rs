@@ -273,6 +273,7 @@ pub async fn preflight(s: &Stack, json: bool) -> miette::Result<ExitCode> {
             .collect();
         let chosen = preflight::providers(&s.loaded.model, &survey);
         let out = serde_json::json!({"cluster": survey, "problems": said,
+            "boots": preflight::boots(&s.loaded.model, &survey),
             "providers": {"core": preflight::source_text(&chosen.core), "azure": preflight::source_text(&chosen.azure),
                 "approver": preflight::source_text(&chosen.approver)}});
         println!("{}", serde_json::to_string_pretty(&out).expect("json"));
@@ -284,6 +285,9 @@ pub async fn preflight(s: &Stack, json: bool) -> miette::Result<ExitCode> {
             preflight::source_text(&chosen.core),
             preflight::source_text(&chosen.azure)
         );
+        for line in preflight::boots(&s.loaded.model, &survey) {
+            println!("Boots:        {line}");
+        }
         let ns = xcsp_plans::spec::pool_namespace(s.name(), &s.loaded.model.cluster);
         println!(
             "Pool objects: namespace {ns} (the pool's own: {} admits one Cluster, OpenShift's)",

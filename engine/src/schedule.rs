@@ -23,6 +23,11 @@ pub fn typical_duration(rtype: ResourceType) -> Duration {
         | T::AzureUserAssignedIdentity
         | T::AzureFederatedCredential => 10,
         T::PresharedKey => 0,
+        // An imported boot image: Azure's copy of a 16 GiB VHD, then the image version's
+        // replication (Microsoft Learn quotes minutes to tens of minutes for an OS disk).
+        T::AzureStorageBlob => 5 * 60,
+        T::AzureGalleryImageVersion => 20 * 60,
+        T::AzureStorageAccount => 30,
         // A VM's boot once it reaches the cluster: Ignition, the pivot, the kubelet's join.
         T::K8sNodesReady => 5 * 60,
         _ => 5,

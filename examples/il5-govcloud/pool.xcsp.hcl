@@ -79,6 +79,10 @@ worker_pool "gpu" {
   subnet_cidr = "10.200.1.0/24"
   zones    = ["1", "2"]
 
+  # Whether Azure Government's Marketplace carries azureopenshift/aro4 is not established; where
+  # the location has no RHCOS offer, import the release's VHD instead (the URL `xcsp preflight`
+  # prints from coreos-bootimages), as the OpenShift installer does:
+  #   image { vhd = "https://rhcos.blob.core.windows.net/imagebucket/rhcos-422.94.202511041021-0-azure.x86_64.vhd" }
   image {
     publisher = "azureopenshift"
     offer     = "aro4"

@@ -490,4 +490,27 @@ mod tests {
         assert_eq!(namespace_for(&format!("{}_x", "b".repeat(57)), None), format!("xcsp-{}", "b".repeat(57)));
         assert_eq!(namespace_for("il5-gpu", Some("gpu-pools")), "gpu-pools");
     }
+
+    #[test]
+    fn an_rhcos_vhd_url_names_its_build_architecture_and_gallery_version() {
+        let v = RhcosVhd::parse(
+            "https://rhcos.blob.core.windows.net/imagebucket/rhcos-422.94.202511041021-0-azure.x86_64.vhd",
+        )
+        .expect("an RHCOS azure-disk URL");
+        assert_eq!((v.build.as_str(), v.arch.as_str()), ("422.94.202511041021-0", "x86_64"));
+        // The installer's version name: the build less its time of day (each part a 32-bit int).
+        assert_eq!(v.gallery_version(), "422.94.20251104");
+        assert_eq!(v.gallery_architecture(), "x64");
+        assert_eq!(v.file_name(), "rhcos-422.94.202511041021-0-azure.x86_64.vhd");
+        let arm = RhcosVhd::parse("https://h/b/rhcos-9.6.20250701-1-azure.aarch64.vhd").expect("aarch64");
+        assert_eq!((arm.gallery_architecture(), arm.gallery_version().as_str()), ("Arm64", "9.6.20250701"));
+        for bad in [
+            "https://h/ubuntu.vhd",
+            "https://h/rhcos-422.94.202511041021-0-aws.x86_64.vmdk",
+            "https://h/rhcos-422.94-azure.x86_64.vhd",
+            "https://h/rhcos-422.94.2025-0-azure.s390x.vhd",
+        ] {
+            assert_eq!(RhcosVhd::parse(bad), None, "{bad}");
+        }
+    }
 }

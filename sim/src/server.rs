@@ -715,6 +715,9 @@ fn serve_blob(sim: &Sim, method: &Method, uri: &Uri, rest: &str, headers: &Heade
         ));
     }
     let label = store.blob_account(&found).unwrap_or_default();
-    sim.world.count(|c| *c.requests.entry(format!("{method} blob")).or_default() += 1);
+    // Counted by operation: a copy apart from the other writes.
+    let operation =
+        if headers.contains_key("x-ms-copy-source") { "Copy Blob".to_string() } else { format!("{method} blob") };
+    sim.world.count(|c| *c.requests.entry(operation).or_default() += 1);
     answer(arm::blob::serve(&mut store.blobs, &label, method, path, &query, headers, now, config.duration_scale()))
 }

@@ -823,6 +823,42 @@ pub async fn read(model: &Model) -> miette::Result<(Survey, Vec<Problem>)> {
     Ok((s, problems))
 }
 
+/// What each pool boots, and why: a Marketplace image (the plan checks the location carries it),
+/// the release's VHD imported into the stack's gallery, or an image of the spec's own; each
+/// against what the cluster's release publishes (`coreos-bootimages`), where it could be read.
+pub fn boots(model: &Model, s: &Survey) -> Vec<String> {
+    use xcsp_plans::spec::Image;
+    let location = &model.azure.location.value;
+    let theirs = s.boot_images.as_ref();
+    let vhd = theirs.and_then(|b| b.vhd.as_deref());
+    model
+        .pools
+        .iter()
+        .map(|pool| {
+            let name = &pool.name.value;
+            match &pool.image.value {
+                Image::Marketplace { publisher, offer, sku, version } => format!(
+                    "pool `{name}`: Marketplace image {publisher}:{offer}:{sku}:{version}; plan checks that {location} carries it{}",
+                    vhd.map(|u| format!(" (where it does not, import the release's VHD: image {{ vhd = \"{u}\" }})"))
+                        .unwrap_or_default()
+                ),
+                Image::Vhd(v) => format!(
+                    "pool `{name}`: RHCOS {} imported from {} into the stack's Compute Gallery (Generation 2, {}){}",
+                    v.build,
+                    v.url,
+                    v.gallery_architecture(),
+                    match vhd {
+                        Some(u) if u == v.url => ", the release's own VHD".to_string(),
+                        Some(u) => format!("; the cluster's release publishes {u}"),
+                        None => String::new(),
+                    }
+                ),
+                Image::Id(id) => format!("pool `{name}`: image {id}, the spec's own"),
+            }
+        })
+        .collect()
+}
+
 /// What the survey found, one line per fact.
 pub fn describe(s: &Survey) -> String {
     let versions = |v: &[String]| if v.is_empty() { "not served".to_string() } else { v.join(", ") };

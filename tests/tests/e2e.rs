@@ -1435,10 +1435,19 @@ fn approve_csr(clouds: &Clouds, csr: &str) {
 
 /// `xcsp apply --json` of the IL5 example, running, and the lines of its events.
 fn apply_json(clouds: &Clouds, state: &Path) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+    apply_json_of(clouds, state, &il5())
+}
+
+/// [`apply_json`] of the spec at `spec`.
+fn apply_json_of(
+    clouds: &Clouds,
+    state: &Path,
+    spec: &Path,
+) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
     let mut child = clouds
         .xcsp(state)
         .args(["apply", "--auto-approve", "--json"])
-        .arg(il5())
+        .arg(spec)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -1450,7 +1459,18 @@ fn apply_json(clouds: &Clouds, state: &Path) -> (Child, std::io::Lines<BufReader
 /// Runs `xcsp apply --json` until an event matches `when`, waits `linger`, checks the child is
 /// still running, kills it (SIGKILL) and clears its lock as an operator would.
 fn kill_when(clouds: &Clouds, state: &Path, when: impl Fn(&serde_json::Value) -> bool, linger: Duration) {
-    let (mut child, mut lines) = apply_json(clouds, state);
+    kill_when_of(clouds, state, &il5(), when, linger)
+}
+
+/// [`kill_when`] of the spec at `spec`.
+fn kill_when_of(
+    clouds: &Clouds,
+    state: &Path,
+    spec: &Path,
+    when: impl Fn(&serde_json::Value) -> bool,
+    linger: Duration,
+) {
+    let (mut child, mut lines) = apply_json_of(clouds, state, spec);
     let mut matched = None;
     while let Some(Ok(line)) = lines.next() {
         let Ok(e) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
@@ -3789,12 +3809,7 @@ fn without_the_marketplace_offer_the_pool_boots_the_release_vhd_imported_into_a_
         format!("{}{}", String::from_utf8_lossy(&marketplace.stdout), String::from_utf8_lossy(&marketplace.stderr));
     assert!(!marketplace.status.success(), "the Marketplace image was planned: {said}");
     assert!(said.contains("PlatformImageNotFound") && said.contains("vhd"), "{said}");
-    let vhd = "https://rhcos.blob.core.windows.net/imagebucket/rhcos-422.94.202511041021-0-azure.x86_64.vhd";
-    let spec = il5_copy(dir.path(), |t| {
-        let start = t.find("  image {").expect("the example's image block");
-        let end = start + t[start..].find("}\n").expect("its end") + 2;
-        format!("{}  image {{\n    vhd = \"{vhd}\"\n  }}\n{}", &t[..start], &t[end..])
-    });
+    let spec = il5_importing(dir.path());
     ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
     let arm = clouds.get("/_sim/resources")["value"].as_array().cloned().unwrap_or_default();
     let of_type = |t: &str| -> Vec<serde_json::Value> {
@@ -3826,4 +3841,59 @@ fn without_the_marketplace_offer_the_pool_boots_the_release_vhd_imported_into_a_
         })
         .collect();
     assert!(imported.is_empty(), "left after destroy: {imported:?}");
+}
+
+/// The IL5 example booting the world's release VHD, imported (`image { vhd = ... }`).
+fn il5_importing(dir: &Path) -> PathBuf {
+    let vhd = "https://rhcos.blob.core.windows.net/imagebucket/rhcos-422.94.202511041021-0-azure.x86_64.vhd";
+    il5_copy(dir, |t| {
+        let start = t.find("\n  image {").expect("the example's image block") + 1;
+        let end = start + t[start..].find("}\n").expect("its end") + 2;
+        format!("{}  image {{\n    vhd = \"{vhd}\"\n  }}\n{}", &t[..start], &t[end..])
+    })
+}
+
+/// An apply killed while Azure copies the VHD, then again while it makes and replicates the image
+/// version, ends on the next run with one of each (the storage account, the blob, the gallery, its
+/// definition and version, every one recorded with the id it has), the copy not started twice, the
+/// machines booted from the version and joined, and nothing left to plan.
+#[test]
+fn an_apply_killed_while_the_vhd_copies_and_the_version_replicates_resumes_to_one_of_each() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let spec = il5_importing(dir.path());
+    let started = |prefix: &'static str| {
+        move |e: &serde_json::Value| {
+            e["event"] == "started" && e["address"].as_str().is_some_and(|a| a.starts_with(prefix))
+        }
+    };
+    kill_when_of(&clouds, state, &spec, started("azure_storage_blob."), Duration::from_millis(150));
+    kill_when_of(&clouds, state, &spec, started("azure_shared_image_version."), Duration::from_millis(300));
+    ok(&clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap());
+    let arm = clouds.arm_resources();
+    let recorded = recorded(state);
+    for (kind, address) in [
+        ("/Microsoft.Storage/storageAccounts/", "azure_storage_account.images"),
+        ("/Microsoft.Compute/galleries/", "azure_shared_image_gallery.images"),
+    ] {
+        let live: Vec<&String> = arm.iter().filter(|id| id.contains(kind) && id.matches('/').count() == 8).collect();
+        assert_eq!(live.len(), 1, "{kind}: {live:?}");
+        assert!(
+            recorded["resources"][address]["id"].as_str().is_some_and(|i| i.eq_ignore_ascii_case(live[0])),
+            "{address}"
+        );
+    }
+    let versions: Vec<&String> = arm.iter().filter(|id| id.contains("/versions/")).collect();
+    assert_eq!(versions.len(), 1, "{versions:?}");
+    let version = &recorded["resources"]["azure_shared_image_version.rhcos_x86_64"];
+    assert!(version["id"].as_str().is_some_and(|i| i.eq_ignore_ascii_case(versions[0])), "{version}");
+    let blob = recorded["resources"]["azure_storage_blob.rhcos_x86_64"]["id"].as_str().unwrap_or_default().to_string();
+    assert!(blob.ends_with("/vhd/rhcos-422.94.202511041021-0-azure.x86_64.vhd"), "{blob}");
+    let copies = clouds.get("/_sim/counters")["requests"]["Copy Blob"].as_u64().unwrap_or(0);
+    assert_eq!(copies, 1, "the copy was started {copies} times");
+    joined(&clouds, 2);
+    let again = clouds.xcsp(state).args(["plan", "--detailed-exitcode"]).arg(&spec).output().unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+    ok(&clouds.xcsp(state).args(["destroy", "--auto-approve"]).arg(&spec).output().unwrap());
 }

@@ -87,6 +87,13 @@ fn il5_with(edit: impl Fn(String) -> String) -> tempfile::TempDir {
     dir
 }
 
+/// The example's pool with its image block replaced by `image { vhd = url }`.
+fn booting_vhd(t: &str, url: &str) -> String {
+    let start = t.find("\n  image {").expect("the example's image block") + 1;
+    let end = start + t[start..].find("}\n").expect("its end") + 2;
+    format!("{}  image {{\n    vhd = \"{url}\"\n  }}\n{}", &t[..start], &t[end..])
+}
+
 /// A diagnostic's text as one line of words, without miette's frame.
 fn one_line(stderr: &str) -> String {
     stderr.split_whitespace().filter(|w| *w != "│").collect::<Vec<_>>().join(" ")
@@ -109,6 +116,21 @@ fn on_todays_openshift_preflight_and_plan_say_capz_is_missing_before_any_change(
     // The pool's objects live in a namespace of their own, beside OpenShift's Cluster.
     assert!(stdout.contains("Pool objects: namespace xcsp-il5-gpu"), "{stdout}");
     assert!(!stderr.contains("second_cluster"), "{stderr}");
+    // What the pool boots, and the way forward where the location has no Marketplace RHCOS: the
+    // release's VHD, as the cluster's coreos-bootimages names it.
+    let vhd = "https://rhcos.blob.core.windows.net/imagebucket/rhcos-422.94.202511041021-0-azure.x86_64.vhd";
+    assert!(
+        stdout.contains("Boots:        pool `gpu`: Marketplace image azureopenshift:aro4:422-v2:latest")
+            && stdout.contains(&format!("image {{ vhd = \"{vhd}\" }}")),
+        "{stdout}"
+    );
+    let importing = il5_with(|t| booting_vhd(&t, vhd));
+    let (stdout, _) = text(&cluster.xcsp(&["preflight"], importing.path()));
+    assert!(stdout.contains(&format!("imported from {vhd}")) && stdout.contains("the release's own VHD"), "{stdout}");
+    let older = il5_with(|t| booting_vhd(&t, &vhd.replace("202511041021", "202510010000")));
+    let (stdout, stderr) = text(&cluster.xcsp(&["preflight"], older.path()));
+    assert!(stdout.contains(&format!("the cluster's release publishes {vhd}")), "{stdout}");
+    assert!(stderr.contains("xcsp::pool::boot_image_version"), "{stderr}");
 
     // Plan stops before any change, with the same verdict (and no state is written).
     let out = cluster.xcsp(&["plan"], &spec);

@@ -481,6 +481,8 @@ fn boot_image(b: &mut Builder, vhd: &crate::spec::RhcosVhd, rg: &Address) -> (St
             ("storage_account", Value::string(&account_name)),
             ("container", Value::string("vhd")),
             ("source_uri", Value::string(&vhd.url)),
+            // A copy still running, failed or aborted is drift: apply waits for it, or copies again.
+            ("copy_status", Value::string("success")),
         ],
     );
     b.after(blob, &account_addr);
@@ -522,6 +524,8 @@ fn boot_image(b: &mut Builder, vhd: &crate::spec::RhcosVhd, rg: &Address) -> (St
             ("image", Value::string(&definition)),
             ("source_uri", Value::Unknown),
             ("storage_account_id", Value::Unknown),
+            // A version Azure left `Failed` (its replication) is drift, and put again.
+            ("provisioning_state", Value::string("Succeeded")),
         ],
     );
     b.input(version, "source_uri", &blob_addr, "url");

@@ -78,10 +78,13 @@ pub struct Timeouts {
 
 impl Default for Timeouts {
     /// 30 minutes, and 90 for the VPN gateway: Azure quotes 45 minutes and more for its
-    /// creation, and 90 is what the azurerm Terraform provider allows.
+    /// creation, and 90 is what the azurerm Terraform provider allows. An imported boot image's
+    /// copy and its image version's replication get 60 (a 16 GiB VHD between clouds or regions).
     fn default() -> Timeouts {
         let mut by_type = BTreeMap::new();
         by_type.insert(ResourceType::AzureVpnGateway, Duration::from_secs(90 * 60));
+        by_type.insert(ResourceType::AzureStorageBlob, Duration::from_secs(60 * 60));
+        by_type.insert(ResourceType::AzureGalleryImageVersion, Duration::from_secs(60 * 60));
         Timeouts { default: Duration::from_secs(30 * 60), refresh: Duration::from_secs(10 * 60), by_type }
     }
 }

@@ -84,6 +84,11 @@ async fn the_il5_azure_side_is_created_in_order_refreshed_in_bulk_and_destroyed(
         // At the resource group and at the subscription; the stack's custom roles at the subscription.
         ("GET Microsoft.Authorization/roleAssignments (list)", 2),
         ("GET Microsoft.Authorization/roleDefinitions (list)", 1),
+        // An imported boot image's types, though this stack has none (a sweep finds strays):
+        // the storage accounts, for themselves and for their blobs; the galleries, for themselves,
+        // their definitions and their versions (nothing deeper without a gallery of the stack).
+        ("GET Microsoft.Storage/storageAccounts (list)", 2),
+        ("GET Microsoft.Compute/galleries (list)", 3),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

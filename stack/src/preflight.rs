@@ -689,17 +689,14 @@ fn boot_image_problems(model: &Model, images: &xcsp_kube::survey::BootImages) ->
                 .with_help(format!("boot the cluster's own: {block}")),
             );
         } else if version != "latest" && version != &wanted.version {
-            out.push(
-                Problem::warning(
-                    "xcsp::pool::boot_image_version",
-                    format!(
-                        "pool `{}` pins version `{version}` of `{sku}`; the cluster's release {} publishes `{}`",
-                        pool.name.value, images.release, wanted.version
-                    ),
-                )
-                .label(&pool.image.span, "the pool's image")
-                .with_help(format!("boot the cluster's own: {block}")),
-            );
+            out.push(older_boot_image(
+                pool,
+                format!(
+                    "pool `{}` pins version `{version}` of `{sku}`; the cluster's release {} publishes `{}`",
+                    pool.name.value, images.release, wanted.version
+                ),
+                &block,
+            ));
         }
     }
     out
@@ -718,17 +715,22 @@ fn vhd_problem(
     if theirs == vhd.url || vhd.arch != "x86_64" {
         return None;
     }
-    Some(
-        Problem::warning(
-            "xcsp::pool::boot_image_version",
-            format!(
-                "pool `{}` imports RHCOS {}; the cluster's release {} publishes {theirs}",
-                pool.name.value, vhd.build, images.release
-            ),
-        )
+    Some(older_boot_image(
+        pool,
+        format!(
+            "pool `{}` imports RHCOS {}; the cluster's release {} publishes {theirs}",
+            pool.name.value, vhd.build, images.release
+        ),
+        &format!("image {{ vhd = \"{theirs}\" }}"),
+    ))
+}
+
+/// A pool booting another build of the release's image than the release publishes: a warning
+/// (the machine-config daemon brings the OS to the release's), with the block of the cluster's own.
+fn older_boot_image(pool: &xcsp_plans::spec::Pool, message: String, block: &str) -> Problem {
+    Problem::warning("xcsp::pool::boot_image_version", message)
         .label(&pool.image.span, "the pool's image")
-        .with_help(format!("boot the cluster's own: image {{ vhd = \"{theirs}\" }}")),
-    )
+        .with_help(format!("boot the cluster's own: {block}"))
 }
 
 /// What an Azure VM's network interface carries: Azure's default MTU for a VM's NIC, 1500 bytes

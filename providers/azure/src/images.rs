@@ -266,6 +266,15 @@ impl AzureProvider {
             match p.copy_status {
                 Some(CopyStatus::Success) | None => break,
                 Some(CopyStatus::Pending) => {
+                    // The copy goes on in Azure past our deadline; the next apply finds it and waits.
+                    let budget = crate::transport::budget();
+                    if budget.exceeded_after(self.session.poll_interval) {
+                        return Err(ProviderError::Timeout {
+                            address: address.to_string(),
+                            operation: budget.operation,
+                            timeout: budget.timeout,
+                        });
+                    }
                     let done = p.copy_progress.as_ref().map(|c| format!(" ({c:?})")).unwrap_or_default();
                     progress.waiting(address, &format!("Azure is copying the RHCOS VHD into {account}{done}"));
                     tokio::time::sleep(self.session.poll_interval).await;

@@ -123,7 +123,7 @@ async fn serve_one(sim: Arc<Sim>, method: Method, uri: Uri, headers: HeaderMap, 
     if crate::aws::resolver::is_resolver(&headers) {
         return crate::aws::resolver::serve(&sim, &headers, &body).await;
     }
-    if let Some(rest) = uri.path().strip_prefix("/_blob/") {
+    if let Some(rest) = uri.path().strip_prefix(arm::blob::PATH) {
         return serve_blob(&sim, &method, &uri, rest, &headers);
     }
     let request_id = uuid::Uuid::new_v4().to_string();
@@ -671,7 +671,7 @@ impl Drop for SimServer {
     }
 }
 
-/// A request to a storage account's blob service (`/_blob/{account}/...`, the account's
+/// A request to a storage account's blob service ([`arm::blob::PATH`]`{account}/...`, the account's
 /// `primaryEndpoints.blob`): the account must exist and the request carry its key's signature.
 fn serve_blob(sim: &Sim, method: &Method, uri: &Uri, rest: &str, headers: &HeaderMap) -> Response {
     let config = sim.world.config();

@@ -10,6 +10,14 @@ pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the checkout")
 }
 
+/// The IL5 example's pool text with its Marketplace image block replaced by `image { vhd = url }`
+/// (the release's VHD, imported).
+pub fn booting_vhd(pool: &str, url: &str) -> String {
+    let start = pool.find("\n  image {").expect("the example's image block") + 1;
+    let end = start + pool[start..].find("}\n").expect("its end") + 2;
+    format!("{}  image {{\n    vhd = \"{url}\"\n  }}\n{}", &pool[..start], &pool[end..])
+}
+
 /// A binary cargo built next to the calling test (`cargo test --workspace` builds every one).
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");

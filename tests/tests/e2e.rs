@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use xcsp_tests::bounds::{Bound, Timing};
-use xcsp_tests::{bin, root};
+use xcsp_tests::{bin, booting_vhd, root};
 
 /// A running `xcsp-sim` with the IL5 cluster fixture and an OpenShift Kubernetes API (CAPZ
 /// installed) whose kubeconfig every `xcsp` run gets (`KUBECONFIG`); killed (with its moto) when
@@ -3846,11 +3846,7 @@ fn without_the_marketplace_offer_the_pool_boots_the_release_vhd_imported_into_a_
 /// The IL5 example booting the world's release VHD, imported (`image { vhd = ... }`).
 fn il5_importing(dir: &Path) -> PathBuf {
     let vhd = "https://rhcos.blob.core.windows.net/imagebucket/rhcos-422.94.202511041021-0-azure.x86_64.vhd";
-    il5_copy(dir, |t| {
-        let start = t.find("\n  image {").expect("the example's image block") + 1;
-        let end = start + t[start..].find("}\n").expect("its end") + 2;
-        format!("{}  image {{\n    vhd = \"{vhd}\"\n  }}\n{}", &t[..start], &t[end..])
-    })
+    il5_copy(dir, |t| booting_vhd(&t, vhd))
 }
 
 /// An apply killed while Azure copies the VHD, then again while it makes and replicates the image

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
-use xcsp_tests::{bin, root};
+use xcsp_tests::{bin, booting_vhd, root};
 
 /// The upstream cluster (`xcsp-sim --upstream`: kube-apiserver, kube-controller-manager, CAPI's
 /// manager) playing OpenShift (no AWS or moto: nothing here reaches a cloud).
@@ -85,13 +85,6 @@ fn il5_with(edit: impl Fn(String) -> String) -> tempfile::TempDir {
         std::fs::write(dir.path().join(name), text).unwrap();
     }
     dir
-}
-
-/// The example's pool with its image block replaced by `image { vhd = url }`.
-fn booting_vhd(t: &str, url: &str) -> String {
-    let start = t.find("\n  image {").expect("the example's image block") + 1;
-    let end = start + t[start..].find("}\n").expect("its end") + 2;
-    format!("{}  image {{\n    vhd = \"{url}\"\n  }}\n{}", &t[..start], &t[end..])
 }
 
 /// A diagnostic's text as one line of words, without miette's frame.

@@ -161,8 +161,8 @@ pub fn read_gallery_image_version(body: &Json) -> Attributes {
     out
 }
 
-/// A blob as refresh records it: where it is and what it was copied from.
-fn read_blob(account: &str, endpoint: &str, blob: &azure_storage_blobs::blob::Blob, rg: &str) -> Observed2 {
+/// A blob as refresh records it: its URL (its id), where it is and what it was copied from.
+fn read_blob(account: &str, endpoint: &str, blob: &azure_storage_blobs::blob::Blob, rg: &str) -> (String, Attributes) {
     let url = format!("{}/{CONTAINER}/{}", endpoint.trim_end_matches('/'), blob.name);
     let mut attributes = Attributes::new();
     attributes.insert("name".into(), Value::string(&blob.name));
@@ -175,12 +175,7 @@ fn read_blob(account: &str, endpoint: &str, blob: &azure_storage_blobs::blob::Bl
     }
     let copied = blob.properties.copy_status.as_ref().map(|s| format!("{s:?}").to_ascii_lowercase());
     attributes.insert("copy_status".into(), Value::string(copied.unwrap_or_else(|| "success".into())));
-    Observed2 { url, attributes }
-}
-
-struct Observed2 {
-    url: String,
-    attributes: Attributes,
+    (url, attributes)
 }
 
 impl AzureProvider {
@@ -236,24 +231,24 @@ impl AzureProvider {
             Err(e) => return Err(blob_error(address, e)),
         }
         let blob = container.blob_client(&name);
-        // A blob whose copy failed, or copied from another source, is copied again.
-        if let Ok(props) = blob.get_properties().await {
-            let p = &props.blob.properties;
-            let ok = p.copy_source.as_deref() == Some(source.as_str())
-                && !matches!(
-                    p.copy_status,
-                    Some(
-                        azure_storage_blobs::blob::CopyStatus::Failed | azure_storage_blobs::blob::CopyStatus::Aborted
-                    )
-                );
-            if !ok {
-                blob.delete().await.map_err(|e| blob_error(address, e))?;
+        // A blob copied (or copying) from this source is kept; one whose copy failed, or copied
+        // from another source, is deleted and copied again.
+        use azure_storage_blobs::blob::CopyStatus;
+        let kept = match blob.get_properties().await {
+            Ok(props) => {
+                let p = &props.blob.properties;
+                let keep = p.copy_source.as_deref() == Some(source.as_str())
+                    && !matches!(p.copy_status, Some(CopyStatus::Failed | CopyStatus::Aborted));
+                if !keep {
+                    blob.delete().await.map_err(|e| blob_error(address, e))?;
+                }
+                keep
             }
-        }
-        let url = azure_core::Url::parse(&source)
-            .map_err(|e| failed(address, "InvalidSource", format!("the VHD URL {source} is not a URL: {e}")))?;
-        let exists = blob.get_properties().await.is_ok();
-        if !exists {
+            Err(_) => false,
+        };
+        if !kept {
+            let url = azure_core::Url::parse(&source)
+                .map_err(|e| failed(address, "InvalidSource", format!("the VHD URL {source} is not a URL: {e}")))?;
             let mut metadata = azure_core::request_options::Metadata::new();
             metadata.insert("xcsp_stack", stack.to_string());
             metadata.insert("xcsp_address", address.to_string());
@@ -262,7 +257,6 @@ impl AzureProvider {
         loop {
             let props = blob.get_properties().await.map_err(|e| blob_error(address, e))?;
             let p = &props.blob.properties;
-            use azure_storage_blobs::blob::CopyStatus;
             match p.copy_status {
                 Some(CopyStatus::Success) | None => break,
                 Some(CopyStatus::Pending) => {
@@ -292,8 +286,8 @@ impl AzureProvider {
             }
         }
         let props = blob.get_properties().await.map_err(|e| blob_error(address, e))?;
-        let o = read_blob(&account, &endpoint, &props.blob, &rg);
-        Ok(Observed { address: address.clone(), id: o.url, attributes: o.attributes })
+        let (id, attributes) = read_blob(&account, &endpoint, &props.blob, &rg);
+        Ok(Observed { address: address.clone(), id, attributes })
     }
 
     /// Deletes the blob; an account or container already gone has none.
@@ -314,36 +308,21 @@ impl AzureProvider {
         }
     }
 
-    /// The blobs of the stack: in the container of each storage account of the stack (tagged, or
-    /// recorded), those whose metadata names the stack or whose URL state records.
-    pub(crate) async fn list_blobs(&self, stack: &str, known: &[Observed]) -> Result<Vec<Observed>, ProviderError> {
+    /// The blobs of the stack in the container of each of `accounts` (the storage accounts of the
+    /// stack, as refresh listed them): those whose URL state records, or whose metadata names the
+    /// stack.
+    pub(crate) async fn list_blobs(
+        &self,
+        stack: &str,
+        known: &[Observed],
+        accounts: &[String],
+    ) -> Result<Vec<Observed>, ProviderError> {
         use futures::StreamExt;
         let rg = self.config.resource_group.clone();
-        let sub = self.config.subscription_id.clone();
-        let c = self.storage.storage_accounts_client();
         let probe = Address::new(T::AzureStorageBlob, "refresh");
-        let accounts = match self
-            .retry(&probe, &crate::Quiet, || {
-                let mut pages = c.list_by_resource_group(&rg, &sub).into_stream();
-                async move {
-                    let mut items = Vec::new();
-                    while let Some(page) = pages.next().await {
-                        items.extend(page?.value.iter().map(|a| serde_json::to_value(a).unwrap_or(Json::Null)));
-                    }
-                    Ok(items)
-                }
-            })
-            .await
-        {
-            Ok(items) => items,
-            Err(e) if crate::resources::gone(&e) => Vec::new(),
-            Err(e) => return Err(e),
-        };
         let mut out = Vec::new();
-        for a in accounts {
-            let ours = a["tags"][xcsp_core::tags::AZURE.stack].as_str() == Some(stack);
-            let Some(account) = a["name"].as_str().filter(|_| ours).map(str::to_string) else { continue };
-            let (service, endpoint) = match self.blob_service(&probe, &crate::Quiet, &rg, &account).await {
+        for account in accounts {
+            let (service, endpoint) = match self.blob_service(&probe, &crate::Quiet, &rg, account).await {
                 Ok(s) => s,
                 Err(e) if crate::resources::gone(&e) => continue,
                 Err(e) => return Err(e),
@@ -356,17 +335,17 @@ impl AzureProvider {
                     Err(e) => return Err(blob_error(&probe, e)),
                 };
                 for blob in page.blobs.blobs() {
-                    let o = read_blob(&account, &endpoint, blob, &rg);
+                    let (url, attributes) = read_blob(account, &endpoint, blob, &rg);
                     let meta = |k: &str| blob.metadata.as_ref().and_then(|m| m.get(k)).cloned();
                     let recorded = known
                         .iter()
-                        .find(|k| k.address.rtype == T::AzureStorageBlob && k.id.eq_ignore_ascii_case(&o.url))
+                        .find(|k| k.address.rtype == T::AzureStorageBlob && k.id.eq_ignore_ascii_case(&url))
                         .map(|k| k.address.clone());
                     let tagged = (meta("xcsp_stack").as_deref() == Some(stack))
                         .then(|| meta("xcsp_address").and_then(|a| a.parse::<Address>().ok()))
                         .flatten();
                     if let Some(address) = recorded.or(tagged).filter(|a| a.rtype == T::AzureStorageBlob) {
-                        out.push(Observed { address, id: o.url, attributes: o.attributes });
+                        out.push(Observed { address, id: url, attributes });
                     }
                 }
             }

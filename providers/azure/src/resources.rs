@@ -994,7 +994,18 @@ impl AzureProvider {
                     crate::images::read_storage_account,
                 )
             }
-            T::AzureStorageBlob => self.list_blobs(stack, known).await?,
+            T::AzureStorageBlob => {
+                // In the container of each storage account of the stack.
+                let c = self.storage.storage_accounts_client();
+                let accounts: Vec<String> = self
+                    .list_all(rtype, || all_pages!(c.list_by_resource_group(rg, sub)))
+                    .await?
+                    .iter()
+                    .filter(|j| ours(j))
+                    .filter_map(|j| j["name"].as_str().map(str::to_string))
+                    .collect();
+                self.list_blobs(stack, known, &accounts).await?
+            }
             T::AzureGallery => {
                 let c = self.compute.galleries_client();
                 tagged(

@@ -26,6 +26,15 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+/// Where the world serves an account's blob service: `{base}/_blob/{account}/` (its
+/// `primaryEndpoints.blob`).
+pub const PATH: &str = "/_blob/";
+
+/// An account's blob endpoint on the world at `base`.
+pub fn endpoint(base: &str, account: &str) -> String {
+    format!("{base}{PATH}{}/", account.to_ascii_lowercase())
+}
+
 /// One copied blob.
 #[derive(Debug, Clone)]
 pub struct Blob {

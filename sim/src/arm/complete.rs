@@ -86,8 +86,8 @@ pub fn complete(
     let props = stored["properties"].as_object_mut().expect("properties object");
     if is(kind, &kinds::STORAGE_ACCOUNT) {
         // The account's endpoints: its blob service here, path-style ([`super::blob`]).
-        let name = id.rsplit('/').next().unwrap_or_default().to_ascii_lowercase();
-        props.insert("primaryEndpoints".into(), json!({"blob": format!("{}/_blob/{name}/", ctx.base)}));
+        let name = id.rsplit('/').next().unwrap_or_default();
+        props.insert("primaryEndpoints".into(), json!({"blob": super::blob::endpoint(&ctx.base, name)}));
         props.insert("statusOfPrimary".into(), json!("available"));
         return;
     }

@@ -39,8 +39,7 @@ pub fn check_put(
                 ),
             ));
         }
-        if let Some(other) = store.storage_account_named(name).filter(|r| !r.id.eq_ignore_ascii_case(id)) {
-            let _ = other;
+        if store.storage_account_named(name).is_some_and(|r| !r.id.eq_ignore_ascii_case(id)) {
             return Err(ArmError::conflict(
                 "StorageAccountAlreadyTaken",
                 format!("The storage account named {name} is already taken."),
@@ -97,8 +96,7 @@ pub fn check_put(
 /// `account_id`.
 fn blob_of<'s>(store: &'s Store, uri: &str, account_id: &str) -> Option<&'s super::blob::Blob> {
     let account = store.blob_account(account_id)?;
-    let name = store.get(account_id)?.name.to_ascii_lowercase();
-    let marker = format!("/_blob/{name}/");
+    let marker = super::blob::endpoint("", &store.get(account_id)?.name);
     let rest = &uri[uri.find(&marker)? + marker.len()..];
     let (container, blob) = rest.split_once('/')?;
     store.blobs.find(&account, container, blob)

@@ -16,6 +16,7 @@ connections are up, as before (XCSP_BENCH_MACHINES_AFTER_LINK); `link_up_s` is w
 of them finished.
 
 usage: scripts/bench-apply.py EXAMPLE [--scale 0.0166] [--parallelism N] [--order critical-path|fifo] [--compare-ordering]
+       scripts/bench-apply.py EXAMPLE --xcsp PATH     (time another build of xcsp)
        scripts/bench-apply.py --links 10 --pools 5 --rules-per-group 100 [...]
                                           (a generated stack, one local VPC per link)
 """
@@ -35,6 +36,9 @@ p.add_argument("--fixture", default="il5-gpu-x7k2p:us-gov-west-1")
 # (8 each) on the cluster's groups; a 10-link stack needs it raised, as a real account would.
 p.add_argument("--rules-per-group", type=int, default=60)
 p.add_argument("--compare-ordering", action="store_true")
+# Another build of xcsp to time (e.g. one built with --no-default-features, not FIPS: it then
+# needs XCSP_ALLOW_NON_FIPS_BUILD=true for a FIPS cluster's example).
+p.add_argument("--xcsp", default=None)
 a = p.parse_args()
 if a.links:
     a.fixture = "bench-x1:us-gov-west-1"
@@ -46,6 +50,7 @@ def bench(extra_env):
                                               authority=None if a.links else local_clouds.authority_of(a.example),
                                               fips=not a.links and local_clouds.fips_of(a.example))
     bin_dir = local_clouds.BIN
+    xcsp = a.xcsp or f"{bin_dir}/xcsp"
     try:
         state = tempfile.mkdtemp()
         if a.links:
@@ -63,7 +68,7 @@ def bench(extra_env):
                             ",".join(vpcs)], check=True)
         env = local_clouds.env(url, state, kubeconfig)
         env.update(extra_env)
-        dot = subprocess.run([f"{bin_dir}/xcsp", "graph", a.example], capture_output=True, text=True, env=env).stdout
+        dot = subprocess.run([xcsp, "graph", a.example], capture_output=True, text=True, env=env).stdout
         edges = re.findall(r'"([^"]+)" -> "([^"]+)"', dot)
         joined = []  # (seconds since the apply started, machines joined), at each change
         done = threading.Event()
@@ -80,7 +85,7 @@ def bench(extra_env):
         started = time.monotonic()
         watcher = threading.Thread(target=watch_machines, args=(started,), daemon=True)
         watcher.start()
-        proc = subprocess.Popen([f"{bin_dir}/xcsp", "apply", "--auto-approve", "--json", "--parallelism", str(a.parallelism),
+        proc = subprocess.Popen([xcsp, "apply", "--auto-approve", "--json", "--parallelism", str(a.parallelism),
                                  "--order", a.order, a.example], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         lines, finished_at = [], {}
         for line in proc.stdout:

@@ -18,8 +18,20 @@ use xcsp_stack::{Notice, RunOptions, Say, Source, Stack, StateSettings, timeline
 /// The version and the commit it was built from (`build.rs`; `unknown` outside a git checkout).
 const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("XCSP_COMMIT"), ")");
 
+/// The controller's image: this build's, the FIPS one unless built without it.
+#[cfg(feature = "fips")]
+const DEFAULT_IMAGE: &str = concat!("ghcr.io/xcsp/xcsp:", env!("CARGO_PKG_VERSION"));
+#[cfg(not(feature = "fips"))]
+const DEFAULT_IMAGE: &str = concat!("ghcr.io/xcsp/xcsp:", env!("CARGO_PKG_VERSION"), "-non-fips");
+
+/// `--version`: the version, then the cryptographic module every TLS connection and key goes
+/// through (whether this is the FIPS build).
+static LONG_VERSION: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("{VERSION}\ncrypto: {}", xcsp_crypto::module()));
+
 #[derive(Parser)]
-#[command(name = "xcsp", version = VERSION, about = "Declarative cross-cloud worker pools for OpenShift")]
+#[command(name = "xcsp", version = VERSION, long_version = LONG_VERSION.as_str(),
+          about = "Declarative cross-cloud worker pools for OpenShift")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -85,6 +97,10 @@ pub struct RunArgs {
     #[arg(long, env = "XCSP_WAIT_FOR_NODES", default_value_t = true, action = clap::ArgAction::Set,
           value_parser = clap::builder::BoolishValueParser::new())]
     wait_for_nodes: bool,
+    /// Apply a stack whose cluster runs in FIPS mode with this build although it is not a FIPS
+    /// build (its TLS to the clouds and the cluster then runs outside a validated module).
+    #[arg(long, env = "XCSP_ALLOW_NON_FIPS_BUILD", value_parser = clap::builder::BoolishValueParser::new())]
+    allow_non_fips_build: bool,
     /// Which ready operation starts first (`fifo` only to compare against, in benchmarks).
     #[arg(long, default_value = "critical-path", hide = true, value_parser = ["critical-path", "fifo"])]
     order: String,
@@ -277,7 +293,7 @@ pub enum ControllerCommand {
         #[arg(long, default_value = "xcsp-system")]
         namespace: String,
         /// The image that holds this `xcsp` binary.
-        #[arg(long, default_value = concat!("ghcr.io/xcsp/xcsp:", env!("CARGO_PKG_VERSION")))]
+        #[arg(long, default_value = DEFAULT_IMAGE)]
         image: String,
         /// The AWS IAM role the controller's service account token is exchanged for.
         #[arg(long)]
@@ -327,6 +343,15 @@ pub enum StateCommand {
         #[command(flatten)]
         state: StateArgs,
     },
+    /// Write the state back sealed with the configured key and this build's derivation
+    /// (PBKDF2-HMAC-SHA256, AES-256-GCM): once, with a non-FIPS build, for state an older xcsp
+    /// sealed with a passphrase through Argon2id, which a FIPS build does not open.
+    Reseal {
+        #[command(flatten)]
+        spec: SpecArgs,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// Replace the state with FILE (same lineage and a serial not older, unless --force).
     Push {
         file: PathBuf,
@@ -346,6 +371,7 @@ impl StateCommand {
             | StateCommand::Show { spec, state, .. }
             | StateCommand::Rm { spec, state, .. }
             | StateCommand::Pull { spec, state }
+            | StateCommand::Reseal { spec, state }
             | StateCommand::Push { spec, state, .. } => (spec, state),
         }
     }
@@ -394,6 +420,7 @@ fn options(args: &RunArgs) -> RunOptions {
         order: if args.order == "fifo" { Order::Fifo } else { Order::CriticalPath },
         offline: args.offline,
         wait_for_nodes: args.wait_for_nodes,
+        allow_non_fips_build: args.allow_non_fips_build,
     }
 }
 
@@ -408,6 +435,11 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn main() -> ExitCode {
+    // Before anything connects: the module's provider for every TLS client (the FIPS build also
+    // checks that the module runs in FIPS mode, and refuses to go on otherwise).
+    if let Err(e) = xcsp_crypto::install() {
+        return report::fail(&miette::Report::new(e));
+    }
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(error) => report::fail(&error),

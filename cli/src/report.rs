@@ -44,6 +44,11 @@ pub fn fail(error: &miette::Report) -> ExitCode {
         }
         None => diag(error.as_ref()),
     }
+    // A FIPS build refused by a server without FIPS-approved TLS: said, whatever carried the error.
+    let chain: Vec<String> = error.chain().map(|e| e.to_string()).collect();
+    if let Some(fips) = xcsp_crypto::explain_text(&chain.join(": ")) {
+        eprintln!("  help: {fips}");
+    }
     ExitCode::from(1)
 }
 

@@ -68,6 +68,16 @@ pub async fn run(s: &Stack, command: &StateCommand) -> miette::Result<ExitCode> 
             use std::io::Write;
             let _ = std::io::stdout().write_all(&bytes);
         }
+        StateCommand::Reseal { .. } => {
+            if !codec(s)?.encrypts() {
+                println!(
+                    "The state is not encrypted: nothing to re-seal (set XCSP_STATE_KEY, XCSP_STATE_KEY_FILE or XCSP_STATE_PASSPHRASE)."
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            backend.write(&mut state).await?;
+            println!("Re-sealed the state (serial {}) with PBKDF2-HMAC-SHA256 and AES-256-GCM.", state.serial);
+        }
         StateCommand::Push { file, force, .. } => {
             let codec = codec(s)?;
             let bytes = std::fs::read(file).map_err(|source| StackError::Read {

@@ -16,11 +16,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use kube::Api;
 use kube::api::ListParams;
 use kube::runtime::Controller;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::{Api, Client};
 
 pub use resource::XcspStack;
 
@@ -90,8 +90,9 @@ pub fn in_cluster_kubeconfig(host: &str, port: &str) -> String {
 
 /// Runs until SIGTERM or Ctrl-C (after the reconciles in flight end), or until the Lease is lost.
 pub async fn run(config: Config) -> miette::Result<()> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = Client::try_default().await.map_err(|e| ControllerError::Client(e.to_string()))?;
+    // The in-cluster configuration, its TLS the module's (checked before it is used).
+    let kube_config = kube::Config::infer().await.map_err(|e| ControllerError::Client(e.to_string()))?;
+    let client = xcsp_kube::checked_client(kube_config).map_err(ControllerError::Client)?;
     let stacks: Api<XcspStack> = match &config.namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),

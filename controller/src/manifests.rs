@@ -158,7 +158,11 @@ pub fn objects(o: &Options) -> Vec<Value> {
                 "replicas": 2,
                 "selector": { "matchLabels": { "app.kubernetes.io/name": NAME } },
                 "template": {
-                    "metadata": { "labels": { "app.kubernetes.io/name": NAME } },
+                    // Which build the image holds: the FIPS one (xcsp-crypto), or said otherwise.
+                    "metadata": {
+                        "labels": { "app.kubernetes.io/name": NAME },
+                        "annotations": { "xcsp.io/crypto": xcsp_crypto::module() },
+                    },
                     "spec": {
                         "serviceAccountName": NAME,
                         // A VPN gateway's operation runs for tens of minutes: on SIGTERM the

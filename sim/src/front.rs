@@ -30,7 +30,14 @@ pub async fn start(router: axum::Router, cert_pem: &str, key_pem: &str) -> std::
         .map_err(|e| invalid(format!("the front's certificate: {e}")))?;
     let key =
         PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| invalid(format!("the front's key: {e}")))?;
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+    // Every suite and group AWS-LC has, approved or not, as the real services offer them: a FIPS
+    // client must find its own among them (a FIPS build's default provider would hide that).
+    let provider = rustls::crypto::CryptoProvider {
+        cipher_suites: rustls::crypto::aws_lc_rs::ALL_CIPHER_SUITES.to_vec(),
+        kx_groups: rustls::crypto::aws_lc_rs::ALL_KX_GROUPS.to_vec(),
+        ..rustls::crypto::aws_lc_rs::default_provider()
+    };
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
         .with_safe_default_protocol_versions()
         .map_err(|e| invalid(e.to_string()))?
         .with_no_client_auth()

@@ -454,6 +454,9 @@ impl SimServer {
     /// Starts a sim on `127.0.0.1:port` (0 = a free port), in a background thread, without a
     /// cluster.
     pub fn start(config: SimConfig, port: u16) -> Result<SimServer, StartError> {
+        // The world's own HTTP clients (to moto, to the cluster) are reqwest's, which takes its TLS
+        // from the process-wide provider: the product's module, as in the programs it serves.
+        let _ = xcsp_crypto::install();
         let listener =
             std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|source| StartError::Bind { port, source })?;
         listener.set_nonblocking(true).map_err(|source| StartError::Bind { port, source })?;
@@ -521,7 +524,6 @@ impl SimServer {
         let mut server = SimServer::start(config, port)?;
         server.sim.real_capz.store(cluster.capz.is_some(), std::sync::atomic::Ordering::SeqCst);
         let _ = server.sim.timing.set(cluster.timing.clone());
-        let _ = rustls::crypto::ring::default_provider().install_default();
         type Started = (Arc<crate::cluster::UpstreamCluster>, Arc<crate::kube::bridge::Bridge>);
         let (ready, started) = std::sync::mpsc::channel::<Result<Started, String>>();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -31,14 +31,26 @@ async fn tag_rules_refuse_bad_names_values_and_counts_on_every_write() {
     let base = sim.base_url.clone();
     let endpoint = azure_core::Url::parse(&base).unwrap();
     let cred = Arc::new(azure_identity::ClientSecretCredential::new(
-        azure_core::new_http_client(),
+        xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::Entra).unwrap(),
         azure_core::Url::parse(&format!("{base}/")).unwrap(),
         TENANT.into(),
         "xcsp-client".into(),
         "s3cret".into(),
     ));
-    let resources = azure_mgmt_resources::Client::builder(cred.clone()).endpoint(endpoint.clone()).build().unwrap();
-    let network = azure_mgmt_network::Client::builder(cred.clone()).endpoint(endpoint).build().unwrap();
+    let resources = azure_mgmt_resources::Client::builder(cred.clone())
+        .endpoint(endpoint.clone())
+        .transport(azure_core::TransportOptions::new(
+            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
+        ))
+        .build()
+        .unwrap();
+    let network = azure_mgmt_network::Client::builder(cred.clone())
+        .endpoint(endpoint)
+        .transport(azure_core::TransportOptions::new(
+            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
+        ))
+        .build()
+        .unwrap();
     let groups = resources.resource_groups_client();
     let rg = |tags: Value| {
         serde_json::from_value::<azure_mgmt_resources::models::ResourceGroup>(

@@ -9,6 +9,7 @@ async fn authorize_until_refused(moto: &Moto, rules: u16) -> Result<u16, String>
     let ec2 = aws_sdk_ec2::Client::from_conf(
         aws_sdk_ec2::Config::builder()
             .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+            .http_client(xcsp_crypto::aws_http_client())
             .region(aws_sdk_ec2::config::Region::new("us-gov-west-1"))
             .endpoint_url(&moto.url)
             .credentials_provider(aws_sdk_ec2::config::Credentials::new("AKID", "s", None, None, "test"))

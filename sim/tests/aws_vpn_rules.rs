@@ -24,6 +24,7 @@ fn ec2(base: &str) -> aws_sdk_ec2::Client {
     aws_sdk_ec2::Client::from_conf(
         aws_sdk_ec2::Config::builder()
             .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+            .http_client(xcsp_crypto::aws_http_client())
             .region(aws_sdk_ec2::config::Region::new("us-gov-west-1"))
             .endpoint_url(base)
             .credentials_provider(aws_sdk_ec2::config::Credentials::new("AKID", "s", None, None, "test"))

@@ -18,6 +18,8 @@ fn addresses(line: &str) -> (String, String) {
 
 #[test]
 fn the_binary_prints_its_addresses_and_serves_with_the_requested_profile() {
+    // This process's reqwest takes its TLS from the process-wide provider (the product's module).
+    xcsp_crypto::install().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_xcsp-sim"))
         .args(["--port", "0", "--latency", "instant", "--no-throttle"])
         .stdout(Stdio::piped())
@@ -53,6 +55,8 @@ fn a_bad_profile_is_refused() {
 
 #[test]
 fn with_upstream_the_binary_writes_a_kubeconfig_whose_token_the_api_server_accepts() {
+    // This process's reqwest takes its TLS from the process-wide provider (the product's module).
+    xcsp_crypto::install().unwrap();
     let path = std::env::temp_dir().join(format!("xcsp-sim-kubeconfig-{}", std::process::id()));
     let mut child = Command::new(env!("CARGO_BIN_EXE_xcsp-sim"))
         .args(["--port", "0", "--latency", "instant", "--upstream"])

@@ -31,7 +31,7 @@ fn http(server: &SimServer) -> reqwest::Client {
 
 fn credential(http: &reqwest::Client, authority: &str) -> Arc<ClientSecretCredential> {
     Arc::new(ClientSecretCredential::new(
-        Arc::new(http.clone()),
+        Arc::new(xcsp_crypto::AzureHttp(http.clone())),
         azure_core::Url::parse(&format!("https://{authority}/")).unwrap(),
         TENANT.into(),
         "capz".into(),
@@ -62,7 +62,7 @@ async fn each_cloud_answers_at_its_own_host_names_over_tls() {
         let client = azure_mgmt_resources::Client::builder(gov.clone())
             .endpoint(azure_core::Url::parse("https://management.usgovcloudapi.net").unwrap())
             .scopes(&[scope])
-            .transport(azure_core::TransportOptions::new(Arc::new(http.clone())))
+            .transport(azure_core::TransportOptions::new(Arc::new(xcsp_crypto::AzureHttp(http.clone()))))
             .build()
             .unwrap();
         let made = client
@@ -95,7 +95,7 @@ async fn each_cloud_answers_at_its_own_host_names_over_tls() {
     // A token for another audience (issued at the plain address, which judges no cloud) is refused
     // by the Government Resource Manager.
     let plain = Arc::new(ClientSecretCredential::new(
-        azure_core::new_http_client(),
+        xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::Entra).unwrap(),
         azure_core::Url::parse(&format!("{}/", server.base_url)).unwrap(),
         TENANT.into(),
         "capz".into(),
@@ -104,7 +104,7 @@ async fn each_cloud_answers_at_its_own_host_names_over_tls() {
     let client = azure_mgmt_resources::Client::builder(plain)
         .endpoint(azure_core::Url::parse("https://management.usgovcloudapi.net").unwrap())
         .scopes(&["https://management.azure.com/.default"])
-        .transport(azure_core::TransportOptions::new(Arc::new(http.clone())))
+        .transport(azure_core::TransportOptions::new(Arc::new(xcsp_crypto::AzureHttp(http.clone()))))
         .build()
         .unwrap();
     let refused = client.resource_groups_client().get("capz-rg", SUB).await.map(|_| ()).unwrap_err();

@@ -17,7 +17,7 @@ const RG: &str = "xcsp-pool";
 
 fn credential(base: &str) -> Arc<ClientSecretCredential> {
     Arc::new(ClientSecretCredential::new(
-        azure_core::new_http_client(),
+        xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::Entra).unwrap(),
         azure_core::Url::parse(&format!("{base}/")).unwrap(),
         TENANT.into(),
         "xcsp-client".into(),
@@ -67,10 +67,34 @@ async fn real_azure_clients_create_and_delete_a_gateway_stack() {
     let endpoint = azure_core::Url::parse(&base).unwrap();
     let cred = credential(&base);
 
-    let resources = azure_mgmt_resources::Client::builder(cred.clone()).endpoint(endpoint.clone()).build().unwrap();
-    let network = azure_mgmt_network::Client::builder(cred.clone()).endpoint(endpoint.clone()).build().unwrap();
-    let msi = azure_mgmt_msi::Client::builder(cred.clone()).endpoint(endpoint.clone()).build().unwrap();
-    let authz = azure_mgmt_authorization::Client::builder(cred.clone()).endpoint(endpoint.clone()).build().unwrap();
+    let resources = azure_mgmt_resources::Client::builder(cred.clone())
+        .endpoint(endpoint.clone())
+        .transport(azure_core::TransportOptions::new(
+            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
+        ))
+        .build()
+        .unwrap();
+    let network = azure_mgmt_network::Client::builder(cred.clone())
+        .endpoint(endpoint.clone())
+        .transport(azure_core::TransportOptions::new(
+            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
+        ))
+        .build()
+        .unwrap();
+    let msi = azure_mgmt_msi::Client::builder(cred.clone())
+        .endpoint(endpoint.clone())
+        .transport(azure_core::TransportOptions::new(
+            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
+        ))
+        .build()
+        .unwrap();
+    let authz = azure_mgmt_authorization::Client::builder(cred.clone())
+        .endpoint(endpoint.clone())
+        .transport(azure_core::TransportOptions::new(
+            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
+        ))
+        .build()
+        .unwrap();
 
     // Resource group.
     let rg = resources
@@ -307,10 +331,18 @@ async fn workload_identity_token_needs_a_matching_federated_credential() {
     let sim = SimServer::start(SimConfig::default(), 0).unwrap();
     let base = sim.base_url.clone();
     let cred = credential(&base);
-    let msi =
-        azure_mgmt_msi::Client::builder(cred.clone()).endpoint(azure_core::Url::parse(&base).unwrap()).build().unwrap();
+    let msi = azure_mgmt_msi::Client::builder(cred.clone())
+        .endpoint(azure_core::Url::parse(&base).unwrap())
+        .transport(azure_core::TransportOptions::new(
+            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
+        ))
+        .build()
+        .unwrap();
     let resources = azure_mgmt_resources::Client::builder(cred.clone())
         .endpoint(azure_core::Url::parse(&base).unwrap())
+        .transport(azure_core::TransportOptions::new(
+            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
+        ))
         .build()
         .unwrap();
     resources
@@ -346,7 +378,7 @@ async fn workload_identity_token_needs_a_matching_federated_credential() {
     };
     let wi = |aud: &str| {
         WorkloadIdentityCredential::new(
-            azure_core::new_http_client(),
+            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::Entra).unwrap(),
             azure_core::Url::parse(&format!("{base}/")).unwrap(),
             TENANT.into(),
             client_id.clone(),

@@ -116,7 +116,7 @@ async fn pool(client: &kube::Client, ns: &str, replicas: Option<i64>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_programs_are_the_cluster() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    xcsp_crypto::install().unwrap();
     let mut cluster = match UpstreamCluster::start(ClusterConfig::default()).await {
         Ok(c) => c,
         Err(e) => panic!("{e}"),

@@ -24,7 +24,11 @@ fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     while let Some(next) = cause.source() {
         cause = next;
     }
-    cause.to_string()
+    // A FIPS build refused by a server without FIPS-approved TLS says so.
+    match xcsp_crypto::explain(e) {
+        Some(fips) => format!("{cause} ({fips})"),
+        None => cause.to_string(),
+    }
 }
 
 /// What a fetched JWKS lacks of the keys the cluster signs with (`cluster`: their key ids, when the
@@ -38,9 +42,21 @@ pub fn missing_keys(cluster: &[String], published: &serde_json::Value) -> Vec<St
 /// Entra does before it takes a token, and reports mismatches (errors) and issuers that could not
 /// be checked (warnings). `cluster_keys`: the key ids the cluster signs its tokens with, when read.
 pub async fn check(model: &Model, cluster_keys: Option<&[String]>) -> Vec<Problem> {
-    let client = match reqwest::Client::builder().timeout(Duration::from_secs(5)).build() {
-        Ok(c) => c,
-        Err(_) => return Vec::new(),
+    let builder = xcsp_crypto::reqwest_client(xcsp_crypto::Peer::OidcIssuer, reqwest::Client::builder());
+    let client = match builder.map(|b| b.timeout(Duration::from_secs(5)).build()) {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            return vec![Problem::warning(
+                "xcsp::oidc::unreachable",
+                format!("the OIDC issuers cannot be checked: {e}"),
+            )];
+        }
+        Err(e) => {
+            return vec![Problem::warning(
+                "xcsp::oidc::unreachable",
+                format!("the OIDC issuers cannot be checked: {e}"),
+            )];
+        }
     };
     let mut problems = Vec::new();
     let mut seen = std::collections::BTreeSet::new();

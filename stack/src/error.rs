@@ -21,6 +21,17 @@ pub enum StackError {
     #[diagnostic(code(xcsp::stack::backend))]
     UnknownBackend(String),
 
+    #[error(
+        "the cluster runs in FIPS mode, and this xcsp is not a FIPS build: the clouds' and the cluster's credentials would cross TLS outside a validated module"
+    )]
+    #[diagnostic(
+        code(xcsp::fips::build),
+        help(
+            "apply with the FIPS build (xcsp's default features; `xcsp --version` names the module), or knowingly pass --allow-non-fips-build (XCSP_ALLOW_NON_FIPS_BUILD=true)"
+        )
+    )]
+    NonFipsBuild,
+
     #[error("the s3 backend needs a bucket")]
     #[diagnostic(
         code(xcsp::stack::no_bucket),

@@ -66,11 +66,19 @@ pub struct RunOptions {
     pub offline: bool,
     /// After a MachineSet's write, wait for its machines' Nodes to be Ready.
     pub wait_for_nodes: bool,
+    /// Apply a FIPS cluster's stack with a build that is not FIPS (plan only warns).
+    pub allow_non_fips_build: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { parallelism: 32, order: Order::CriticalPath, offline: false, wait_for_nodes: true }
+        RunOptions {
+            parallelism: 32,
+            order: Order::CriticalPath,
+            offline: false,
+            wait_for_nodes: true,
+            allow_non_fips_build: false,
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tokio::sync::watch;
+use xcsp_core::diag::Problem;
 use xcsp_core::{Address, ProviderKind};
 use xcsp_engine::{Adopt, Events, Limits, Providers, Run, Summary};
 use xcsp_plans::graph::ResourceGraph;
@@ -60,9 +61,39 @@ async fn check_issuers(s: &Stack) -> miette::Result<()> {
     if errors.is_empty() { Ok(()) } else { Err(StackError::Issuer { problems: errors }.into()) }
 }
 
-/// What plan and apply check before anything changes (unless offline): the OIDC issuers and the
-/// cluster's preflight.
-async fn checks_before_changes(s: &Stack) -> miette::Result<()> {
+/// A FIPS cluster's stack run by a build that is not FIPS: a warning at plan, refused at apply
+/// unless allowed (`xcsp::fips::build`), since the credentials would cross TLS outside a validated
+/// module.
+pub fn check_build(
+    model: &xcsp_plans::validate::Model,
+    fips_build: bool,
+    applying: bool,
+    allowed: bool,
+) -> Result<Option<Problem>, StackError> {
+    let fips = &model.cluster.fips;
+    if !fips.value || fips_build {
+        return Ok(None);
+    }
+    if applying && !allowed {
+        return Err(StackError::NonFipsBuild);
+    }
+    Ok(Some(
+        Problem::warning(
+            "xcsp::fips::build",
+            "the cluster runs in FIPS mode, and this xcsp is not a FIPS build: its TLS to the clouds and the cluster runs outside a validated module",
+        )
+        .label(&fips.span, "the cluster runs in FIPS mode")
+        .with_help("use the FIPS build (xcsp's default features); apply refuses without --allow-non-fips-build"),
+    ))
+}
+
+/// What plan and apply check before anything changes (unless offline): the build against the
+/// cluster's FIPS mode, the OIDC issuers and the cluster's preflight.
+async fn checks_before_changes(s: &Stack, applying: bool) -> miette::Result<()> {
+    let allowed = s.options.allow_non_fips_build;
+    if let Some(warning) = check_build(&s.loaded.model, xcsp_crypto::FIPS, applying, allowed)? {
+        s.say.diag(warning);
+    }
     check_issuers(s).await?;
     if let Some(chosen) = crate::preflight::before_changes(&s.loaded.model, s.options.offline, &s.say).await? {
         let _ = s.providers.set(chosen);
@@ -237,7 +268,7 @@ impl Planned {
 
 /// `xcsp plan`: what apply would do, nothing changed.
 pub async fn plan(s: &Stack, refresh_first: bool, replace: &[String]) -> miette::Result<Planned> {
-    checks_before_changes(s).await?;
+    checks_before_changes(s, false).await?;
     let (_, guard, mut state) = open(s, "plan").await?;
     crate::keys::note_under_way(s, &state);
     let graph = in_reach(s, &state);
@@ -339,7 +370,7 @@ pub async fn apply(s: &Stack, approver: &dyn Approver, opts: ApplyOptions) -> mi
         saved.check_fresh(&l.model.digest, lineage, state.serial)?;
         from_file = Some(saved);
     }
-    checks_before_changes(s).await?;
+    checks_before_changes(s, true).await?;
     let (graph, providers) = reach_waiting(s, &state, true, s.options.wait_for_nodes).await?;
     if !state.resources.is_empty() {
         refresh(s, &providers, &mut state, Adopt::All, &opts.walk.events).await?;
@@ -605,4 +636,34 @@ pub async fn render(s: &Stack, capi_version: &str) -> miette::Result<Vec<Rendere
 /// `xcsp force-unlock`: removes the lock `id`, returning who held it.
 pub async fn force_unlock(s: &Stack, id: &str) -> miette::Result<LockInfo> {
     Ok(backend(s).await?.force_unlock(id).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example(name: &str) -> xcsp_plans::validate::Model {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name);
+        xcsp_plans::load(&dir, &Default::default()).unwrap_or_else(|_| panic!("{name} loads")).model
+    }
+
+    #[test]
+    fn a_fips_clusters_stack_warns_a_non_fips_build_at_plan_and_stops_its_apply_unless_allowed() {
+        let il5 = example("il5-govcloud");
+        assert!(il5.cluster.fips.value, "the IL5 example's cluster runs in FIPS mode");
+        // The FIPS build: nothing to say, plan or apply.
+        assert!(check_build(&il5, true, false, false).unwrap().is_none());
+        assert!(check_build(&il5, true, true, false).unwrap().is_none());
+        // A non-FIPS build: plan warns, pointing at the spec's `fips`; apply refuses unless allowed.
+        let warning = check_build(&il5, false, false, false).unwrap().expect("a warning at plan");
+        assert!(!warning.is_error() && warning.code == "xcsp::fips::build", "{warning:?}");
+        assert_eq!(warning.labels.len(), 1);
+        let refused = check_build(&il5, false, true, false).unwrap_err();
+        assert!(matches!(refused, StackError::NonFipsBuild));
+        assert!(check_build(&il5, false, true, true).unwrap().is_some(), "allowed: applied, and still said");
+        // A cluster not in FIPS mode asks nothing of the build.
+        let commercial = example("public");
+        assert!(!commercial.cluster.fips.value);
+        assert!(check_build(&commercial, false, true, false).unwrap().is_none());
+    }
 }

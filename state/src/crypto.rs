@@ -1,32 +1,34 @@
-//! Client-side encryption of state and plan files: AES-256-GCM (the `aes-gcm` crate), with a key
-//! given directly (32 bytes) or derived from a passphrase with Argon2id (parameters and salt
-//! recorded in the envelope). Whoever can read the bucket or the directory sees an envelope,
-//! never a pre-shared key.
+//! Client-side encryption of state and plan files: AES-256-GCM, with a key given directly (32
+//! bytes) or derived from a passphrase with PBKDF2-HMAC-SHA256 (600,000 iterations; parameters and
+//! salt recorded in the envelope), both through the crypto module ([`xcsp_crypto::sealing`]: the
+//! FIPS module in the FIPS build, with its generator for salts and nonces). Whoever can read the
+//! bucket or the directory sees an envelope, never a pre-shared key.
 //!
-//! Envelope (JSON): `{"xcsp_encrypted": 1, "kdf": {"alg": "argon2id", "salt", "m_kib", "t", "p"}
-//! | null, "nonce": b64, "ciphertext": b64}`; `xcsp_encrypted` is the format version. Reading tries
-//! the current key, then the old one (rotation: read with the old, write with the new). In
-//! `enforced` mode plaintext is refused both ways.
+//! Envelope (JSON): `{"xcsp_encrypted": 2, "kdf": {"alg": "pbkdf2-sha256", "salt", "iterations"}
+//! | null, "nonce": b64, "ciphertext": b64}`; `xcsp_encrypted` is the format version. Format 1
+//! derived passphrase keys with Argon2id, which FIPS 140 does not approve: a non-FIPS build still
+//! opens it (and every write re-seals with PBKDF2), a FIPS build refuses it and names
+//! `xcsp state reseal`, run once with a non-FIPS build. Reading tries the current key, then the
+//! old one (rotation: read with the old, write with the new). In `enforced` mode plaintext is
+//! refused both ways.
 //!
-//! Argon2id is deliberately slow (22 ms a derivation in a release build, 0.37 s in a debug one, on
-//! the 2-core build machine) and state is written after every operation of an apply, so a codec
-//! derives each key once: it seals with one salt for its whole life (a fresh random nonce per
-//! write, as AES-GCM requires) and remembers the keys it derived to open envelopes.
+//! A derivation is deliberately slow and state is written after every operation of an apply, so a
+//! codec derives each key once: it seals with one salt for its whole life (a fresh random nonce
+//! per write, as AES-GCM requires) and remembers the keys it derived to open envelopes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use aes_gcm::aead::{Aead, KeyInit};
-use aes_gcm::{Aes256Gcm, Nonce};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
+use xcsp_crypto::sealing;
 
 use crate::StateError;
 
-/// The envelope format this build writes (and the only one it reads).
-const ENVELOPE_VERSION: u32 = 1;
+/// The envelope format this build writes: 2, PBKDF2 for passphrases. It reads 1 (Argon2id) too,
+/// outside the FIPS build.
+const ENVELOPE_VERSION: u32 = 2;
 
 /// Where a key comes from.
 #[derive(Clone)]
@@ -67,22 +69,23 @@ impl KeySource {
     }
 }
 
-/// Argon2id parameters, recorded in each envelope so they can change later.
+/// How a passphrase became the key, recorded in each envelope so that it can change later.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-struct Kdf {
-    alg: String,
-    salt: String,
-    m_kib: u32,
-    t: u32,
-    p: u32,
+#[serde(tag = "alg")]
+enum Kdf {
+    /// SP 800-132, FIPS-approved: what this build seals with.
+    #[serde(rename = "pbkdf2-sha256")]
+    Pbkdf2 { salt: String, iterations: u32 },
+    /// Format 1's derivation (OWASP's minimum: 19 MiB, 2 passes, 1 lane), not FIPS-approved.
+    #[serde(rename = "argon2id")]
+    Argon2id { salt: String, m_kib: u32, t: u32, p: u32 },
 }
 
 impl Kdf {
-    /// OWASP's minimum for Argon2id (19 MiB, 2 passes, 1 lane), with a fresh salt.
-    fn fresh() -> Kdf {
-        let mut salt = [0u8; 16];
-        rand::rng().fill_bytes(&mut salt);
-        Kdf { alg: "argon2id".into(), salt: B64.encode(salt), m_kib: 19 * 1024, t: 2, p: 1 }
+    /// PBKDF2-HMAC-SHA256 with a fresh 128-bit salt from the module.
+    fn fresh() -> Result<Kdf, StateError> {
+        let salt: [u8; 16] = xcsp_crypto::random_bytes().map_err(|e| StateError::Key(e.to_string()))?;
+        Ok(Kdf::Pbkdf2 { salt: B64.encode(salt), iterations: sealing::PBKDF2_ITERATIONS })
     }
 }
 
@@ -125,16 +128,26 @@ impl std::fmt::Debug for Derived {
     }
 }
 
-fn argon2id(passphrase: &str, kdf: &Kdf) -> Result<[u8; 32], StateError> {
-    if kdf.alg != "argon2id" {
-        return Err(StateError::Key(format!("unknown key derivation `{}`", kdf.alg)));
+/// What a FIPS build says of state sealed with a key derived by Argon2id.
+pub const ARGON2_IN_FIPS: &str = "this was sealed by an older xcsp with a key derived from the passphrase by Argon2id, which FIPS 140 does not approve, and this is a FIPS build: re-seal it once with a non-FIPS build of xcsp (`xcsp state reseal`, same key settings; it writes PBKDF2-HMAC-SHA256 and AES-256-GCM), then use this one";
+
+fn derive_key(passphrase: &str, kdf: &Kdf) -> Result<[u8; 32], StateError> {
+    let salt_of = |salt: &str| B64.decode(salt).map_err(|_| StateError::Key("corrupt salt".into()));
+    match kdf {
+        Kdf::Pbkdf2 { salt, iterations } => {
+            sealing::pbkdf2_sha256(passphrase.as_bytes(), &salt_of(salt)?, *iterations).map_err(StateError::Key)
+        }
+        Kdf::Argon2id { .. } if xcsp_crypto::FIPS => Err(StateError::Key(ARGON2_IN_FIPS.into())),
+        Kdf::Argon2id { salt, m_kib, t, p } => {
+            let params = argon2::Params::new(*m_kib, *t, *p, Some(32)).map_err(|e| StateError::Key(e.to_string()))?;
+            let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
+            let mut out = [0u8; 32];
+            argon
+                .hash_password_into(passphrase.as_bytes(), &salt_of(salt)?, &mut out)
+                .map_err(|e| StateError::Key(e.to_string()))?;
+            Ok(out)
+        }
     }
-    let salt = B64.decode(&kdf.salt).map_err(|_| StateError::Key("corrupt salt".into()))?;
-    let params = argon2::Params::new(kdf.m_kib, kdf.t, kdf.p, Some(32)).map_err(|e| StateError::Key(e.to_string()))?;
-    let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
-    let mut out = [0u8; 32];
-    argon.hash_password_into(passphrase.as_bytes(), &salt, &mut out).map_err(|e| StateError::Key(e.to_string()))?;
-    Ok(out)
 }
 
 impl Codec {
@@ -180,7 +193,7 @@ impl Codec {
                 if let Some(key) = cached {
                     return Ok(key);
                 }
-                let key = argon2id(p, kdf)?;
+                let key = derive_key(p, kdf)?;
                 self.derived.lock().expect("key cache").keys.insert((slot, kdf.clone()), key);
                 Ok(key)
             }
@@ -201,16 +214,16 @@ impl Codec {
         let kdf = match source {
             KeySource::Key(_) => None,
             KeySource::Passphrase(_) => {
-                Some(self.derived.lock().expect("key cache").sealing.get_or_insert_with(Kdf::fresh).clone())
+                let mut derived = self.derived.lock().expect("key cache");
+                if derived.sealing.is_none() {
+                    derived.sealing = Some(Kdf::fresh()?);
+                }
+                derived.sealing.clone()
             }
         };
         let key = self.derive(Slot::Current, kdf.as_ref())?;
-        let mut nonce = [0u8; 12];
-        rand::rng().fill_bytes(&mut nonce);
-        let cipher = Aes256Gcm::new_from_slice(&key).expect("32-byte key");
-        let ciphertext = cipher
-            .encrypt(Nonce::from_slice(&nonce), plaintext)
-            .map_err(|_| StateError::Key("encryption failed".into()))?;
+        let (nonce, ciphertext) =
+            sealing::seal(&key, plaintext).map_err(|e| StateError::Key(format!("encryption failed: {e}")))?;
         let env = Envelope {
             xcsp_encrypted: ENVELOPE_VERSION,
             kdf,
@@ -235,7 +248,7 @@ impl Codec {
         }
         let env: Envelope =
             serde_json::from_slice(stored).map_err(|e| StateError::Key(format!("corrupt envelope: {e}")))?;
-        if env.xcsp_encrypted != ENVELOPE_VERSION {
+        if env.xcsp_encrypted > ENVELOPE_VERSION {
             return Err(StateError::Key(format!(
                 "envelope format {} is newer than this xcsp understands ({ENVELOPE_VERSION}): upgrade xcsp",
                 env.xcsp_encrypted
@@ -251,10 +264,12 @@ impl Codec {
                 "this is encrypted: set XCSP_STATE_KEY, XCSP_STATE_KEY_FILE or XCSP_STATE_PASSPHRASE".into(),
             ));
         }
+        if xcsp_crypto::FIPS && matches!(env.kdf, Some(Kdf::Argon2id { .. })) {
+            return Err(StateError::Key(ARGON2_IN_FIPS.into()));
+        }
         for slot in [Slot::Current, Slot::Old] {
             let Ok(key) = self.derive(slot, env.kdf.as_ref()) else { continue };
-            let cipher = Aes256Gcm::new_from_slice(&key).expect("32-byte key");
-            if let Ok(plain) = cipher.decrypt(Nonce::from_slice(&nonce), ciphertext.as_ref()) {
+            if let Some(plain) = sealing::open(&key, &nonce, &ciphertext) {
                 return Ok(plain);
             }
         }
@@ -307,6 +322,43 @@ mod tests {
         assert!(format!("{:?}", KeySource::Passphrase("hunter2".into())).contains("redacted"));
     }
 
+    /// A format-1 envelope as the previous xcsp wrote it: Argon2id's key, AES-256-GCM.
+    fn format_one(passphrase: &str, plaintext: &[u8]) -> Vec<u8> {
+        let (salt, m_kib, t, p) = ([5u8; 16], 19 * 1024, 2, 1);
+        let params = argon2::Params::new(m_kib, t, p, Some(32)).unwrap();
+        let mut key = [0u8; 32];
+        argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params)
+            .hash_password_into(passphrase.as_bytes(), &salt, &mut key)
+            .unwrap();
+        let (nonce, ciphertext) = sealing::seal(&key, plaintext).unwrap();
+        serde_json::to_vec(&serde_json::json!({
+            "xcsp_encrypted": 1,
+            "kdf": { "alg": "argon2id", "salt": B64.encode(salt), "m_kib": m_kib, "t": t, "p": p },
+            "nonce": B64.encode(nonce),
+            "ciphertext": B64.encode(ciphertext),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn passphrases_derive_by_pbkdf2_and_argon2id_state_is_refused_by_the_fips_build() {
+        let codec = Codec::new(Some(KeySource::Passphrase("correct horse".into())));
+        let sealed: serde_json::Value = serde_json::from_slice(&codec.seal(b"state").unwrap()).unwrap();
+        assert_eq!(sealed["xcsp_encrypted"], 2);
+        assert_eq!(sealed["kdf"]["alg"], "pbkdf2-sha256");
+        assert_eq!(sealed["kdf"]["iterations"], sealing::PBKDF2_ITERATIONS);
+
+        let old = format_one("correct horse", b"state");
+        let opened = codec.open(&old);
+        if xcsp_crypto::FIPS {
+            let err = opened.unwrap_err().to_string();
+            assert!(err.contains("Argon2id") && err.contains("xcsp state reseal"), "{err}");
+        } else {
+            // A non-FIPS build opens it, and what it writes back is PBKDF2's.
+            assert_eq!(opened.unwrap(), b"state");
+        }
+    }
+
     #[test]
     fn key_files_hold_raw_bytes_or_base64() {
         let raw = [9u8; 32];
@@ -327,7 +379,7 @@ mod tests {
         let rotated = Codec::new(Some(KeySource::Key([1u8; 32]))).with_old_key(Some(KeySource::Passphrase("p".into())));
         assert_eq!(rotated.open(&a).unwrap(), b"same");
         let mut env: serde_json::Value = serde_json::from_slice(&a).unwrap();
-        env["xcsp_encrypted"] = 2.into();
+        env["xcsp_encrypted"] = 3.into();
         let err = codec.open(&serde_json::to_vec(&env).unwrap()).unwrap_err().to_string();
         assert!(err.contains("upgrade xcsp"), "{err}");
     }

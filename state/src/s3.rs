@@ -155,6 +155,7 @@ struct Object {
 impl S3Backend {
     pub async fn new(config: S3Config, codec: Codec) -> S3Backend {
         let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .http_client(xcsp_crypto::aws_http_client())
             .region(aws_config::Region::new(config.region.clone()));
         if let Some(e) = &config.endpoint {
             loader = loader.endpoint_url(e);

@@ -22,6 +22,7 @@ const KEY: &str = "stacks/il5-gpu/state.json";
 fn raw_client(url: &str) -> aws_sdk_s3::Client {
     let conf = aws_sdk_s3::Config::builder()
         .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .http_client(xcsp_crypto::aws_http_client())
         .region(aws_sdk_s3::config::Region::new("us-gov-west-1"))
         .endpoint_url(url)
         .force_path_style(true)

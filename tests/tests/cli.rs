@@ -549,7 +549,10 @@ fn version_names_the_commit_and_completions_come_from_the_command_definition() {
     let out = xcsp().arg("--version").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    let version = text.trim().strip_prefix("xcsp ").unwrap_or_else(|| panic!("{text}"));
+    let (first, crypto) = text.trim().split_once('\n').unwrap_or_else(|| panic!("{text}"));
+    // The workspace builds the default features: the FIPS build, which names its module.
+    assert!(crypto.starts_with("crypto: FIPS build: AWS-LC FIPS module") && crypto.contains("FIPS 140-3"), "{text}");
+    let version = first.strip_prefix("xcsp ").unwrap_or_else(|| panic!("{text}"));
     let (number, commit) = version.split_once(" (").unwrap_or_else(|| panic!("{text}"));
     assert_eq!(number, env!("CARGO_PKG_VERSION"));
     let commit = commit.trim_end_matches(')');
@@ -562,4 +565,65 @@ fn version_names_the_commit_and_completions_come_from_the_command_definition() {
         assert!(script.contains("force-unlock"), "{shell}: the subcommands are in it");
     }
     assert!(!xcsp().args(["completions", "tcsh"]).output().unwrap().status.success());
+}
+
+/// A TLS listener whose certificate is `localhost`'s (its CA PEM returned) and whose only suites
+/// are ChaCha20-Poly1305's, which FIPS 140 does not approve; every handshake is served on a thread.
+fn chacha_only_cluster() -> (u16, String) {
+    use std::sync::Arc;
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = rustls::pki_types::CertificateDer::from(certified.cert.der().to_vec());
+    let key = rustls::pki_types::PrivateKeyDer::try_from(certified.signing_key.serialize_der()).unwrap();
+    use rustls::crypto::aws_lc_rs::{ALL_KX_GROUPS, cipher_suite, default_provider};
+    let provider = rustls::crypto::CryptoProvider {
+        cipher_suites: vec![
+            cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+            cipher_suite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        ],
+        kx_groups: ALL_KX_GROUPS.to_vec(),
+        ..default_provider()
+    };
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .unwrap(),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let config = config.clone();
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut conn = rustls::ServerConnection::new(config).unwrap();
+                let _ = conn.complete_io(&mut stream);
+            });
+        }
+    });
+    (port, certified.cert.pem())
+}
+
+/// In the FIPS build, a cluster whose API server offers only a suite FIPS does not approve is
+/// refused, and the error says it is the FIPS build that refused and what it offers.
+#[test]
+fn a_fips_build_refuses_a_cluster_offering_only_chacha20_and_says_why() {
+    let (port, ca) = chacha_only_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_b64 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ca);
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    server: https://localhost:{port}\n    certificate-authority-data: {ca_b64}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user:\n    token: t\n"
+        ),
+    )
+    .unwrap();
+    let out =
+        xcsp().arg("preflight").arg(root().join("examples/public")).env("KUBECONFIG", &kubeconfig).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("this xcsp is a FIPS build") && stderr.contains("AES-GCM"), "{stderr}");
 }

@@ -153,6 +153,7 @@ pub(crate) use tagged_or_recorded;
 impl AwsProvider {
     pub async fn new(config: AwsConfig) -> AwsProvider {
         let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .http_client(xcsp_crypto::aws_http_client())
             .region(aws_config::Region::new(config.region.clone()))
             .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(8));
         if let Some(url) = &config.endpoint_url {

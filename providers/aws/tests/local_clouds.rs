@@ -78,7 +78,7 @@ async fn il5_link_comes_up_survives_a_changed_key_and_is_destroyed_to_nothing() 
     let aws = Arc::new(AwsProvider::new(aws_config).await);
     let az = &loaded.model.azure;
     let credential: Arc<dyn TokenCredential> = Arc::new(azure_identity::ClientSecretCredential::new(
-        azure_core::new_http_client(),
+        xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::Entra).unwrap(),
         azure_core::Url::parse(&format!("{}/", sim.base_url)).unwrap(),
         az.tenant_id.value.clone(),
         "xcsp-test".into(),
@@ -150,6 +150,7 @@ async fn il5_link_comes_up_survives_a_changed_key_and_is_destroyed_to_nothing() 
     let ec2 = aws_sdk_ec2::Client::from_conf(
         aws_sdk_ec2::Config::builder()
             .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+            .http_client(xcsp_crypto::aws_http_client())
             .region(aws_sdk_ec2::config::Region::new(REGION))
             .endpoint_url(&sim.base_url)
             .credentials_provider(aws_sdk_ec2::config::Credentials::new("AKID", "s", None, None, "test"))

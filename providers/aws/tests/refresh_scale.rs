@@ -32,6 +32,7 @@ async fn refreshing_many_vpn_connections_costs_one_describe() {
     let ec2 = aws_sdk_ec2::Client::from_conf(
         aws_sdk_ec2::Config::builder()
             .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+            .http_client(xcsp_crypto::aws_http_client())
             .region(aws_sdk_ec2::config::Region::new(REGION))
             .endpoint_url(&sim.base_url)
             .credentials_provider(aws_sdk_ec2::config::Credentials::new("AKID", "s", None, None, "test"))

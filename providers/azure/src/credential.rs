@@ -138,7 +138,8 @@ pub(crate) fn credential(
 }
 
 fn build(choice: Choice, cloud: &Cloud) -> azure_core::Result<Arc<dyn TokenCredential>> {
-    let http = azure_core::new_http_client();
+    let http = xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::Entra)
+        .map_err(|e| Error::full(ErrorKind::Credential, e, "no TLS for Entra ID"))?;
     let authority = Url::parse(&cloud.authority_host())
         .map_err(|e| Error::full(ErrorKind::Credential, e, "the authority host is not a URL"))?;
     Ok(match choice {

@@ -209,10 +209,14 @@ impl AzureProvider {
             .iter()
             .find_map(|k| k.value.clone())
             .ok_or_else(|| failed(address, "NoAccountKey", format!("storage account {account} gave no key")))?;
-        let credentials = StorageCredentials::access_key(account.to_string(), azure_core::auth::Secret::new(key));
+        // Signed by our policy through the crypto module; azure_storage itself signs nothing.
+        let signer =
+            crate::shared_key::SharedKey::new(account, &key).map_err(|m| failed(address, "NoAccountKey", m))?;
+        let mut options = self.storage_options.clone();
+        options.per_retry_policies_mut().insert(0, Arc::new(signer));
         let location = CloudLocation::Custom { account: account.to_string(), uri: endpoint.clone() };
-        let client = ClientBuilder::with_location(location, credentials)
-            .client_options(self.storage_options.clone())
+        let client = ClientBuilder::with_location(location, StorageCredentials::anonymous())
+            .client_options(options)
             .blob_service_client();
         Ok((client, endpoint))
     }

@@ -28,6 +28,7 @@ pub mod identify;
 mod images;
 mod lro;
 mod resources;
+mod shared_key;
 mod transport;
 
 use std::collections::HashMap;
@@ -87,7 +88,7 @@ impl AzureProvider {
     ) -> Result<AzureProvider, ProviderError> {
         let endpoint = Url::parse(&config.cloud.resource_manager()).map_err(|e| config_error(e.to_string()))?;
         let scope = config.cloud.scope();
-        let transport = Arc::new(Transport::new(config.backoff.clone()));
+        let transport = Arc::new(Transport::new(config.backoff.clone()).map_err(|e| config_error(e.to_string()))?);
         // Our transport retries; azure_core's retry would retry again on top of it.
         let mut options =
             ClientOptions::new(TransportOptions::new_custom_policy(transport.clone())).retry(RetryOptions::none());

@@ -125,8 +125,9 @@ pub(crate) struct Transport {
 }
 
 impl Transport {
-    pub fn new(backoff: Backoff) -> Transport {
-        Transport { http: azure_core::new_http_client(), backoff }
+    /// Over the TLS of [`xcsp_crypto`] (Resource Manager's, which the blob service shares).
+    pub fn new(backoff: Backoff) -> Result<Transport, xcsp_crypto::CryptoError> {
+        Ok(Transport { http: xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager)?, backoff })
     }
 
     /// Sends `request` until it gets an answer that is not worth retrying, or the operation's

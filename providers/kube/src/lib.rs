@@ -20,7 +20,7 @@ pub mod state;
 pub mod survey;
 
 pub use kubeconfig::server;
-pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider, MANAGED_BY, resource};
+pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider, MANAGED_BY, checked_client, resource};
 pub use survey::{Survey, survey};
 
 use base64::Engine;

@@ -24,7 +24,7 @@ struct World {
 fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let _ = xcsp_crypto::install();
         let sim = SimServer::start_with_cluster(SimConfig::default(), 0, Default::default())
             .unwrap_or_else(|e| panic!("the sim and its cluster start: {e}"));
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();

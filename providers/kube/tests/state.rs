@@ -39,7 +39,7 @@ async fn two_runs_take_turns_and_neither_overwrites_the_other() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, sim.kubeconfig().unwrap()).unwrap();
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = xcsp_crypto::install();
     let client = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(
             kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),

@@ -20,6 +20,24 @@ pub mod state;
 pub mod survey;
 
 pub use kubeconfig::server;
+/// A client error as text with its innermost cause (kube's own text stops at "client error
+/// (Connect)"), and, in the FIPS build, why a handshake found nothing approved in common.
+pub fn why(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut inner = e;
+    while let Some(next) = inner.source() {
+        inner = next;
+    }
+    let cause = inner.to_string();
+    if !text.contains(&cause) {
+        text = format!("{text}: {cause}");
+    }
+    match xcsp_crypto::explain(e) {
+        Some(fips) => format!("{text} ({fips})"),
+        None => text,
+    }
+}
+
 pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider, MANAGED_BY, checked_client, resource};
 pub use survey::{Survey, survey};
 

@@ -248,7 +248,9 @@ fn classify(address: &Address, e: kube::Error) -> Result<ProviderError, Provider
                 _ => Err(failed(address, &s.reason, message)),
             }
         }
-        other => Ok(failed(address, "Connection", other.to_string())),
+        // A handshake the FIPS build refused goes no better on another try.
+        other if xcsp_crypto::explain(&other).is_some() => Err(failed(address, "Connection", crate::why(&other))),
+        other => Ok(failed(address, "Connection", crate::why(&other))),
     }
 }
 

@@ -347,7 +347,7 @@ fn absent<T>(r: Result<T, kube::Error>) -> Result<Option<T>, String> {
     match r {
         Ok(v) => Ok(Some(v)),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(crate::why(&e)),
     }
 }
 
@@ -397,7 +397,8 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
             platform: str_at(&o.data, &["status", "platformStatus", "type"]),
             api_internal_url: str_at(&o.data, &["status", "apiServerInternalURI"]),
         });
-    let groups = client.list_api_groups().await.map_err(|e| format!("cannot read the served API groups: {e}"))?;
+    let groups =
+        client.list_api_groups().await.map_err(|e| format!("cannot read the served API groups: {}", crate::why(&e)))?;
     let versions = |name: &str| -> Vec<String> {
         let Some(g) = groups.groups.iter().find(|g| g.name == name) else { return Vec::new() };
         let preferred = g.preferred_version.as_ref().map(|v| v.version.clone());
@@ -513,7 +514,11 @@ pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
         &resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions"),
     );
     let mut capi_crds = Vec::new();
-    for crd in crds.list(&ListParams::default()).await.map_err(|e| format!("cannot list the cluster's CRDs: {e}"))? {
+    for crd in crds
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("cannot list the cluster's CRDs: {}", crate::why(&e)))?
+    {
         let name = crd.metadata.name.clone().unwrap_or_default();
         if !name.ends_with("cluster.x-k8s.io") {
             continue;
@@ -614,8 +619,10 @@ pub async fn signing_keys(config: &KubeConfig) -> Result<Vec<String>, String> {
 /// [`signing_keys`] with a client.
 pub async fn signing_keys_of(client: &kube::Client) -> Result<Vec<String>, String> {
     let request = http::Request::get("/openid/v1/jwks").body(Vec::new()).map_err(|e| e.to_string())?;
-    let text =
-        client.request_text(request).await.map_err(|e| format!("cannot read the cluster's /openid/v1/jwks: {e}"))?;
+    let text = client
+        .request_text(request)
+        .await
+        .map_err(|e| format!("cannot read the cluster's /openid/v1/jwks: {}", crate::why(&e)))?;
     let jwks: Json =
         serde_json::from_str(&text).map_err(|e| format!("the cluster's /openid/v1/jwks is not JSON: {e}"))?;
     Ok(key_ids(&jwks))

@@ -228,6 +228,28 @@ pub fn explain_text(text: &str) -> Option<&'static str> {
     (FIPS && refused.iter().any(|w| text.contains(w)) && !text.contains(FIPS_REFUSED)).then_some(FIPS_REFUSED)
 }
 
+/// For tests: a TLS server configuration that offers only ChaCha20-Poly1305 (TLS 1.3 and 1.2's
+/// ECDSA suite), which FIPS 140 does not approve: what a FIPS build must refuse by name.
+#[doc(hidden)]
+pub fn chacha_only_server_config(
+    cert: rustls::pki_types::CertificateDer<'static>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> Result<rustls::ServerConfig, rustls::Error> {
+    use rustls::crypto::aws_lc_rs::{ALL_KX_GROUPS, cipher_suite, default_provider};
+    let provider = CryptoProvider {
+        cipher_suites: vec![
+            cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+            cipher_suite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        ],
+        kx_groups: ALL_KX_GROUPS.to_vec(),
+        ..default_provider()
+    };
+    rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+}
+
 /// The sentence [`explain`] adds.
 pub const FIPS_REFUSED: &str = "this xcsp is a FIPS build: it offers only FIPS-approved TLS (1.2 or 1.3, AES-GCM, ECDHE on P-256/P-384), and the server accepted none of it; a FIPS-approved endpoint (the clouds' and OpenShift's are) or a non-FIPS build of xcsp is needed";
 
@@ -243,6 +265,11 @@ impl AzureHttp {
             .build()
             .map_err(|e| CryptoError::Config { peer, message: e.to_string() })?;
         Ok(Arc::new(AzureHttp(client)))
+    }
+
+    /// [`AzureHttp::for_peer`] as the transport of an SDK client's options.
+    pub fn transport(peer: Peer) -> Result<azure_core::TransportOptions, CryptoError> {
+        Ok(azure_core::TransportOptions::new(AzureHttp::for_peer(peer)?))
     }
 }
 

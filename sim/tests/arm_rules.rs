@@ -39,16 +39,12 @@ async fn tag_rules_refuse_bad_names_values_and_counts_on_every_write() {
     ));
     let resources = azure_mgmt_resources::Client::builder(cred.clone())
         .endpoint(endpoint.clone())
-        .transport(azure_core::TransportOptions::new(
-            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
-        ))
+        .transport(xcsp_crypto::AzureHttp::transport(xcsp_crypto::Peer::AzureResourceManager).unwrap())
         .build()
         .unwrap();
     let network = azure_mgmt_network::Client::builder(cred.clone())
         .endpoint(endpoint)
-        .transport(azure_core::TransportOptions::new(
-            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
-        ))
+        .transport(xcsp_crypto::AzureHttp::transport(xcsp_crypto::Peer::AzureResourceManager).unwrap())
         .build()
         .unwrap();
     let groups = resources.resource_groups_client();

@@ -69,30 +69,22 @@ async fn real_azure_clients_create_and_delete_a_gateway_stack() {
 
     let resources = azure_mgmt_resources::Client::builder(cred.clone())
         .endpoint(endpoint.clone())
-        .transport(azure_core::TransportOptions::new(
-            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
-        ))
+        .transport(xcsp_crypto::AzureHttp::transport(xcsp_crypto::Peer::AzureResourceManager).unwrap())
         .build()
         .unwrap();
     let network = azure_mgmt_network::Client::builder(cred.clone())
         .endpoint(endpoint.clone())
-        .transport(azure_core::TransportOptions::new(
-            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
-        ))
+        .transport(xcsp_crypto::AzureHttp::transport(xcsp_crypto::Peer::AzureResourceManager).unwrap())
         .build()
         .unwrap();
     let msi = azure_mgmt_msi::Client::builder(cred.clone())
         .endpoint(endpoint.clone())
-        .transport(azure_core::TransportOptions::new(
-            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
-        ))
+        .transport(xcsp_crypto::AzureHttp::transport(xcsp_crypto::Peer::AzureResourceManager).unwrap())
         .build()
         .unwrap();
     let authz = azure_mgmt_authorization::Client::builder(cred.clone())
         .endpoint(endpoint.clone())
-        .transport(azure_core::TransportOptions::new(
-            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
-        ))
+        .transport(xcsp_crypto::AzureHttp::transport(xcsp_crypto::Peer::AzureResourceManager).unwrap())
         .build()
         .unwrap();
 
@@ -333,16 +325,12 @@ async fn workload_identity_token_needs_a_matching_federated_credential() {
     let cred = credential(&base);
     let msi = azure_mgmt_msi::Client::builder(cred.clone())
         .endpoint(azure_core::Url::parse(&base).unwrap())
-        .transport(azure_core::TransportOptions::new(
-            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
-        ))
+        .transport(xcsp_crypto::AzureHttp::transport(xcsp_crypto::Peer::AzureResourceManager).unwrap())
         .build()
         .unwrap();
     let resources = azure_mgmt_resources::Client::builder(cred.clone())
         .endpoint(azure_core::Url::parse(&base).unwrap())
-        .transport(azure_core::TransportOptions::new(
-            xcsp_crypto::AzureHttp::for_peer(xcsp_crypto::Peer::AzureResourceManager).unwrap(),
-        ))
+        .transport(xcsp_crypto::AzureHttp::transport(xcsp_crypto::Peer::AzureResourceManager).unwrap())
         .build()
         .unwrap();
     resources

@@ -574,23 +574,7 @@ fn chacha_only_cluster() -> (u16, String) {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     let cert = rustls::pki_types::CertificateDer::from(certified.cert.der().to_vec());
     let key = rustls::pki_types::PrivateKeyDer::try_from(certified.signing_key.serialize_der()).unwrap();
-    use rustls::crypto::aws_lc_rs::{ALL_KX_GROUPS, cipher_suite, default_provider};
-    let provider = rustls::crypto::CryptoProvider {
-        cipher_suites: vec![
-            cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
-            cipher_suite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-        ],
-        kx_groups: ALL_KX_GROUPS.to_vec(),
-        ..default_provider()
-    };
-    let config = Arc::new(
-        rustls::ServerConfig::builder_with_provider(Arc::new(provider))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![cert], key)
-            .unwrap(),
-    );
+    let config = Arc::new(xcsp_crypto::chacha_only_server_config(cert, key).unwrap());
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {

@@ -614,3 +614,34 @@ fn a_fips_build_refuses_a_cluster_offering_only_chacha20_and_says_why() {
     let flat = words.join(" ");
     assert!(flat.contains("HandshakeFailure") && flat.contains("this xcsp is a FIPS build"), "{stderr}");
 }
+
+/// `xcsp state reseal` writes the state back sealed with the configured key and this build's
+/// derivation (format 2, PBKDF2-HMAC-SHA256), which the same key then opens; without a key it
+/// says there is nothing to seal and writes nothing.
+#[test]
+fn state_reseal_writes_the_state_back_sealed_with_pbkdf2() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("plain.json");
+    std::fs::write(&file, r#"{"version":1,"serial":4,"lineage":"abc","stack":"il5-gpu","resources":{}}"#).unwrap();
+    let spec = root().join("examples/il5-govcloud");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        xcsp_env(env).args(args).arg(&spec).arg("--state-dir").arg(&state).output().unwrap()
+    };
+    let pushed = run(&["state", "push", file.to_str().unwrap()], &[]);
+    assert!(pushed.status.success(), "{}", String::from_utf8_lossy(&pushed.stderr));
+    let none = run(&["state", "reseal"], &[]);
+    assert!(String::from_utf8_lossy(&none.stdout).contains("nothing to re-seal"), "{none:?}");
+    assert!(!String::from_utf8_lossy(&std::fs::read(state.join("state.json")).unwrap()).contains("xcsp_encrypted"));
+
+    let pass = [("XCSP_STATE_PASSPHRASE", "correct horse battery")];
+    let resealed = run(&["state", "reseal"], &pass);
+    assert!(resealed.status.success(), "{}", String::from_utf8_lossy(&resealed.stderr));
+    let stored: serde_json::Value = serde_json::from_slice(&std::fs::read(state.join("state.json")).unwrap()).unwrap();
+    assert_eq!(stored["xcsp_encrypted"], 2, "{stored}");
+    assert_eq!(stored["kdf"]["alg"], "pbkdf2-sha256", "{stored}");
+    let listed = run(&["state", "list"], &pass);
+    assert!(listed.status.success(), "the same passphrase opens it: {}", String::from_utf8_lossy(&listed.stderr));
+    let refused = run(&["state", "list"], &[("XCSP_STATE_PASSPHRASE", "wrong")]);
+    assert_eq!(refused.status.code(), Some(1));
+}

@@ -14,11 +14,11 @@
 //! - the AWS SDKs take [`aws_http_client`], whose rustls configuration aws-smithy builds from the
 //!   FIPS provider (and checks with `fips()`) when this crate is built with `fips`;
 //! - kube builds its configuration from the process-wide provider, which [`install`] sets and
-//!   [`check_kube`] verifies.
+//!   checks.
 //!
 //! [`Peer`] names each of them; a test walks all of them.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use rustls::ClientConfig;
 use rustls::crypto::CryptoProvider;
@@ -120,8 +120,8 @@ pub fn install() -> Result<(), CryptoError> {
 }
 
 /// The trust anchors: the machine's (which honour `SSL_CERT_FILE`, as an agency's own roots need),
-/// then Mozilla's.
-fn roots() -> rustls::RootCertStore {
+/// then Mozilla's; read once per process, however many clients are made.
+static ROOTS: LazyLock<Arc<rustls::RootCertStore>> = LazyLock::new(|| {
     let mut roots = rustls::RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     for e in &native.errors {
@@ -130,30 +130,20 @@ fn roots() -> rustls::RootCertStore {
     let (added, _) = roots.add_parsable_certificates(native.certs);
     tracing::debug!("{added} native root certificates");
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    roots
-}
+    Arc::new(roots)
+});
 
 /// Refuses a configuration that is not FIPS in the FIPS build.
 pub fn check(peer: Peer, config: &ClientConfig) -> Result<(), CryptoError> {
     if FIPS && !config.fips() { Err(CryptoError::NotFips { peer }) } else { Ok(()) }
 }
 
-/// The TLS client configuration for `peer`, trusting the machine's roots and Mozilla's, and
-/// `extra_roots` (PEM) when given.
-pub fn client_config(peer: Peer, extra_roots: Option<&[u8]>) -> Result<ClientConfig, CryptoError> {
-    let mut roots = roots();
-    if let Some(pem) = extra_roots {
-        use rustls::pki_types::CertificateDer;
-        use rustls::pki_types::pem::PemObject;
-        for cert in CertificateDer::pem_slice_iter(pem) {
-            let cert = cert.map_err(|e| CryptoError::Config { peer, message: format!("a root certificate: {e}") })?;
-            roots.add(cert).map_err(|e| CryptoError::Config { peer, message: format!("a root certificate: {e}") })?;
-        }
-    }
+/// The TLS client configuration for `peer`, trusting the machine's roots and Mozilla's.
+pub fn client_config(peer: Peer) -> Result<ClientConfig, CryptoError> {
     let config = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| CryptoError::Config { peer, message: e.to_string() })?
-        .with_root_certificates(roots)
+        .with_root_certificates(ROOTS.clone())
         .with_no_client_auth();
     check(peer, &config)?;
     Ok(config)
@@ -162,7 +152,7 @@ pub fn client_config(peer: Peer, extra_roots: Option<&[u8]>) -> Result<ClientCon
 /// `builder` with the TLS of [`client_config`] for `peer`: the only way the product builds a
 /// reqwest client.
 pub fn reqwest_client(peer: Peer, builder: reqwest::ClientBuilder) -> Result<reqwest::ClientBuilder, CryptoError> {
-    Ok(builder.use_preconfigured_tls(client_config(peer, None)?))
+    Ok(builder.use_preconfigured_tls(client_config(peer)?))
 }
 
 /// The AWS SDKs' HTTP client: rustls on the FIPS provider in the FIPS build (aws-smithy builds
@@ -175,11 +165,6 @@ pub fn aws_http_client() -> aws_smithy_runtime_api::client::http::SharedHttpClie
     #[cfg(not(feature = "fips"))]
     let mode = CryptoMode::AwsLc;
     aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(mode)).build_https()
-}
-
-/// Checks the configuration kube made for a kubeconfig (from the process-wide provider).
-pub fn check_kube(config: &ClientConfig) -> Result<(), CryptoError> {
-    check(Peer::Kubernetes, config)
 }
 
 /// `buf` filled from the module's generator (its DRBG in the FIPS build).
@@ -198,33 +183,16 @@ pub mod sealing;
 
 /// What a TLS failure means when the build is FIPS: a sentence to add to an error whose chain holds
 /// a rustls error that a peer without FIPS-approved parameters causes.
-pub fn explain(error: &(dyn std::error::Error + 'static)) -> Option<String> {
-    if !FIPS {
-        return None;
-    }
-    let mut next = Some(error);
-    while let Some(e) = next {
-        let incompatible = e.downcast_ref::<rustls::Error>().is_some_and(|r| {
-            matches!(
-                r,
-                rustls::Error::PeerIncompatible(_)
-                    | rustls::Error::AlertReceived(rustls::AlertDescription::HandshakeFailure)
-                    | rustls::Error::AlertReceived(rustls::AlertDescription::InsufficientSecurity)
-                    | rustls::Error::AlertReceived(rustls::AlertDescription::ProtocolVersion)
-            )
-        });
-        if incompatible || explain_text(&e.to_string()).is_some() {
-            return Some(FIPS_REFUSED.into());
-        }
-        next = e.source();
-    }
-    None
+pub fn explain(error: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    std::iter::successors(Some(error), |e| e.source()).find_map(|e| explain_text(&e.to_string()))
 }
 
 /// [`explain`] for an error that reached us as text (a provider's message, a rendered chain):
-/// rustls' words for a handshake with nothing in common.
+/// rustls' words for a handshake with nothing in common (its `PeerIncompatible` errors, and the
+/// peer's `HandshakeFailure`, `InsufficientSecurity` and `ProtocolVersion` alerts).
 pub fn explain_text(text: &str) -> Option<&'static str> {
-    let refused = ["HandshakeFailure", "InsufficientSecurity", "PeerIncompatible", "peer is incompatible"];
+    let refused =
+        ["HandshakeFailure", "InsufficientSecurity", "ProtocolVersion", "PeerIncompatible", "peer is incompatible"];
     (FIPS && refused.iter().any(|w| text.contains(w)) && !text.contains(FIPS_REFUSED)).then_some(FIPS_REFUSED)
 }
 

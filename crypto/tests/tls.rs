@@ -102,7 +102,7 @@ async fn connect(peer: Peer, url: &str) {
             let config = kube::Config::new(url.parse().unwrap());
             use kube::client::ConfigExt;
             let tls = config.rustls_client_config().unwrap();
-            xcsp_crypto::check_kube(&tls).unwrap();
+            xcsp_crypto::check(Peer::Kubernetes, &tls).unwrap();
             assert_eq!(tls.fips(), FIPS, "the configuration kube makes for a kubeconfig");
             let client = kube::Client::try_from(config).unwrap();
             let _ = client.apiserver_version().await;
@@ -131,7 +131,7 @@ async fn every_tls_client_the_product_makes_offers_only_what_the_module_approves
             assert!(chacha, "{peer}: {hello:?}");
         }
     }
-    let client = xcsp_crypto::client_config(Peer::OidcIssuer, None).unwrap();
+    let client = xcsp_crypto::client_config(Peer::OidcIssuer).unwrap();
     assert_eq!(client.fips(), FIPS);
     assert!(xcsp_crypto::module().contains(if FIPS { "FIPS 140-3" } else { "not a FIPS build" }));
 }

@@ -131,13 +131,14 @@ impl std::fmt::Debug for Derived {
 /// What a FIPS build says of state sealed with a key derived by Argon2id.
 pub const ARGON2_IN_FIPS: &str = "this was sealed by an older xcsp with a key derived from the passphrase by Argon2id, which FIPS 140 does not approve, and this is a FIPS build: re-seal it once with a non-FIPS build of xcsp (`xcsp state reseal`, same key settings; it writes PBKDF2-HMAC-SHA256 and AES-256-GCM), then use this one";
 
+/// The key `kdf` derives from `passphrase` ([`Codec::open`] refuses Argon2id in a FIPS build
+/// before it gets here).
 fn derive_key(passphrase: &str, kdf: &Kdf) -> Result<[u8; 32], StateError> {
     let salt_of = |salt: &str| B64.decode(salt).map_err(|_| StateError::Key("corrupt salt".into()));
     match kdf {
         Kdf::Pbkdf2 { salt, iterations } => {
             sealing::pbkdf2_sha256(passphrase.as_bytes(), &salt_of(salt)?, *iterations).map_err(StateError::Key)
         }
-        Kdf::Argon2id { .. } if xcsp_crypto::FIPS => Err(StateError::Key(ARGON2_IN_FIPS.into())),
         Kdf::Argon2id { salt, m_kib, t, p } => {
             let params = argon2::Params::new(*m_kib, *t, *p, Some(32)).map_err(|e| StateError::Key(e.to_string()))?;
             let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);

@@ -243,10 +243,7 @@ fn validity(p: &mut CertificateParams) {
 }
 
 fn free_port() -> Result<u16, ClusterError> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(io("cannot find a free port on 127.0.0.1"))
+    crate::ports::free_port().map_err(io("cannot find a free port on 127.0.0.1"))
 }
 
 /// One upstream program and its log.

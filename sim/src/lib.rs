@@ -11,6 +11,7 @@ pub mod child;
 pub mod cluster;
 pub mod front;
 pub mod kube;
+pub mod ports;
 pub mod proxy;
 pub mod server;
 pub mod world;

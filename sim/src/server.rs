@@ -29,8 +29,9 @@ pub struct Sim {
     pub bridge: std::sync::OnceLock<Arc<crate::kube::bridge::Bridge>>,
     /// A kubeconfig for the world's cluster, when it runs one.
     pub kubeconfig: std::sync::OnceLock<String>,
-    /// The world's cluster runs CAPZ's own manager ([`crate::cluster::Capz`]): it makes and
-    /// deletes the workers' VMs, and the stand-in for it ([`crate::kube::capz`]) stays out.
+    /// A CAPZ manager runs in the world's cluster (the world's own, [`crate::cluster::Capz`], or
+    /// the pod of a CAPZ Deployment someone applied, [`crate::kube::pods`]): only it makes and
+    /// deletes the workers' VMs; without one, a machine's join is held at its VM.
     pub real_capz: std::sync::atomic::AtomicBool,
     /// The timing flags its cluster's controllers run with, when it runs one (`GET /_sim/timing`).
     pub timing: std::sync::OnceLock<crate::cluster::Timing>,

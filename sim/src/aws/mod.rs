@@ -66,10 +66,7 @@ impl Moto {
         if !bin.exists() {
             return Err(MotoError::NotInstalled(bin.display().to_string()));
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| MotoError::Start(e.to_string()))?
-            .port();
+        let port = crate::ports::free_port().map_err(|e| MotoError::Start(e.to_string()))?;
         let mut command = if rules_per_group == AWS_RULES_PER_GROUP {
             Command::new(&bin)
         } else {

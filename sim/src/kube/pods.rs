@@ -173,7 +173,7 @@ pub struct Refusal {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+    crate::ports::free_port().unwrap_or(0)
 }
 
 /// `restricted-v2` against a pod template, as OpenShift's SCC admission checks it; `range` is the

@@ -4,6 +4,8 @@
 //! CAPZ cannot run gets a verdict saying what is missing. Without a kubeconfig the values come
 //! from the spec, as they always did.
 
+use std::collections::BTreeSet;
+
 use miette::Severity;
 use xcsp_core::Problem;
 use xcsp_kube::Survey;
@@ -40,6 +42,7 @@ pub fn check(model: &Model, s: &Survey) -> Vec<Problem> {
         s
     };
     let mut problems = crd_owner_problems(model, s, &chosen);
+    problems.extend(provider_image_problems(model, &chosen, &s.mirrors));
     // The identities' default subject is xcsp's CAPZ when the spec names CAPZ's components.
     let auto = model.cluster.cluster_api.providers.value == xcsp_plans::spec::ProvidersMode::Auto;
     if let (true, Source::Cluster(owner), Some(azure)) = (auto, &chosen.azure, &model.cluster.cluster_api.azure) {
@@ -361,6 +364,88 @@ fn crd_owner_problems(model: &Model, s: &Survey, chosen: &Chosen) -> Vec<Problem
                 .with_help("use the cluster's provider (providers = \"auto\" or \"cluster\"), or remove the other installation first"),
             );
         }
+    }
+    out
+}
+
+/// The repository of an image reference and whether it is pulled by digest
+/// (`registry:5000/ns/repo:tag` -> `registry:5000/ns/repo`, false).
+fn image_repository(image: &str) -> (&str, bool) {
+    if let Some((repo, _)) = image.split_once('@') {
+        return (repo, true);
+    }
+    let last = image.rfind('/').map_or(0, |i| i + 1);
+    (image[last..].find(':').map_or(image, |c| &image[..last + c]), false)
+}
+
+/// The images of the managers xcsp installs, against the cluster's mirrors: a cluster that pulls
+/// through mirror sets is taken to be one that cannot reach every registry, so a manager image
+/// no mirror set applies to is named before apply leaves its pod pulling. An ImageDigestMirrorSet
+/// applies only to pulls by digest and an ImageTagMirrorSet only to pulls by tag (openshift/api
+/// `config/v1/types_image_digest_mirror_set.go`, `types_image_tag_mirror_set.go`), so a mirror of
+/// the other kind does not count. A cluster with no mirror set pulls from the source: nothing to say.
+fn provider_image_problems(model: &Model, chosen: &Chosen, mirrors: &[xcsp_kube::survey::Mirror]) -> Vec<Problem> {
+    if mirrors.is_empty() {
+        return Vec::new();
+    }
+    let api = &model.cluster.cluster_api;
+    let mut out = Vec::new();
+    for (source, provider, field) in [(&chosen.core, &api.core, "core"), (&chosen.azure, &api.azure, "azure")] {
+        let (Source::Xcsp, Some(p)) = (source, provider) else { continue };
+        let image = match (&p.image, &p.read) {
+            (Some(i), _) => i.value.clone(),
+            (None, Some(read)) => read.image.clone(),
+            (None, None) => continue,
+        };
+        let (repo, by_digest) = image_repository(&image);
+        let (kind, other) = if by_digest {
+            ("ImageDigestMirrorSet", "ImageTagMirrorSet")
+        } else {
+            ("ImageTagMirrorSet", "ImageDigestMirrorSet")
+        };
+        let covering: Vec<&xcsp_kube::survey::Mirror> =
+            mirrors.iter().filter(|m| !m.mirrors.is_empty() && covers(&m.source, repo)).collect();
+        if covering.iter().any(|m| m.object.starts_with(&format!("{kind}/"))) {
+            continue;
+        }
+        let host = repo.split('/').next().unwrap_or(repo);
+        let objects = |ms: &[&xcsp_kube::survey::Mirror]| {
+            ms.iter().map(|m| m.object.as_str()).collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(", ")
+        };
+        let (message, help) = if covering.is_empty() {
+            (
+                format!(
+                    "xcsp's {field} provider runs image {image}, and none of the cluster's mirror sets ({}) is for {repo}: its nodes would pull it from {host}, which a cluster that pulls through mirrors may not reach",
+                    objects(&mirrors.iter().collect::<Vec<_>>())
+                ),
+                format!(
+                    "mirror the image (`oc image mirror {image} <mirror>/<repository>`) and add an {kind} for {repo}, or set `{field}_image` in `cluster_api` to the mirrored reference"
+                ),
+            )
+        } else {
+            let how = if by_digest { "by digest" } else { "by tag" };
+            (
+                format!(
+                    "xcsp's {field} provider runs image {image}, pulled {how}, and the cluster mirrors {repo} only in {} ({}), which applies to pulls {}: its nodes would pull it from {host}",
+                    other,
+                    objects(&covering),
+                    if by_digest { "by tag" } else { "by digest" }
+                ),
+                if by_digest {
+                    format!("add an ImageDigestMirrorSet for {repo}")
+                } else {
+                    format!(
+                        "name the image by its digest (`{repo}@sha256:...`) as `{field}_image` in `cluster_api`, or add an ImageTagMirrorSet for {repo}"
+                    )
+                },
+            )
+        };
+        let span = p.image.as_ref().map_or(&p.components.span, |i| &i.span);
+        out.push(
+            Problem::warning("xcsp::cluster_api::image_mirror", message)
+                .label(span, "the manager's image")
+                .with_help(help),
+        );
     }
     out
 }
@@ -1303,5 +1388,90 @@ mod tests {
         let found = check(&model, &s);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].help.as_deref().unwrap_or_default().contains("public OIDC endpoint"), "{:?}", found[0].help);
+    }
+
+    /// The IL5 model with xcsp's CAPZ from a release's components, running `image` unless the
+    /// spec overrides it with `over`.
+    fn with_xcsp_capz(image: &str, over: Option<&str>) -> Model {
+        let mut model = il5();
+        let span = model.cluster.infrastructure_name.span.clone();
+        model.cluster.cluster_api.azure = Some(xcsp_plans::spec::ProviderSource {
+            components: xcsp_plans::spec::Sp::new("capz/infrastructure-components.yaml".into(), span.clone()),
+            image: over.map(|o| xcsp_plans::spec::Sp::new(o.to_string(), span.clone())),
+            read: Some(xcsp_plans::components::Components {
+                path: "capz/infrastructure-components.yaml".into(),
+                digest: "0".repeat(64),
+                provider: "infrastructure-azure".into(),
+                image: image.into(),
+                version: xcsp_plans::components::image_version(image),
+                crds: vec!["azuremachines.infrastructure.cluster.x-k8s.io".into()],
+            }),
+        });
+        model
+    }
+
+    fn tag_mirror(source: &str, mirrors: &[&str]) -> xcsp_kube::survey::Mirror {
+        xcsp_kube::survey::Mirror { object: "ImageTagMirrorSet/providers".into(), ..mirror(source, mirrors, false) }
+    }
+
+    fn image_mirror_messages(model: &Model, s: &Survey) -> Vec<String> {
+        check(model, s).into_iter().filter(|p| p.code == "xcsp::cluster_api::image_mirror").map(|p| p.message).collect()
+    }
+
+    /// A mirrored cluster's nodes pull xcsp's manager images through a mirror set of the kind
+    /// the reference needs (by tag: ImageTagMirrorSet; by digest: ImageDigestMirrorSet), or the
+    /// image is named before its pod is left pulling.
+    #[test]
+    fn a_manager_image_no_mirror_set_applies_to_is_named_on_a_mirrored_cluster() {
+        let capz = "registry.k8s.io/cluster-api-azure/cluster-api-azure-controller:v1.26.0";
+        let model = with_xcsp_capz(capz, None);
+        let mut s = survey(&[], &[]);
+        s.capz = None;
+        assert_eq!(providers(&model, &s).azure, Source::Xcsp);
+        // No mirror set: the cluster pulls from the source.
+        assert!(image_mirror_messages(&model, &s).is_empty());
+        // Only the release mirrored.
+        s.mirrors = vec![mirror("quay.io/openshift-release-dev", &["mirror.example.mil/ocp"], true)];
+        let said = image_mirror_messages(&model, &s);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].contains(capz)
+                && said[0].contains("registry.k8s.io/cluster-api-azure/cluster-api-azure-controller")
+                && said[0].contains("ImageDigestMirrorSet/release"),
+            "{}",
+            said[0]
+        );
+        // Its registry mirrored by digest only: a pull by tag does not use it.
+        s.mirrors.push(mirror("registry.k8s.io", &["mirror.example.mil/k8s"], false));
+        let said = image_mirror_messages(&model, &s);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("pulled by tag") && said[0].contains("only in ImageDigestMirrorSet"), "{}", said[0]);
+        // Named by digest, the same mirror serves it.
+        let digest =
+            "registry.k8s.io/cluster-api-azure/cluster-api-azure-controller@sha256:".to_string() + &"a".repeat(64);
+        let by_digest = with_xcsp_capz(capz, Some(&digest));
+        assert!(image_mirror_messages(&by_digest, &s).is_empty());
+        // By tag, with a tag mirror set for its repository.
+        s.mirrors.push(tag_mirror("registry.k8s.io/cluster-api-azure", &["mirror.example.mil/capz"]));
+        assert!(image_mirror_messages(&model, &s).is_empty());
+        // The cluster's own CAPZ runs what the cluster chose: nothing of xcsp's to check.
+        s.mirrors.truncate(1);
+        let mut theirs = survey(&["v1beta1"], &["v1beta1"]);
+        theirs.mirrors = s.mirrors.clone();
+        theirs.capi_crds = vec![xcsp_kube::survey::CrdOwner {
+            name: "azuremachines.infrastructure.cluster.x-k8s.io".into(),
+            owner: "OpenShift".into(),
+            versions: vec!["v1beta1".into()],
+            xcsp_stack: None,
+        }];
+        assert_ne!(providers(&model, &theirs).azure, Source::Xcsp);
+        assert!(image_mirror_messages(&model, &theirs).is_empty());
+    }
+
+    #[test]
+    fn an_image_reference_is_split_at_its_tag_or_digest_not_at_a_registry_port() {
+        assert_eq!(image_repository("registry.example:5000/ns/capz:v1"), ("registry.example:5000/ns/capz", false));
+        assert_eq!(image_repository("registry.example:5000/ns/capz"), ("registry.example:5000/ns/capz", false));
+        assert_eq!(image_repository("quay.io/a/b@sha256:00"), ("quay.io/a/b", true));
     }
 }

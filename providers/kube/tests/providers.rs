@@ -202,6 +202,41 @@ async fn on_a_default_cluster_xcsp_installs_runs_and_removes_the_providers() {
     );
     let stored = v1beta2.get("probe").await.unwrap();
     assert_eq!(stored.data["spec"]["infrastructureRef"]["name"], "probe");
+    // A version change is an update in place: the manager's Deployment rolls to the new image
+    // (the world runs the same binary for any tag of CAPZ's repository) and is available again,
+    // while the CRDs and the pool's objects stay the same objects.
+    let crd_uid = |crds: Vec<DynamicObject>| {
+        crds.into_iter()
+            .find(|c| c.metadata.name.as_deref() == Some("azuremachines.infrastructure.cluster.x-k8s.io"))
+            .and_then(|c| c.metadata.uid)
+    };
+    let crd_api: kube::Api<DynamicObject> = kube::Api::all_with(
+        client.clone(),
+        &resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions"),
+    );
+    let crd_before = crd_uid(crd_api.list(&Default::default()).await.unwrap().items).expect("CAPZ's CRD");
+    let probe_before = v1beta2.get("probe").await.unwrap().metadata.uid;
+    let (at, azure_node) = providers.iter().enumerate().find(|(_, n)| n.address.name == "azure").unwrap();
+    let newer = "registry.k8s.io/cluster-api-azure/cluster-api-azure-controller:v1.26.1";
+    let mut attrs = azure_node.filled(|_, _| None);
+    attrs.insert("image".into(), xcsp_core::Value::string(newer));
+    attrs.insert("version".into(), xcsp_core::Value::string("v1.26.1"));
+    let req = Request { stack: &stack, address: &azure_node.address, id: Some(&ids[at]), attributes: &attrs };
+    let o = kube.write(req, &progress).await.unwrap_or_else(|e| panic!("update the azure provider: {e}"));
+    assert_eq!(o.id, ids[at], "the same Deployment, updated");
+    assert_eq!(o.attributes["available"], xcsp_core::Value::Bool(true));
+    assert_eq!(o.attributes["version"].as_str(), Some("v1.26.1"));
+    let capz: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+        client.clone(),
+        "xcsp-capz-system",
+        &resource("apps", "v1", "Deployment", "deployments"),
+    );
+    let d = capz.get("capz-controller-manager").await.unwrap();
+    let images: Vec<&serde_json::Value> =
+        d.data["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter().map(|c| &c["image"]).collect();
+    assert_eq!(images, [newer]);
+    assert_eq!(crd_uid(crd_api.list(&Default::default()).await.unwrap().items), Some(crd_before));
+    assert_eq!(v1beta2.get("probe").await.unwrap().metadata.uid, probe_before, "the pool's objects are untouched");
     clusters.delete("probe", &Default::default()).await.unwrap();
     // CAPI's manager removes its finalizer on the delete's event, at the latest on its resync.
     let letting_go = bounds::Timing::new(xcsp_sim::cluster::Timing::default().to_json()).capi_reconciles();

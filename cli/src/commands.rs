@@ -18,6 +18,7 @@ use xcsp_stack::{Always, Approver, Never, Stack, StackError, cost, health, prefl
 
 use crate::progress::{self, Mode};
 use crate::report::{self, CliError};
+use crate::views;
 
 /// The terminal as approver: shows each plan (not with `--json`), asks for "yes" unless
 /// `--auto-approve`, and starts the progress view once a plan is approved.
@@ -64,7 +65,7 @@ impl Terminal {
 impl Approver for Terminal {
     fn review(&self, p: &Plan, cost: &cost::Estimate) {
         if self.mode != Mode::Json {
-            print!("{}{}", plan::render(p), cost::render(cost));
+            print!("{}{}", plan::render(p), views::cost::render(cost));
         }
     }
 
@@ -190,7 +191,7 @@ pub async fn plan(s: &Stack, opts: PlanOptions) -> miette::Result<ExitCode> {
         shown["cost"] = serde_json::to_value(&planned.cost).expect("estimates serialize");
         println!("{}", serde_json::to_string_pretty(&shown).expect("plans serialize"));
     } else {
-        print!("{}{}", plan::render(p), cost::render(&planned.cost));
+        print!("{}{}", plan::render(p), views::cost::render(&planned.cost));
     }
     Ok(if opts.detailed_exitcode && p.has_changes() { ExitCode::from(2) } else { ExitCode::SUCCESS })
 }
@@ -241,7 +242,7 @@ pub async fn status(s: &Stack, json: bool) -> miette::Result<ExitCode> {
     if json {
         println!("{}", serde_json::to_string_pretty(&health::to_json(health)).expect("status serializes"));
     } else {
-        print!("{}", health::render(health));
+        print!("{}", views::health::render(health));
         print!("{}", plan::render_outputs(&status.outputs));
     }
     // 2 when a tunnel is down or a machine of the pool is not a Ready node.

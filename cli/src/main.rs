@@ -6,6 +6,7 @@ mod commands;
 mod progress;
 mod report;
 mod state_cmd;
+mod views;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -484,7 +485,7 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
             })?;
             let mut bars = timeline::bars(&text).map_err(xcsp_stack::StackError::Events)?;
             timeline::mark_critical(&mut bars, &l.graph);
-            print!("{}", timeline::svg(&bars));
+            print!("{}", views::timeline::svg(&bars));
             Ok(ExitCode::SUCCESS)
         }
         Command::Watch { spec, state, run: args, interval } => {

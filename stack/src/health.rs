@@ -726,76 +726,6 @@ pub fn to_json(h: &Health) -> serde_json::Value {
     shown
 }
 
-/// The table `xcsp status` prints.
-pub fn render(h: &Health) -> String {
-    let mut out = String::new();
-    if h.tunnels.is_empty() {
-        out += "No tunnels: the stack has no VPN connections yet.\n";
-    } else {
-        out += &format!(
-            "{:<36} {:<16} {:<6} {:<7} {:<50} {:<13} {}\n",
-            "TUNNEL", "AWS OUTSIDE IP", "AWS", "ROUTES", "AZURE CONNECTION", "AZURE", "IN/OUT BYTES"
-        );
-        for t in &h.tunnels {
-            let routes = t.aws_accepted_routes.map_or("-".into(), |r| r.to_string());
-            let bytes = match (t.azure_ingress_bytes, t.azure_egress_bytes) {
-                (Some(i), Some(e)) => format!("{i}/{e}"),
-                _ => "-".into(),
-            };
-            out += &format!(
-                "{:<36} {:<16} {:<6} {:<7} {:<50} {:<13} {}\n",
-                t.tunnel,
-                t.outside_ip,
-                t.aws_status,
-                routes,
-                t.azure_connection.as_ref().map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
-                t.azure_status,
-                bytes
-            );
-            if t.aws_status != "UP" && t.aws_detail != "-" {
-                out += &format!("    {}\n", t.aws_detail);
-            }
-            if let Some(since) = &t.aws_since {
-                out += &format!("    AWS side {} since {since}\n", t.aws_status);
-            }
-        }
-    }
-    if h.machines.len() < h.machines_wanted {
-        out += &format!("\nThe MachineSets ask for {} machines; {} are seen.\n", h.machines_wanted, h.machines.len());
-    }
-    if !h.machines.is_empty() {
-        out += &format!("\n{:<44} {:<13} {:<30} READY\n", "MACHINE", "PHASE", "NODE");
-        for m in &h.machines {
-            let (node, ready) = match &m.node {
-                Some(n) => (
-                    n.name.clone(),
-                    format!("{}{}", n.ready, n.since.as_ref().map(|s| format!(" since {s}")).unwrap_or_default()),
-                ),
-                None => ("-".into(), "-".into()),
-            };
-            out += &format!("{:<44} {:<13} {:<30} {ready}\n", format!("{}/{}", m.namespace, m.name), m.phase, node);
-            if let Some(why) = cause(h, m) {
-                out += &format!("    {why}\n");
-            }
-        }
-    }
-    for (what, list) in [
-        ("link", &h.links),
-        ("identity", &h.identities),
-        ("pool", &h.pools),
-        ("cluster", &h.cluster),
-        ("provider", &h.providers),
-    ] {
-        for l in list {
-            for c in &l.conditions {
-                out += &format!("{what} {}: {}={} ({}): {}\n", l.name, c.kind, c.status, c.reason, c.message);
-            }
-        }
-    }
-    out += &format!("\n{} of {} tunnels up on both sides.\n", h.up, h.expected);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -910,7 +840,6 @@ mod tests {
         let c = &h.links[0].conditions[0];
         assert_eq!((c.status, c.reason.as_str()), ("False", "TunnelsDown"));
         assert!(c.message.contains("aws_vpn_connection.link[1] tunnel 2"), "{}", c.message);
-        assert!(render(&h).contains("3 of 4 tunnels up on both sides."));
     }
 
     #[test]
@@ -944,9 +873,25 @@ mod tests {
             ],
         );
         let h = health(&model(), &state);
-        let shown = render(&h);
-        assert!(shown.contains("provider core: ManagerAvailable=True (MinimumReplicasAvailable): Deployment xcsp-capi-system/capi-controller-manager is available (v1.13.6)"), "{shown}");
-        assert!(shown.contains("provider azure: ManagerAvailable=False (ManagerUnavailable): Deployment xcsp-capz-system/capz-controller-manager is not available: pods"), "{shown}");
-        assert!(shown.contains("security context constraint"), "{shown}");
+        let said = |name: &str| {
+            let c = &h.providers.iter().find(|p| p.name == name).expect("the provider").conditions[0];
+            (c.kind, c.status, c.reason.clone(), c.message.clone())
+        };
+        assert_eq!(
+            said("core"),
+            (
+                "ManagerAvailable",
+                "True",
+                "MinimumReplicasAvailable".into(),
+                "Deployment xcsp-capi-system/capi-controller-manager is available (v1.13.6)".into()
+            )
+        );
+        let (kind, status, reason, message) = said("azure");
+        assert_eq!((kind, status, reason.as_str()), ("ManagerAvailable", "False", "ManagerUnavailable"));
+        assert!(
+            message.starts_with("Deployment xcsp-capz-system/capz-controller-manager is not available: pods"),
+            "{message}"
+        );
+        assert!(message.contains("security context constraint"), "{message}");
     }
 }

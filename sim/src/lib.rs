@@ -13,6 +13,7 @@ pub mod front;
 pub mod kube;
 pub mod ports;
 pub mod proxy;
+pub mod release;
 pub mod server;
 pub mod world;
 

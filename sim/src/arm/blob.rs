@@ -76,7 +76,7 @@ impl Blobs {
 /// The RHCOS VHD the release publishes at `url`, with its size: the world's release's build, for
 /// each architecture, at `rhcos.blob.core.windows.net/imagebucket` as the CoreOS stream names it.
 pub fn published_vhd(url: &str) -> Option<u64> {
-    let build = crate::kube::mco::RHCOS_BUILD;
+    let build = crate::release::RHCOS_BUILD;
     ["x86_64", "aarch64"]
         .iter()
         .any(|arch| url == format!("https://rhcos.blob.core.windows.net/imagebucket/rhcos-{build}-azure.{arch}.vhd"))

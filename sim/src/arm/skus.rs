@@ -300,8 +300,8 @@ pub const IMAGES: &[(&str, &str, &str, &str)] = &[
     ("azureopenshift", "aro4", "419-v2", "419.96.202505150000-0"),
     ("azureopenshift", "aro4", "aro_420", "420.96.202508120000-0"),
     ("azureopenshift", "aro4", "420-v2", "420.96.202508120000-0"),
-    ("azureopenshift", "aro4", "aro_422", crate::kube::mco::RHCOS_BUILD),
-    ("azureopenshift", "aro4", "422-v2", crate::kube::mco::RHCOS_BUILD),
+    ("azureopenshift", "aro4", "aro_422", crate::release::RHCOS_BUILD),
+    ("azureopenshift", "aro4", "422-v2", crate::release::RHCOS_BUILD),
 ];
 
 /// The versions of a Marketplace image SKU (empty: no such image).
@@ -396,6 +396,6 @@ mod tests {
         let image = Some(("azureopenshift", "aro4", "417-v2", "latest"));
         let refused = create_refusal(&config, &store, "usgovvirginia", Some("1"), "Standard_ND96asr_v4", image, "s");
         assert_eq!(refused.unwrap().0, "PlatformImageNotFound");
-        assert_eq!(image_versions("AzureOpenShift", "aro4", "422-v2"), [crate::kube::mco::RHCOS_BUILD]);
+        assert_eq!(image_versions("AzureOpenShift", "aro4", "422-v2"), [crate::release::RHCOS_BUILD]);
     }
 }

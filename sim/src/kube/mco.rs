@@ -92,9 +92,7 @@ fn worker_templates(o: &OpenShift) -> Vec<(&'static str, Value)> {
 
 /// Where the machine-config operator runs.
 pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
-/// The OpenShift release the world's cluster runs, and the RHCOS build of its boot images.
-pub const RELEASE: &str = "4.22.3";
-pub const RHCOS_BUILD: &str = "422.94.202511041021-0";
+pub use crate::release::{RELEASE, RHCOS_BUILD};
 
 /// ConfigMap `coreos-bootimages` (machine-config-operator `pkg/operator/bootimages.go`: keys
 /// `releaseVersion` and `stream`, the CoreOS stream metadata of the release) with the Azure

@@ -28,7 +28,7 @@ use azure_core::{HttpClient, Method, Request, Url};
 use azure_identity::{AzureCliCredential, ClientSecretCredential};
 use time::OffsetDateTime;
 
-use crate::config::Cloud;
+use crate::cloud::Cloud;
 
 /// A secret string: shown nowhere, neither by `Debug` nor by `Display`.
 #[derive(Clone, PartialEq, Eq)]

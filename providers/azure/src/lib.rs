@@ -22,6 +22,7 @@
 
 pub mod arm;
 pub mod capacity;
+mod cloud;
 mod config;
 pub mod credential;
 pub mod identify;
@@ -40,7 +41,8 @@ use azure_core::{ClientOptions, RetryOptions, TransportOptions, Url};
 use xcsp_core::provider::{BoxFuture, Observed, Progress, Provider, ProviderError, Request};
 use xcsp_core::{Address, ProviderKind, ResourceType as T};
 
-pub use config::{AzureConfig, Backoff, Cloud, Timeouts};
+pub use cloud::Cloud;
+pub use config::{AzureConfig, Backoff, Timeouts};
 pub use credential::{CredentialSource, SecretString};
 
 use transport::{Budget, Seal, Transport};

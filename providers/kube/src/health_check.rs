@@ -51,13 +51,13 @@ fn stamp(t: time::OffsetDateTime) -> String {
 
 /// Holds or releases the health checks `checks` (namespace, name) as `link` says.
 pub async fn hold(
-    config: &crate::provider::KubeConfig,
+    config: &crate::connect::KubeConfig,
     checks: &[(String, String)],
     link: Link,
 ) -> Result<Vec<Change>, String> {
-    let client = crate::provider::client(config).await?;
-    let version = crate::provider::capi_version(&client).await;
-    let resource = crate::provider::resource(ResourceType::K8sMachineHealthCheck, version)
+    let client = crate::connect::client(config).await?;
+    let version = crate::connect::capi_version(&client).await;
+    let resource = crate::connect::resource(ResourceType::K8sMachineHealthCheck, version)
         .ok_or("no MachineHealthCheck resource")?;
     let mut out = Vec::new();
     for (ns, name) in checks {

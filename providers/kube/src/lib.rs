@@ -9,6 +9,7 @@
 //! or GitOps; [`KubeProvider`] applies them to the cluster with server-side apply.
 
 pub mod components;
+mod connect;
 pub mod control_plane;
 pub mod health_check;
 mod kubeconfig;
@@ -38,7 +39,8 @@ pub fn why(e: &(dyn std::error::Error + 'static)) -> String {
     }
 }
 
-pub use provider::{FIELD_MANAGER, KubeConfig, KubeProvider, MANAGED_BY, checked_client, resource};
+pub use connect::{KubeConfig, checked_client, resource};
+pub use provider::{FIELD_MANAGER, KubeProvider, MANAGED_BY};
 pub use survey::{Survey, survey};
 
 use base64::Engine;

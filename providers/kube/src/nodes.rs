@@ -50,10 +50,10 @@ async fn pool_machines(
     client: &kube::Client,
     machine_sets: &[(String, String)],
 ) -> Result<Vec<(String, Vec<Value>)>, String> {
-    let version = crate::provider::capi_version(client).await;
+    let version = crate::connect::capi_version(client).await;
     let mut out = Vec::new();
     for (ns, set) in machine_sets {
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &crate::provider::machines(version));
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &crate::connect::machines(version));
         let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={set}"));
         let list = api.list(&selector).await.map_err(|e| format!("cannot list the Machines of {ns}/{set}: {e}"))?;
         for m in &list.items {
@@ -107,10 +107,10 @@ pub struct Initialized {
 
 /// [`initialize`] with a client for the cluster `config` names.
 pub async fn initialize_in(
-    config: &crate::provider::KubeConfig,
+    config: &crate::connect::KubeConfig,
     machine_sets: &[(String, String)],
 ) -> Result<Initialized, String> {
-    initialize(&crate::provider::client(config).await?, machine_sets).await
+    initialize(&crate::connect::client(config).await?, machine_sets).await
 }
 
 /// Initializes the Nodes of the pool's Machines: in one write, removes [`UNINITIALIZED`] and

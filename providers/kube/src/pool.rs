@@ -7,7 +7,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::provider::KubeConfig;
+use crate::connect::KubeConfig;
 use crate::survey::resource;
 
 /// One Machine and its Node, if one registered.
@@ -107,10 +107,10 @@ pub async fn machines(
     machine_sets: &[(String, String)],
     pool_labels: &[String],
 ) -> Result<(Vec<Machine>, Vec<Leftover>), String> {
-    let client = crate::provider::client(config).await?;
+    let client = crate::connect::client(config).await?;
     let nodes: Api<DynamicObject> = Api::all_with(client.clone(), &resource("", "v1", "Node", "nodes"));
     let nodes = nodes.list(&ListParams::default()).await.map_err(|e| format!("cannot list the Nodes: {e}"))?.items;
-    let version = crate::provider::capi_version(&client).await;
+    let version = crate::connect::capi_version(&client).await;
     // Kubelets' client certificate requests, newest last (none readable: none shown).
     let csrs: Api<DynamicObject> = Api::all_with(
         client.clone(),
@@ -127,7 +127,7 @@ pub async fn machines(
     csrs.sort_by_key(|c| c.metadata.creation_timestamp.as_ref().map(|t| t.0));
     let mut out = Vec::new();
     for (ns, set) in machine_sets {
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &crate::provider::machines(version));
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &crate::connect::machines(version));
         let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={set}"));
         let list = api.list(&selector).await.map_err(|e| format!("cannot list the Machines of {ns}/{set}: {e}"))?;
         for m in list.items {
@@ -259,7 +259,7 @@ pub struct EbsCsi {
 /// The EBS CSI driver against the Nodes `pool_nodes`; `None` where its DaemonSet does not run.
 pub async fn ebs_csi(config: &KubeConfig, pool_nodes: &[String]) -> Result<Option<EbsCsi>, String> {
     use crate::survey::{EBS_CSI_NAMESPACE, EBS_CSI_NODE};
-    let client = crate::provider::client(config).await?;
+    let client = crate::connect::client(config).await?;
     let sets: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), EBS_CSI_NAMESPACE, &resource("apps", "v1", "DaemonSet", "daemonsets"));
     let Some(ds) =
@@ -317,7 +317,7 @@ pub async fn outage_exposed(
     if pool_nodes.is_empty() {
         return Ok(vec![]);
     }
-    let client = crate::provider::client(config).await?;
+    let client = crate::connect::client(config).await?;
     let api: Api<DynamicObject> = Api::all_with(client, &resource("", "v1", "Pod", "pods"));
     let mut out = Vec::new();
     // The pool's Nodes' Pods only, by the API server's `spec.nodeName` field selector: status and

@@ -64,7 +64,7 @@ impl KubeBackend {
         stack: &str,
         codec: Codec,
     ) -> Result<KubeBackend, StateError> {
-        let client = crate::provider::client(config).await.map_err(|message| StateError::Remote {
+        let client = crate::connect::client(config).await.map_err(|message| StateError::Remote {
             what: "reaching the cluster",
             location: format!("kubernetes://{namespace}"),
             message,

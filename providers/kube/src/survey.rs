@@ -34,7 +34,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::provider::KubeConfig;
+use crate::connect::KubeConfig;
 
 /// The namespace OpenShift runs Cluster API and its providers in.
 pub const OPENSHIFT_CAPI_NAMESPACE: &str = "openshift-cluster-api";
@@ -387,7 +387,7 @@ fn str_at(v: &Json, path: &[&str]) -> String {
 
 /// Reads the cluster `config` names. The error says what could not be read.
 pub async fn survey(config: &KubeConfig) -> Result<Survey, String> {
-    let client = crate::provider::client(config).await?;
+    let client = crate::connect::client(config).await?;
     let infra_api: Api<DynamicObject> =
         Api::all_with(client.clone(), &resource("config.openshift.io", "v1", "Infrastructure", "infrastructures"));
     let openshift = absent(infra_api.get("cluster").await)
@@ -612,7 +612,7 @@ pub(crate) fn read_worker_configs(list: &[DynamicObject]) -> WorkerConfigs {
 /// (`GET /openid/v1/jwks`, kubernetes `pkg/serviceaccount/openidmetadata.go`), which the issuer's
 /// public `jwks_uri` must carry for Entra to verify a token.
 pub async fn signing_keys(config: &KubeConfig) -> Result<Vec<String>, String> {
-    let client = crate::provider::client(config).await?;
+    let client = crate::connect::client(config).await?;
     signing_keys_of(&client).await
 }
 

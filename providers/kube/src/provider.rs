@@ -10,14 +10,14 @@
 //! - A MachineSet is scaled to zero and its Machines are waited for before it is deleted, so the
 //!   network they use outlives them (destroy deletes the Kubernetes objects first).
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use xcsp_core::provider::{Attributes, BoxFuture, Observed, Progress, Provider, ProviderError, Request};
 use xcsp_core::{ADDRESS_TAG, Address, ProviderKind, ResourceType as T, STACK_TAG, Value};
+
+use crate::connect::{KubeConfig, capi_version, client, machines, resource};
 
 /// The field manager xcsp applies as.
 pub const FIELD_MANAGER: &str = "xcsp";
@@ -28,49 +28,25 @@ const CONTROL_PLANE_INITIALIZED: &str = "ControlPlaneInitialized";
 /// The annotation that marks infrastructure its provider leaves alone (CAPI `ManagedByAnnotation`).
 pub const MANAGED_BY: &str = "cluster.x-k8s.io/managed-by";
 
-/// The kind of a `k8s_*` resource type, as the API serves it; `cluster.x-k8s.io` kinds in
-/// `capi_version`.
-pub fn resource(rtype: T, capi_version: &str) -> Option<ApiResource> {
-    let (group, version, kind, plural) = match rtype {
-        T::K8sNamespace => ("", "v1", "Namespace", "namespaces"),
-        T::K8sServiceAccount => ("", "v1", "ServiceAccount", "serviceaccounts"),
-        T::K8sServiceAccountToken | T::K8sKubeconfigSecret | T::K8sUserDataSecret => ("", "v1", "Secret", "secrets"),
-        T::K8sClusterRole => ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles"),
-        T::K8sClusterRoleBinding => ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings"),
-        T::K8sMachineConfig => ("machineconfiguration.openshift.io", "v1", "MachineConfig", "machineconfigs"),
-        T::K8sRuntimeClass => ("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses"),
-        T::K8sMachineConfigPool => {
-            ("machineconfiguration.openshift.io", "v1", "MachineConfigPool", "machineconfigpools")
-        }
-        T::K8sAzureClusterIdentity => (
-            "infrastructure.cluster.x-k8s.io",
-            crate::RENDERED_VERSION,
-            "AzureClusterIdentity",
-            "azureclusteridentities",
-        ),
-        T::K8sAzureCluster => {
-            ("infrastructure.cluster.x-k8s.io", crate::RENDERED_VERSION, "AzureCluster", "azureclusters")
-        }
-        T::K8sAzureMachineTemplate => (
-            "infrastructure.cluster.x-k8s.io",
-            crate::RENDERED_VERSION,
-            "AzureMachineTemplate",
-            "azuremachinetemplates",
-        ),
-        T::K8sCluster => ("cluster.x-k8s.io", capi_version, "Cluster", "clusters"),
-        T::K8sMachineSet => ("cluster.x-k8s.io", capi_version, "MachineSet", "machinesets"),
-        T::K8sMachineHealthCheck => ("cluster.x-k8s.io", capi_version, "MachineHealthCheck", "machinehealthchecks"),
-        _ => return None,
-    };
-    Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural))
-}
-
 /// A call whose object is already gone (a delete, a scale of what went) as done.
 fn absent_is_fine<T>(r: Result<T, ProviderError>) -> Result<(), ProviderError> {
     match r {
         Ok(_) | Err(ProviderError::NotFound { .. }) => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// The annotation xcsp writes on a CRD whose cleanup failed, to have it tried again at once
+/// ([`KubeProvider::until_crd_gone`]).
+const CLEANUP_NUDGED: &str = "xcsp.io/cleanup-requeued";
+
+/// Whether a deleted CRD's cleanup of its objects failed and waits out the finalizer's back-off:
+/// condition `Terminating` with reason `InstanceDeletionFailed` (apiextensions-apiserver
+/// `crd_finalizer.go` `deleteInstances`).
+fn crd_cleanup_failed(crd: &serde_json::Value) -> bool {
+    crd["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter().any(|c| c["type"] == "Terminating" && c["status"] == "True" && c["reason"] == "InstanceDeletionFailed")
+    })
 }
 
 /// Now, in whole seconds, as a condition's `lastTransitionTime`.
@@ -112,59 +88,6 @@ fn secret_bytes(secret: &DynamicObject, key: &str) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD.decode(secret.data["data"][key].as_str()?).ok()
 }
 
-/// CAPI's Machines, in `capi_version`.
-pub(crate) fn machines(capi_version: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cluster.x-k8s.io", capi_version, "Machine"), "machines")
-}
-
-/// The version of `cluster.x-k8s.io` xcsp writes and reads the pool's objects in: the first of
-/// those the cluster serves, in its order of preference, that xcsp can write
-/// ([`crate::CAPI_VERSIONS`]); [`crate::RENDERED_VERSION`] when the cluster serves none of them
-/// or cannot be asked (the write then fails with the cluster's own answer). CAPI 1.13 serves
-/// `v1beta2` and `v1beta1` and prefers `v1beta2` (its CRDs: `v1beta2` is the storage version).
-pub async fn capi_version(client: &kube::Client) -> &'static str {
-    let Ok(groups) = client.list_api_groups().await else { return crate::RENDERED_VERSION };
-    let Some(group) = groups.groups.iter().find(|g| g.name == "cluster.x-k8s.io") else {
-        return crate::RENDERED_VERSION;
-    };
-    let preferred = group.preferred_version.as_ref().map(|v| v.version.as_str());
-    let mut served: Vec<&str> = group.versions.iter().map(|v| v.version.as_str()).collect();
-    served.sort_by_key(|v| Some(*v) != preferred);
-    served
-        .into_iter()
-        .find_map(|v| crate::CAPI_VERSIONS.iter().copied().find(|k| *k == v))
-        .unwrap_or(crate::RENDERED_VERSION)
-}
-
-/// Where the cluster is and how long to wait for it.
-#[derive(Debug, Clone)]
-pub struct KubeConfig {
-    /// The kubeconfig file; its current context unless `context` names another.
-    pub kubeconfig: std::path::PathBuf,
-    pub context: Option<String>,
-    /// How long deleting a MachineSet may wait for its machines (VMs take minutes to go), and
-    /// writing one for their Nodes.
-    pub machine_timeout: Duration,
-    /// Whether a MachineSet's write waits for its `readyReplicas` to reach its replicas.
-    pub wait_for_nodes: bool,
-    /// Any other operation, retries included.
-    pub timeout: Duration,
-    pub poll_interval: Duration,
-}
-
-impl KubeConfig {
-    pub fn new(kubeconfig: &Path) -> KubeConfig {
-        KubeConfig {
-            kubeconfig: kubeconfig.to_path_buf(),
-            context: None,
-            machine_timeout: Duration::from_secs(30 * 60),
-            wait_for_nodes: false,
-            timeout: Duration::from_secs(5 * 60),
-            poll_interval: Duration::from_secs(5),
-        }
-    }
-}
-
 pub struct KubeProvider {
     client: kube::Client,
     config: KubeConfig,
@@ -177,25 +100,6 @@ impl std::fmt::Debug for KubeProvider {
         // The kubeconfig's credentials stay out of every output.
         f.debug_struct("KubeProvider").field("kubeconfig", &self.config.kubeconfig).finish_non_exhaustive()
     }
-}
-
-/// A client for the cluster and context `config` names; the errors name the file, never a credential.
-pub(crate) async fn client(config: &KubeConfig) -> Result<kube::Client, String> {
-    let kc = Kubeconfig::read_from(&config.kubeconfig)
-        .map_err(|e| format!("cannot read the kubeconfig {}: {e}", config.kubeconfig.display()))?;
-    let options = KubeConfigOptions { context: config.context.clone(), ..Default::default() };
-    let client_config = kube::Config::from_custom_kubeconfig(kc, &options)
-        .await
-        .map_err(|e| format!("the kubeconfig {} is not usable: {e}", config.kubeconfig.display()))?;
-    checked_client(client_config)
-}
-
-/// The client for `config`. kube builds its TLS from the process-wide provider, so that is
-/// installed first and checked ([`xcsp_crypto::install`]: the module's, FIPS in the FIPS build);
-/// `crypto/tests/tls.rs` asserts `fips()` on the configuration kube makes from it.
-pub fn checked_client(config: kube::Config) -> Result<kube::Client, String> {
-    xcsp_crypto::install().map_err(|e| e.to_string())?;
-    kube::Client::try_from(config).map_err(|e| format!("no Kubernetes client: {e}"))
 }
 
 fn failed(address: &Address, code: &str, message: impl Into<String>) -> ProviderError {
@@ -722,7 +626,7 @@ impl KubeProvider {
             absent_is_fine(self.retry(a, || crds.delete(cp::CRD, &params)).await)?;
             // The API server removes a CRD once its objects are gone (its `CustomResourceCleanup`
             // finalizer): the destroy ends when it has.
-            self.until_crd(a, cp::CRD, "delete", |found| found.is_none()).await?;
+            self.until_crd_gone(a, cp::CRD).await?;
         }
         Ok(())
     }
@@ -744,6 +648,37 @@ impl KubeProvider {
             }
             if Instant::now() > deadline {
                 return Err(ProviderError::Timeout { address: a.to_string(), operation, timeout: self.config.timeout });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits for deleted CRD `name` to go, within the provider's timeout. The API server's CRD
+    /// finalizer retries a failed cleanup of the CRD's objects with its work queue's per-item
+    /// back-off (apiextensions-apiserver `pkg/controller/finalizer/crd_finalizer.go`,
+    /// `AddRateLimited`; client-go's default: 5 ms doubling to 1,000 s), so a failure of a moment
+    /// (`could not list instances: storage is (re)initializing`, the watch cache of a CRD nothing
+    /// had listed yet) can keep the CRD `Terminating` for minutes. Any change to the CRD other
+    /// than that condition queues it again at once (`updateCustomResourceDefinition`): while the
+    /// CRD says `InstanceDeletionFailed`, an annotation is written to it, every 2 s at most.
+    async fn until_crd_gone(&self, a: &Address, name: &str) -> Result<(), ProviderError> {
+        let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
+        let deadline = Instant::now() + self.config.timeout;
+        let mut nudged: Option<Instant> = None;
+        loop {
+            let Some(crd) = self.retry(a, || crds.get_opt(name)).await? else { return Ok(()) };
+            if crd_cleanup_failed(&crd.data) && nudged.is_none_or(|t| t.elapsed() >= Duration::from_secs(2)) {
+                let patch = Patch::Merge(json!({"metadata": {"annotations": {CLEANUP_NUDGED: now_rfc3339()}}}));
+                let params = PatchParams::default();
+                absent_is_fine(self.retry(a, || crds.patch(name, &params, &patch)).await)?;
+                nudged = Some(Instant::now());
+            }
+            if Instant::now() > deadline {
+                return Err(ProviderError::Timeout {
+                    address: a.to_string(),
+                    operation: "delete",
+                    timeout: self.config.timeout,
+                });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -1086,7 +1021,7 @@ impl KubeProvider {
             progress.waiting(a, &format!("waiting for the provider's {} CRDs to be removed", crds_left.len()));
         }
         for name in &crds_left {
-            self.until_crd(a, name, "delete", |found| found.is_none()).await?;
+            self.until_crd_gone(a, name).await?;
         }
         Ok(())
     }
@@ -1303,5 +1238,25 @@ impl Provider for KubeProvider {
 
     fn delete<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move { self.remove(&req, progress).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The condition the API server's CRD finalizer writes when listing or deleting the CRD's
+    /// objects failed (then it waits out its back-off), as the world's kube-apiserver wrote it.
+    #[test]
+    fn a_failed_cleanup_is_read_from_the_crds_terminating_condition() {
+        let crd = |reason: &str| {
+            json!({"status": {"conditions": [
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"},
+                {"type": "Terminating", "status": "True", "reason": reason,
+                    "message": "could not list instances: storage is (re)initializing"}]}})
+        };
+        assert!(crd_cleanup_failed(&crd("InstanceDeletionFailed")));
+        assert!(!crd_cleanup_failed(&crd("InstanceDeletionInProgress")));
+        assert!(!crd_cleanup_failed(&json!({"status": {}})));
     }
 }

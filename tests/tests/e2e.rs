@@ -2893,7 +2893,20 @@ fn watch_repairs_a_vpn_connection_deleted_out_of_band_and_stops_on_ctrl_c() {
     wait_for("no drift", 0);
     // The lock held by another command: the cycle says who holds it, and the watch goes on.
     let from = said().len();
-    let other = xcsp_state::local::LocalBackend::new(state).lock("someone else", "apply").unwrap();
+    // Taken between two of the watch's cycles: a cycle holds the lock while it runs.
+    let backend = xcsp_state::local::LocalBackend::new(state);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let other = loop {
+        match backend.lock("someone else", "apply") {
+            Ok(guard) => break guard,
+            Err(xcsp_state::StateError::Locked { operation, .. })
+                if operation == "watch" && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            Err(e) => panic!("the lock, between the watch's cycles: {e}"),
+        }
+    };
     wait_for("this cycle did not finish", from);
     let cycle = said()[from..].to_string();
     assert!(cycle.contains("someone else") && cycle.contains("trying again"), "{cycle}");

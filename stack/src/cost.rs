@@ -19,6 +19,7 @@ struct Table {
     currency: String,
     hours_per_month: u32,
     read: String,
+    sources: BTreeMap<String, Source>,
     free: Vec<Free>,
     disk_tiers: BTreeMap<String, serde_json::Value>,
     prices: Vec<Price>,
@@ -29,12 +30,22 @@ struct Free {
     types: Vec<String>,
 }
 
+/// Where figures come from: a repository and the date of the commit read.
+#[derive(Debug, Deserialize)]
+struct Source {
+    repo: Option<String>,
+    date: String,
+}
+
 #[derive(Debug, Deserialize)]
 struct Price {
     item: String,
     region: String,
     monthly: f64,
     source: String,
+    /// The date of the snapshot this figure was read from, where the source holds many.
+    #[serde(default)]
+    seen: Option<String>,
 }
 
 fn table() -> &'static Table {
@@ -49,8 +60,9 @@ fn table() -> &'static Table {
 enum Cost {
     /// No charge of its own.
     Free,
-    /// Cents a month, what was priced ("VpnGw1 in eastus") and the table's source keys.
-    Known { cents: i64, what: String, sources: Vec<String> },
+    /// Cents a month, what was priced ("VpnGw1 in eastus"), where each figure comes from, and
+    /// what of it has no price (the cents then a lower bound).
+    Known { cents: i64, what: String, sources: Vec<String>, unpriced: Option<String> },
     /// What the table would need.
     Unknown(String),
 }
@@ -62,6 +74,11 @@ impl Cost {
             Cost::Known { cents, .. } => Some(*cents),
             Cost::Unknown(_) => None,
         }
+    }
+
+    /// Priced in part: the cents are a lower bound.
+    fn partial(&self) -> bool {
+        matches!(self, Cost::Known { unpriced: Some(_), .. })
     }
 }
 
@@ -83,6 +100,9 @@ pub struct Estimate {
     pub total_after_cents: i64,
     /// Resources of the applied stack whose price is unknown.
     pub unknown_after: usize,
+    /// Resources of the applied stack priced in part (a GPU VM whose disk has no price): the
+    /// total is then a lower bound too.
+    pub partial_after: usize,
     /// With `kubernetes_objects = "render"`: the machines of the MachineSets the run leaves out,
     /// which cost once someone applies the rendered objects.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -127,7 +147,12 @@ pub struct Item {
     pub after_cents: Option<i64>,
     /// What was priced, or what is missing for a price.
     pub what: String,
+    /// Where each figure comes from: the source's repository and the date read (`seen` for a
+    /// snapshot).
     pub sources: Vec<String>,
+    /// Priced in part: `what` names the rest, and the cents are a lower bound.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub at_least: bool,
 }
 
 impl Item {
@@ -166,7 +191,7 @@ pub fn estimate(model: &Model, plan: &Plan) -> Estimate {
     };
     let mut items = Vec::new();
     let mut free = 0;
-    let (mut total_after, mut unknown_after) = (0, 0);
+    let (mut total_after, mut unknown_after, mut partial_after) = (0, 0, 0);
     for c in &plan.changes {
         let after = c.after.as_ref().filter(|_| c.action != Action::Delete).map(|a| price(&c.address, a, true));
         match after.as_ref().map(Cost::cents) {
@@ -174,14 +199,17 @@ pub fn estimate(model: &Model, plan: &Plan) -> Estimate {
             Some(None) => unknown_after += 1,
             None => {}
         }
+        partial_after += usize::from(after.as_ref().is_some_and(Cost::partial));
         if c.action == Action::NoOp {
             continue;
         }
         let before = c.before.as_ref().filter(|_| c.action != Action::Create).map(|a| price(&c.address, a, false));
         let shown = if c.action == Action::Delete { before.clone() } else { after.clone() };
+        let at_least = shown.as_ref().is_some_and(Cost::partial);
         let (what, sources) = match shown.unwrap_or(Cost::Free) {
             Cost::Free => (String::new(), vec![]),
-            Cost::Known { what, sources, .. } => (what, sources),
+            Cost::Known { what, sources, unpriced: None, .. } => (what, sources),
+            Cost::Known { what, sources, unpriced: Some(rest), .. } => (format!("{what}; {rest}"), sources),
             Cost::Unknown(why) => (why, vec![]),
         };
         let item = Item {
@@ -191,6 +219,7 @@ pub fn estimate(model: &Model, plan: &Plan) -> Estimate {
             after_cents: after.as_ref().and_then(Cost::cents),
             what,
             sources,
+            at_least,
         };
         // A change that does not move the cost is counted, not listed.
         if item.what.is_empty() || (c.action == Action::Update && item.delta() == Some(0)) {
@@ -209,6 +238,7 @@ pub fn estimate(model: &Model, plan: &Plan) -> Estimate {
         delta_cents,
         total_after_cents: total_after,
         unknown_after,
+        partial_after,
         rendered_machines: None,
     }
 }
@@ -277,6 +307,8 @@ fn machines<'a>(attrs: &Attributes, location: &str, template: impl Fn(&str) -> O
         }
         None => Cost::Unknown(format!("no {disk_type} tier of {disk_gb} GiB in the table")),
     };
+    // The VM is nearly all of a GPU machine's price: with it known and the disk not, the machine
+    // is priced in part (a lower bound); without the VM's price it is unknown.
     match (vm, disk) {
         (Cost::Known { cents: v, sources: mut s, .. }, Cost::Known { cents: d, sources: ds, .. }) => {
             for x in ds {
@@ -288,10 +320,29 @@ fn machines<'a>(attrs: &Attributes, location: &str, template: impl Fn(&str) -> O
                 cents: replicas * (v + d),
                 what: format!("{replicas} × {size} VM and {disk_type} {disk_gb} GiB OS disk in {location}"),
                 sources: s,
+                unpriced: None,
             }
         }
-        (Cost::Unknown(why), _) | (_, Cost::Unknown(why)) => Cost::Unknown(why),
+        (Cost::Known { cents: v, sources, .. }, Cost::Unknown(why)) => Cost::Known {
+            cents: replicas * v,
+            what: format!("{replicas} × {size} VM in {location}"),
+            sources,
+            unpriced: Some(format!("its {disk_type} {disk_gb} GiB OS disk: {why}")),
+        },
+        (Cost::Unknown(why), _) => Cost::Unknown(why),
         _ => Cost::Free,
+    }
+}
+
+/// Where a figure comes from, for a person: the source's repository, and the date of the snapshot
+/// the figure was seen in or of the commit read.
+fn source_text(t: &Table, p: &Price) -> String {
+    let s = t.sources.get(&p.source);
+    let from = s.and_then(|s| s.repo.clone()).unwrap_or_else(|| p.source.clone());
+    match (&p.seen, s) {
+        (Some(seen), _) => format!("{from}, seen {seen}"),
+        (None, Some(s)) => format!("{from}, {}", s.date),
+        (None, None) => from,
     }
 }
 
@@ -306,11 +357,13 @@ fn tier(disk_type: &str, gb: i64) -> Option<String> {
 }
 
 fn lookup(item: &str, region: &str, what: &str) -> Cost {
-    match table().prices.iter().find(|p| p.item == item && p.region == region) {
+    let t = table();
+    match t.prices.iter().find(|p| p.item == item && p.region == region) {
         Some(p) => Cost::Known {
             cents: (p.monthly * 100.0).round() as i64,
             what: format!("{what} in {region}"),
-            sources: vec![p.source.clone()],
+            sources: vec![source_text(t, p)],
+            unpriced: None,
         },
         None => Cost::Unknown(format!("no price for {what} in {region}")),
     }
@@ -401,16 +454,35 @@ mod tests {
         assert!(!e.items.iter().any(|i| i.address.contains("pool-t4")), "{e:#?}");
     }
 
-    /// What the table lacks is unknown and said so, and the known parts still add up.
+    /// The IL5 example's GPU VMs are priced from Azure Government's figures, with their source
+    /// and the snapshot they were read from; their OS disks, and everything else in the
+    /// Government regions, have no source: unknown, and the machines' price a lower bound.
     #[test]
-    fn the_il5_example_prices_nothing_it_has_no_source_for() {
+    fn the_il5_example_prices_its_gpu_vms_from_government_figures_and_nothing_it_has_no_source_for() {
         let l = loaded("il5-govcloud", |s| s);
         let e = estimate(&l.model, &plan_of(&l));
         let said = |what: &str| e.items.iter().any(|i| i.what.contains(what));
         assert!(said("no price for a VpnGw2AZ VPN gateway in usgovvirginia"), "{e:#?}");
         assert!(said("no price for a VPN connection in us-gov-west-1"), "{e:#?}");
-        assert!(e.items.iter().all(|i| i.delta().is_none()), "{e:#?}");
-        assert_eq!(e.delta_cents, 0);
+        // Two MachineSets (one per zone) of one Standard_ND96asr_v4 each in usgovvirginia:
+        // $34.003 × 730 = $24,822.19 a month each.
+        let machines: Vec<&Item> = e.items.iter().filter(|i| i.address.starts_with("k8s_machine_set.")).collect();
+        assert_eq!(machines.len(), 2, "{e:#?}");
+        for m in machines {
+            assert_eq!(m.after_cents, Some(2_482_219), "{m:#?}");
+            assert!(m.at_least, "the OS disk is not priced: {m:#?}");
+            assert!(m.what.starts_with("1 × Standard_ND96asr_v4 VM in usgovvirginia"), "{}", m.what);
+            assert!(m.what.contains("OS disk: no price for a Premium_LRS P20 OS disk in usgovvirginia"), "{}", m.what);
+            assert_eq!(m.sources, ["coroot/cloud-pricing, seen 2024-08-09"]);
+        }
+        assert!(
+            e.items.iter().filter(|i| !i.address.starts_with("k8s_machine_set.")).all(|i| i.delta().is_none()),
+            "{e:#?}"
+        );
+        assert_eq!(e.delta_cents, 2 * 2_482_219);
+        assert_eq!(e.total_after_cents, 2 * 2_482_219);
+        assert_eq!(e.partial_after, 2);
+        assert!(e.unknown_after > 5, "{e:#?}");
         assert!(e.free > 10, "the free parts are counted, not listed: {e:#?}");
     }
 

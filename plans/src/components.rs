@@ -33,6 +33,16 @@ pub fn image_version(image: &str) -> String {
     last.split_once(':').map_or("unknown".to_string(), |(_, tag)| tag.to_string())
 }
 
+/// The repository of an image reference and whether it is pulled by digest
+/// (`registry:5000/ns/repo:tag` -> `registry:5000/ns/repo`, false).
+pub fn image_repository(image: &str) -> (&str, bool) {
+    if let Some((repo, _)) = image.split_once('@') {
+        return (repo, true);
+    }
+    let last = image.rfind('/').map_or(0, |i| i + 1);
+    (image[last..].find(':').map_or(image, |c| &image[..last + c]), false)
+}
+
 /// Reads and checks `path`: YAML documents, one Deployment whose container runs the manager.
 pub fn read(path: &Path) -> Result<Components, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -82,6 +92,13 @@ pub fn read(path: &Path) -> Result<Components, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_image_reference_is_split_at_its_tag_or_digest_not_at_a_registry_port() {
+        assert_eq!(image_repository("registry.example:5000/ns/capz:v1"), ("registry.example:5000/ns/capz", false));
+        assert_eq!(image_repository("registry.example:5000/ns/capz"), ("registry.example:5000/ns/capz", false));
+        assert_eq!(image_repository("quay.io/a/b@sha256:00"), ("quay.io/a/b", true));
+    }
 
     #[test]
     fn a_components_file_says_its_provider_image_and_crds() {

@@ -368,16 +368,6 @@ fn crd_owner_problems(model: &Model, s: &Survey, chosen: &Chosen) -> Vec<Problem
     out
 }
 
-/// The repository of an image reference and whether it is pulled by digest
-/// (`registry:5000/ns/repo:tag` -> `registry:5000/ns/repo`, false).
-fn image_repository(image: &str) -> (&str, bool) {
-    if let Some((repo, _)) = image.split_once('@') {
-        return (repo, true);
-    }
-    let last = image.rfind('/').map_or(0, |i| i + 1);
-    (image[last..].find(':').map_or(image, |c| &image[..last + c]), false)
-}
-
 /// The images of the managers xcsp installs, against the cluster's mirrors: a cluster that pulls
 /// through mirror sets is taken to be one that cannot reach every registry, so a manager image
 /// no mirror set applies to is named before apply leaves its pod pulling. An ImageDigestMirrorSet
@@ -397,7 +387,7 @@ fn provider_image_problems(model: &Model, chosen: &Chosen, mirrors: &[xcsp_kube:
             (None, Some(read)) => read.image.clone(),
             (None, None) => continue,
         };
-        let (repo, by_digest) = image_repository(&image);
+        let (repo, by_digest) = xcsp_plans::components::image_repository(&image);
         let (kind, other) = if by_digest {
             ("ImageDigestMirrorSet", "ImageTagMirrorSet")
         } else {
@@ -1466,12 +1456,5 @@ mod tests {
         }];
         assert_ne!(providers(&model, &theirs).azure, Source::Xcsp);
         assert!(image_mirror_messages(&model, &theirs).is_empty());
-    }
-
-    #[test]
-    fn an_image_reference_is_split_at_its_tag_or_digest_not_at_a_registry_port() {
-        assert_eq!(image_repository("registry.example:5000/ns/capz:v1"), ("registry.example:5000/ns/capz", false));
-        assert_eq!(image_repository("registry.example:5000/ns/capz"), ("registry.example:5000/ns/capz", false));
-        assert_eq!(image_repository("quay.io/a/b@sha256:00"), ("quay.io/a/b", true));
     }
 }

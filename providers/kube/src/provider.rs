@@ -37,7 +37,7 @@ fn absent_is_fine<T>(r: Result<T, ProviderError>) -> Result<(), ProviderError> {
 }
 
 /// The annotation xcsp writes on a CRD whose cleanup failed, to have it tried again at once
-/// ([`KubeProvider::until_crd_gone`]).
+/// ([`KubeProvider::until_crd`]).
 const CLEANUP_NUDGED: &str = "xcsp.io/cleanup-requeued";
 
 /// Whether a deleted CRD's cleanup of its objects failed and waits out the finalizer's back-off:
@@ -626,12 +626,21 @@ impl KubeProvider {
             absent_is_fine(self.retry(a, || crds.delete(cp::CRD, &params)).await)?;
             // The API server removes a CRD once its objects are gone (its `CustomResourceCleanup`
             // finalizer): the destroy ends when it has.
-            self.until_crd_gone(a, cp::CRD).await?;
+            self.until_crd(a, cp::CRD, "delete", |found| found.is_none()).await?;
         }
         Ok(())
     }
 
     /// Reads CRD `name` until `done` holds of it (`None`: gone), within the provider's timeout.
+    ///
+    /// A deleted CRD goes once the API server's finalizer has removed its objects, and that
+    /// finalizer retries a failed cleanup on its work queue's per-item back-off
+    /// (apiextensions-apiserver `pkg/controller/finalizer/crd_finalizer.go`, `AddRateLimited`;
+    /// client-go's default: 5 ms doubling to 1,000 s), so a failure of a moment (`could not list
+    /// instances: storage is (re)initializing`, the watch cache of a CRD nothing had listed yet)
+    /// can keep it `Terminating` for minutes. Any change to the CRD other than that condition
+    /// queues it again at once (`updateCustomResourceDefinition`): while the CRD says
+    /// `InstanceDeletionFailed`, an annotation is written to it, every 2 s at most.
     async fn until_crd(
         &self,
         a: &Address,
@@ -641,44 +650,22 @@ impl KubeProvider {
     ) -> Result<(), ProviderError> {
         let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
         let deadline = Instant::now() + self.config.timeout;
+        let mut nudged: Option<Instant> = None;
         loop {
             let found = self.retry(a, || crds.get_opt(name)).await?;
             if done(found.as_ref()) {
                 return Ok(());
             }
-            if Instant::now() > deadline {
-                return Err(ProviderError::Timeout { address: a.to_string(), operation, timeout: self.config.timeout });
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// Waits for deleted CRD `name` to go, within the provider's timeout. The API server's CRD
-    /// finalizer retries a failed cleanup of the CRD's objects with its work queue's per-item
-    /// back-off (apiextensions-apiserver `pkg/controller/finalizer/crd_finalizer.go`,
-    /// `AddRateLimited`; client-go's default: 5 ms doubling to 1,000 s), so a failure of a moment
-    /// (`could not list instances: storage is (re)initializing`, the watch cache of a CRD nothing
-    /// had listed yet) can keep the CRD `Terminating` for minutes. Any change to the CRD other
-    /// than that condition queues it again at once (`updateCustomResourceDefinition`): while the
-    /// CRD says `InstanceDeletionFailed`, an annotation is written to it, every 2 s at most.
-    async fn until_crd_gone(&self, a: &Address, name: &str) -> Result<(), ProviderError> {
-        let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_resource());
-        let deadline = Instant::now() + self.config.timeout;
-        let mut nudged: Option<Instant> = None;
-        loop {
-            let Some(crd) = self.retry(a, || crds.get_opt(name)).await? else { return Ok(()) };
-            if crd_cleanup_failed(&crd.data) && nudged.is_none_or(|t| t.elapsed() >= Duration::from_secs(2)) {
+            if found.as_ref().is_some_and(|crd| crd_cleanup_failed(&crd.data))
+                && nudged.is_none_or(|t| t.elapsed() >= Duration::from_secs(2))
+            {
                 let patch = Patch::Merge(json!({"metadata": {"annotations": {CLEANUP_NUDGED: now_rfc3339()}}}));
                 let params = PatchParams::default();
                 absent_is_fine(self.retry(a, || crds.patch(name, &params, &patch)).await)?;
                 nudged = Some(Instant::now());
             }
             if Instant::now() > deadline {
-                return Err(ProviderError::Timeout {
-                    address: a.to_string(),
-                    operation: "delete",
-                    timeout: self.config.timeout,
-                });
+                return Err(ProviderError::Timeout { address: a.to_string(), operation, timeout: self.config.timeout });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -1021,7 +1008,7 @@ impl KubeProvider {
             progress.waiting(a, &format!("waiting for the provider's {} CRDs to be removed", crds_left.len()));
         }
         for name in &crds_left {
-            self.until_crd_gone(a, name).await?;
+            self.until_crd(a, name, "delete", |found| found.is_none()).await?;
         }
         Ok(())
     }

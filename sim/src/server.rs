@@ -522,6 +522,7 @@ impl SimServer {
         if let Some(o) = &config.openshift {
             cluster.no_capi = !o.feature_set.runs_capi();
         }
+        let config_has_nodes = config.openshift.as_ref().is_some_and(|o| o.control_plane_nodes);
         let mut server = SimServer::start(config, port)?;
         server.sim.real_capz.store(cluster.capz.is_some(), std::sync::atomic::Ordering::SeqCst);
         let _ = server.sim.timing.set(cluster.timing.clone());
@@ -532,6 +533,8 @@ impl SimServer {
         let sim_for_runner = server.sim.clone();
         let real_capz_at_start = cluster.capz.is_some();
         let timing = cluster.timing.clone();
+        // Pods run only once bound where the world has Nodes to bind them to.
+        let has_nodes = config_has_nodes;
         std::thread::Builder::new()
             .name("xcsp-cluster".into())
             .spawn(move || {
@@ -597,7 +600,7 @@ impl SimServer {
                                 for_runner.real_capz.store(runs_capz || running, std::sync::atomic::Ordering::SeqCst);
                             });
                             match cluster.client().await.map_err(|e| e.to_string()).and_then(|client| {
-                                crate::kube::pods::Runner::new(&cluster, client, timing.clone(), on_capz)
+                                crate::kube::pods::Runner::new(&cluster, client, timing.clone(), on_capz, has_nodes)
                             }) {
                                 Ok(runner) => {
                                     tokio::spawn(Arc::new(runner).run());

@@ -271,7 +271,10 @@ pub fn identities(state: &State, survey: &xcsp_kube::Survey) -> Vec<Named> {
 /// `ManagerAvailable`, per Cluster API provider xcsp installed (`k8s_cluster_api_provider`): its
 /// manager's Deployment is available, as refresh read it; else the Deployment's own reason (the
 /// replica-set controller's `FailedCreate` with an admission refusal, the availability condition's
-/// message), which `xcsp apply` does not cure by itself when the cluster refuses the pod.
+/// message), which `xcsp apply` does not cure by itself when the cluster refuses the pod. Either
+/// way the message says how many times the manager's containers restarted and its last error, as
+/// its Pods say (refresh's `restarts` and `last_error`): a manager that crashes now and then is
+/// available between crashes.
 pub fn providers(state: &State) -> Vec<Named> {
     state
         .resources
@@ -280,12 +283,18 @@ pub fn providers(state: &State) -> Vec<Named> {
         .map(|(a, r)| {
             let id = r.id.clone().unwrap_or_default();
             let available = r.attributes.get("available") == Some(&Value::Bool(true));
+            let restarts = r.attributes.get("restarts").and_then(Value::as_i64).unwrap_or(0);
+            let pods = match (restarts, r.attributes.get("last_error").and_then(Value::as_str)) {
+                (0, None) => String::new(),
+                (n, None) => format!("; its containers restarted {n} times"),
+                (n, Some(e)) => format!("; its containers restarted {n} times, last error: {e}"),
+            };
             let condition = if available {
                 Condition {
                     kind: "ManagerAvailable",
                     status: "True",
                     reason: "MinimumReplicasAvailable".into(),
-                    message: format!("Deployment {id} is available ({})", text(r.attributes.get("version"))),
+                    message: format!("Deployment {id} is available ({}){pods}", text(r.attributes.get("version"))),
                 }
             } else {
                 let why = r.attributes.get("condition").and_then(Value::as_str).unwrap_or("not found");
@@ -294,7 +303,7 @@ pub fn providers(state: &State) -> Vec<Named> {
                     status: "False",
                     reason: "ManagerUnavailable".into(),
                     message: format!(
-                        "Deployment {id} is not available: {why}; `xcsp plan` shows it, `xcsp apply` applies it again"
+                        "Deployment {id} is not available: {why}{pods}; `xcsp plan` shows it, `xcsp apply` applies it again"
                     ),
                 }
             };
@@ -893,5 +902,31 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("security context constraint"), "{message}");
+    }
+
+    #[test]
+    fn a_manager_that_restarts_says_how_often_and_its_last_error() {
+        let mut state = link(None);
+        record(
+            &mut state,
+            "k8s_cluster_api_provider.azure",
+            "xcsp-capz-system/capz-controller-manager",
+            &[
+                ("available", Value::Bool(true)),
+                ("version", Value::string("v1.26.1")),
+                ("restarts", Value::int(3)),
+                ("last_error", Value::string("container manager of Pod capz-x exited with code 1 (Error)")),
+            ],
+        );
+        let h = health(&model(), &state);
+        let c = &h.providers.iter().find(|p| p.name == "azure").expect("the provider").conditions[0];
+        assert_eq!((c.status, c.reason.as_str()), ("True", "MinimumReplicasAvailable"));
+        assert!(
+            c.message.ends_with(
+                "(v1.26.1); its containers restarted 3 times, last error: container manager of Pod capz-x exited with code 1 (Error)"
+            ),
+            "{}",
+            c.message
+        );
     }
 }

@@ -39,6 +39,13 @@ impl Bound {
         Bound { secs: 0.0, why: format!("{who} on the watch event (no period)") }
     }
 
+    /// The kubelet restarting a crashed container: its first crash back-off, 10 s, a constant of
+    /// the kubelet (kubernetes v1.35 `pkg/kubelet/kubelet.go` `backOffPeriod`), which the world's
+    /// kubelet keeps.
+    pub fn kubelet_restart() -> Bound {
+        Bound { secs: 10.0, why: "the kubelet's first crash back-off".into() }
+    }
+
     /// This bound and another outcome's after it.
     pub fn then(&self, next: &Bound) -> Bound {
         Bound { secs: self.secs + next.secs, why: format!("{} + {}", self.why, next.why) }

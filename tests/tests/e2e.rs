@@ -3503,8 +3503,16 @@ fn the_controller_reconciles_a_stack_resource_to_ready_nodes_repairs_it_and_dest
 /// object of xcsp's providers.
 #[test]
 fn on_a_default_cluster_xcsp_brings_the_providers_and_the_pool_joins() {
-    let clouds =
-        Clouds::start_with(&["--upstream", "--api-host", "api-int.il5.example.mil", "--feature-set", "Default"]);
+    // The cluster's control-plane Nodes: where the scheduler puts the managers' Pods (a world
+    // without Nodes runs none, as a cluster without them would).
+    let clouds = Clouds::start_with(&[
+        "--upstream",
+        "--api-host",
+        "api-int.il5.example.mil",
+        "--feature-set",
+        "Default",
+        "--control-plane-nodes",
+    ]);
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
     let components =
@@ -3570,8 +3578,20 @@ fn on_a_default_cluster_xcsp_brings_the_providers_and_the_pool_joins() {
             n["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
         })
         .filter(|n| n["spec"]["unschedulable"] != true)
+        .filter(|n| n["metadata"]["labels"]["node-role.kubernetes.io/control-plane"].is_null())
         .collect();
     assert_eq!(ready.len(), 2, "{nodes}");
+    // The managers run on the control-plane Nodes (on AWS), none on the pool's across the link.
+    for ns in ["xcsp-capi-system", "xcsp-capz-system"] {
+        for p in clouds.kubectl(&["-n", ns, "get", "pods"])["items"].as_array().unwrap() {
+            let node = p["spec"]["nodeName"].as_str().unwrap_or_default();
+            assert!(node.contains("-master-"), "{} on {node:?}", p["metadata"]["name"]);
+        }
+    }
+    // Status reads each manager's health from its Deployment and its Pods.
+    let status = clouds.xcsp(state).args(["status"]).arg(&spec).output().unwrap();
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(shown.contains("provider azure: ManagerAvailable=True"), "{shown}");
 
     let (code, said) = plan_of(&clouds, state, &spec);
     assert_eq!(code, Some(0), "a second apply changes nothing: {said}");

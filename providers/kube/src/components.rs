@@ -21,6 +21,16 @@
 //!   namespace's range, and assigns one); CAPZ gets the Government authority
 //!   (`AZURE_AUTHORITY_HOST`) and the path of its projected token (`AZURE_FEDERATED_TOKEN_FILE`,
 //!   which the Azure workload-identity webhook would set, and OpenShift does not run).
+//! - **Placement and diagnosis.** Every Deployment xcsp installs runs on the cluster's control-plane
+//!   Nodes (`nodeSelector` `node-role.kubernetes.io/control-plane`, tolerating its `NoSchedule`
+//!   taints), as OpenShift places its own Cluster API operator
+//!   (openshift/cluster-capi-operator `manifests/0000_30_cluster-api-operator_06_deployment.yaml`):
+//!   the release manifests only tolerate those taints, so the scheduler may put a manager on a pool
+//!   Node in Azure, where a cut link takes down the manager that would repair it. Every container
+//!   reports its log's tail as its termination message (`terminationMessagePolicy:
+//!   FallbackToLogsOnError`, which OpenShift sets on every provider container: cluster-capi-operator
+//!   `manifests-gen/customizations.go` `customizeDeployments`), so `xcsp status` can name a crashed
+//!   manager's last error from its Pod.
 //! - **Azure Service Operator**, which CAPZ's release adds and OpenShift's manifests leave out
 //!   (its API is switched off): its objects go.
 //! - **CRDs another manager owns** are left alone (the IPAM CRDs the cluster-version operator
@@ -223,11 +233,33 @@ pub fn transform(docs: Vec<Json>, i: &Install, skip: &BTreeSet<String>) -> Vec<J
     std::iter::once(namespace).chain(crds).chain(rest).collect()
 }
 
+/// The label of the cluster's control-plane Nodes, and the taints they carry (OpenShift keeps the
+/// older `master` one beside it).
+pub const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
+const CONTROL_PLANE_TAINTS: [&str; 2] = ["node-role.kubernetes.io/master", CONTROL_PLANE];
+
+/// A pod template's spec placed on the control-plane Nodes, its containers' termination message
+/// their log's tail (the module documentation says why).
+fn place_and_diagnose(spec: &mut Json) {
+    spec["nodeSelector"][CONTROL_PLANE] = json!("");
+    let mut tolerations = spec["tolerations"].as_array().cloned().unwrap_or_default();
+    for key in CONTROL_PLANE_TAINTS {
+        if !tolerations.iter().any(|t| t["key"] == key && t["effect"] == "NoSchedule") {
+            tolerations.push(json!({"key": key, "operator": "Exists", "effect": "NoSchedule"}));
+        }
+    }
+    spec["tolerations"] = json!(tolerations);
+    for c in spec["containers"].as_array_mut().into_iter().flatten() {
+        c["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
+    }
+}
+
 /// The manager Deployment as xcsp runs it.
 fn manager(doc: &mut Json, i: &Install) {
     doc["metadata"]["annotations"][DIGEST_ANNOTATION] = json!(i.digest);
     doc["metadata"]["annotations"][COMPONENTS_ANNOTATION] = json!(i.components);
     let spec = &mut doc["spec"]["template"]["spec"];
+    place_and_diagnose(spec);
     if let Some(ctx) = spec["securityContext"].as_object_mut() {
         ctx.remove("runAsUser");
         ctx.remove("runAsGroup");
@@ -286,7 +318,7 @@ pub fn approver(i: &Install, image: &str) -> Vec<Json> {
     let subject = json!([{"kind": "ServiceAccount", "name": account, "namespace": i.namespace}]);
     let rbac = "rbac.authorization.k8s.io/v1";
     // The namespace is the core provider's, which the approver comes after.
-    vec![
+    let mut objects = vec![
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(account, Some(i.namespace))}),
         json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": meta(&cluster_role, None), "rules": [
             {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"], "verbs": ["get", "list", "watch"]},
@@ -337,7 +369,76 @@ pub fn approver(i: &Install, image: &str) -> Vec<Json> {
                 }],
             }},
         }}),
-    ]
+    ];
+    if let Some(d) = objects.iter_mut().find(|o| o["kind"] == "Deployment") {
+        place_and_diagnose(&mut d["spec"]["template"]["spec"]);
+    }
+    objects
+}
+
+/// What a manager's Pods say of its health, as `kubectl describe pod` shows it: how many times its
+/// containers restarted (the kubelet's `restartCount`, summed over the Pods), and the newest
+/// error: a container's last termination (`lastState.terminated`: exit code, reason and, with
+/// `FallbackToLogsOnError`, its log's tail) or why it is waiting (`CrashLoopBackOff`,
+/// `CreateContainerConfigError`, `ImagePullBackOff`), or why its Pod is not scheduled.
+pub fn pod_health(pods: &[Json]) -> (i64, Option<String>) {
+    let mut restarts = 0;
+    // (when, text): the newest termination wins; a waiting reason is now.
+    let mut newest: Option<(String, String)> = None;
+    let mut waiting = None;
+    for p in pods {
+        let name = p["metadata"]["name"].as_str().unwrap_or_default();
+        for c in p["status"]["containerStatuses"].as_array().into_iter().flatten() {
+            restarts += c["restartCount"].as_i64().unwrap_or(0);
+            let t = &c["lastState"]["terminated"];
+            if t.is_object() {
+                let when = t["finishedAt"].as_str().unwrap_or_default().to_string();
+                let message = t["message"].as_str().map(str::trim).filter(|m| !m.is_empty());
+                let text = format!(
+                    "container {} of Pod {name} exited with code {} ({}) at {when}{}",
+                    c["name"].as_str().unwrap_or_default(),
+                    t["exitCode"].as_i64().unwrap_or_default(),
+                    t["reason"].as_str().unwrap_or("Error"),
+                    message.map(|m| format!(": {}", last_line(m))).unwrap_or_default()
+                );
+                if newest.as_ref().is_none_or(|(w, _)| when > *w) {
+                    newest = Some((when, text));
+                }
+            }
+            let w = &c["state"]["waiting"];
+            if let Some(reason) = w["reason"].as_str().filter(|r| *r != "ContainerCreating") {
+                let message = w["message"].as_str().map(|m| format!(": {m}")).unwrap_or_default();
+                waiting = Some(format!("Pod {name} is waiting ({reason}){message}"));
+            }
+        }
+        let scheduled = p["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "PodScheduled");
+        if let Some(c) = scheduled.filter(|c| c["status"] == "False") {
+            waiting = Some(format!(
+                "Pod {name} is not scheduled ({}): {}",
+                c["reason"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    let last = match (waiting, newest) {
+        (Some(w), Some((_, t))) => Some(format!("{w}; last exit: {t}")),
+        (Some(w), None) => Some(w),
+        (None, t) => t.map(|(_, t)| t),
+    };
+    (restarts, last)
+}
+
+/// The last line of a termination message that names an error (a manager's log ends with the
+/// error it exits on), else its last line.
+fn last_line(message: &str) -> &str {
+    let lines: Vec<&str> = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    lines
+        .iter()
+        .rev()
+        .find(|l| l.contains("error") || l.starts_with('E'))
+        .or(lines.last())
+        .copied()
+        .unwrap_or(message)
 }
 
 /// The manager Deployment among `objects`.
@@ -500,6 +601,33 @@ spec:
     }
 
     #[test]
+    fn a_managers_pods_give_its_restarts_and_newest_error() {
+        let pod = |name: &str, restarts: i64, finished: &str, message: &str, waiting: Option<&str>| {
+            let mut c = json!({"name": "manager", "restartCount": restarts, "state": {"running": {}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": finished, "message": message}}});
+            if let Some(w) = waiting {
+                c["state"] = json!({"waiting": {"reason": w, "message": "back-off 20s restarting failed container"}});
+            }
+            json!({"metadata": {"name": name}, "status": {"containerStatuses": [c]}})
+        };
+        assert_eq!(pod_health(&[]), (0, None));
+        let log = "I1203 starting\nE1203 setup.go:90] \"unable to create controller\" err=\"no kind\"\nI1203 exiting\n";
+        let (n, e) = pod_health(&[pod("a", 1, "2026-12-03T10:00:00Z", "old", None), pod("b", 2, "2026-12-03T11:00:00Z", log, None)]);
+        assert_eq!(n, 3);
+        assert_eq!(
+            e.as_deref(),
+            Some("container manager of Pod b exited with code 1 (Error) at 2026-12-03T11:00:00Z: E1203 setup.go:90] \"unable to create controller\" err=\"no kind\"")
+        );
+        let (_, e) = pod_health(&[pod("c", 4, "2026-12-03T12:00:00Z", "", Some("CrashLoopBackOff"))]);
+        let e = e.unwrap();
+        assert!(e.starts_with("Pod c is waiting (CrashLoopBackOff): back-off 20s"), "{e}");
+        assert!(e.ends_with("last exit: container manager of Pod c exited with code 1 (Error) at 2026-12-03T12:00:00Z"), "{e}");
+        let pending = json!({"metadata": {"name": "d"}, "status": {"conditions": [{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "message": "0/3 nodes are available"}]}});
+        assert_eq!(pod_health(&[pending]).1.as_deref(), Some("Pod d is not scheduled (Unschedulable): 0/3 nodes are available"));
+    }
+
+    #[test]
     fn a_rollout_not_yet_observed_or_done_is_not_available() {
         let d = |generation: i64, observed: i64, updated: i64| {
             json!({"metadata": {"generation": generation}, "spec": {"replicas": 1, "template": {"spec": {"containers": [
@@ -605,6 +733,14 @@ spec:
         assert_eq!(c["image"], "mirror.example.mil/capz:v1.26.0");
         assert_eq!(c["args"], json!(["--leader-elect", "--namespace=xcsp-il5"]));
         assert!(c["securityContext"].get("runAsUser").is_none());
+        assert_eq!(c["terminationMessagePolicy"], "FallbackToLogsOnError");
+        let pod = &d["spec"]["template"]["spec"];
+        assert_eq!(pod["nodeSelector"], json!({CONTROL_PLANE: ""}));
+        assert_eq!(
+            pod["tolerations"],
+            json!([{"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"},
+                {"key": CONTROL_PLANE, "operator": "Exists", "effect": "NoSchedule"}])
+        );
         assert_eq!(
             c["env"],
             json!([{"name": "AZURE_FEDERATED_TOKEN_FILE", "value": AZURE_TOKEN_FILE},

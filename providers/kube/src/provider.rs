@@ -802,6 +802,38 @@ fn provider_resource(kind: &str) -> Option<ApiResource> {
 }
 
 impl KubeProvider {
+    /// The Pods of manager Deployment `d` (its selector's labels, in its namespace), as JSON; none
+    /// when they cannot be read (their health is then not shown, never guessed).
+    async fn manager_pods(&self, d: &serde_json::Value) -> Vec<serde_json::Value> {
+        let ns = d["metadata"]["namespace"].as_str().unwrap_or_default();
+        let Some(labels) = d["spec"]["selector"]["matchLabels"].as_object().filter(|l| !l.is_empty()) else {
+            return Vec::new();
+        };
+        let selector: Vec<String> =
+            labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect();
+        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Pod"), "pods");
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
+        match api.list(&ListParams::default().labels(&selector.join(","))).await {
+            Ok(list) => list.items.iter().filter_map(|p| serde_json::to_value(p).ok()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// What refresh records of a provider: its Deployment ([`crate::components::observe`]) and its
+    /// Pods' restarts and last error ([`crate::components::pod_health`]), which no spec asks for and plan does not compare.
+    async fn observe_provider(&self, d: &serde_json::Value) -> Attributes {
+        let mut attributes = Attributes::new();
+        for (k, v) in crate::components::observe(d) {
+            attributes.insert(k.to_string(), Value::from_json(&v));
+        }
+        let (restarts, last_error) = crate::components::pod_health(&self.manager_pods(d).await);
+        attributes.insert("restarts".into(), Value::int(restarts));
+        if let Some(e) = last_error {
+            attributes.insert("last_error".into(), Value::String(e));
+        }
+        attributes
+    }
+
     /// Installs (or updates) one Cluster API provider from its components file
     /// ([`crate::components`]) and waits for its manager to be available.
     /// A provider's objects from its components file, checked against the planned digest.
@@ -950,15 +982,16 @@ impl KubeProvider {
         loop {
             let found = self.retry(a, || deployments.get_opt(&name)).await?;
             let value = found.map(|d| serde_json::to_value(d).unwrap_or_default()).unwrap_or_default();
-            let seen = c::observe(&value);
-            if seen.get("available") == Some(&json!(true)) {
+            let seen = self.observe_provider(&value).await;
+            if seen.get("available") == Some(&Value::Bool(true)) {
                 let mut out = req.attributes.clone();
-                for (k, v) in seen {
-                    out.insert(k.to_string(), Value::from_json(&v));
-                }
+                out.extend(seen);
                 return Ok(Observed { address: a.clone(), id: object_id(&ns, &name), attributes: out });
             }
-            let why = c::unavailable_because(&value);
+            let mut why = c::unavailable_because(&value);
+            if let Some(Value::String(e)) = seen.get("last_error") {
+                why = format!("{why}; {e}");
+            }
             if Instant::now() > deadline {
                 return Err(failed(
                     a,
@@ -1054,10 +1087,7 @@ impl KubeProvider {
                 continue;
             }
             let value = serde_json::to_value(&d).unwrap_or_default();
-            let mut attributes = Attributes::new();
-            for (k, v) in crate::components::observe(&value) {
-                attributes.insert(k.to_string(), Value::from_json(&v));
-            }
+            let attributes = self.observe_provider(&value).await;
             out.push(Observed { address, id, attributes });
         }
         Ok(out)

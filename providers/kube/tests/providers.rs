@@ -79,7 +79,9 @@ async fn on_a_default_cluster_xcsp_installs_runs_and_removes_the_providers() {
         ovn_ipsec: false,
         worker_time_servers: vec![],
         cluster_hosted_dns: false,
-        control_plane_nodes: false,
+        // A real cluster's Nodes, where the scheduler places the managers' Pods (a world without
+        // Nodes runs none).
+        control_plane_nodes: true,
         proxy: None,
         mirrors: vec![],
         ebs_csi: false,
@@ -157,6 +159,20 @@ async fn on_a_default_cluster_xcsp_installs_runs_and_removes_the_providers() {
     );
     let azure = seen.iter().find(|o| o.address.name == "azure").unwrap();
     assert_eq!(azure.attributes["authority_host"].as_str(), Some("https://login.microsoftonline.us/"));
+    assert_eq!(azure.attributes["restarts"], xcsp_core::Value::int(0), "{:?}", azure.attributes.get("last_error"));
+    // Each manager runs where the scheduler bound its Pod: a control-plane Node on AWS, never a
+    // pool Node across the link.
+    let pods_api = |ns: &str| {
+        kube::Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource("", "v1", "Pod", "pods"))
+    };
+    for ns in ["xcsp-capi-system", "xcsp-capz-system"] {
+        let pods = pods_api(ns).list(&Default::default()).await.unwrap().items;
+        assert!(!pods.is_empty(), "the managers' Pods in {ns}");
+        for p in pods {
+            let node = p.data["spec"]["nodeName"].as_str().unwrap_or_default().to_string();
+            assert!(node.starts_with("il5-gpu-x7k2p-master-"), "{:?} on {node:?}", p.metadata.name);
+        }
+    }
     // The approver runs the cluster's own approver's image, for the pool's Machines only.
     let approvers: kube::Api<DynamicObject> = kube::Api::namespaced_with(
         client.clone(),
@@ -245,6 +261,40 @@ async fn on_a_default_cluster_xcsp_installs_runs_and_removes_the_providers() {
         assert!(Instant::now() < deadline, "CAPI's manager lets the deleted Cluster go within {letting_go}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
+    // A manager that crashes (a hand edit gives it a certificate directory that does not exist):
+    // refresh reads its restarts and its last error from its Pod, where the kubelet puts the
+    // log's tail because xcsp asks for it (`FallbackToLogsOnError`; CAPZ's release manifest does
+    // not). Applying the provider again writes the template back and the manager recovers.
+    let mut broken = capz.get("capz-controller-manager").await.unwrap().data;
+    let containers = &mut broken["spec"]["template"]["spec"]["containers"];
+    containers[0]["args"].as_array_mut().unwrap().push(json!("--webhook-cert-dir=/nonexistent/xcsp-probe"));
+    let edit = json!({"spec": {"template": {"spec": {"containers": containers.clone()}}}});
+    capz.patch("capz-controller-manager", &PatchParams::default(), &Patch::Merge(&edit)).await.unwrap();
+    let crashing = bounds::Bound::on_event("the world's pod runner rolling the edited template")
+        .then(&bounds::Bound::kubelet_restart());
+    let deadline = crashing.deadline();
+    let (restarts, last_error) = loop {
+        let seen = kube.refresh(&stack, T::K8sClusterApiProvider).await.unwrap();
+        let azure = seen.iter().find(|o| o.address.name == "azure").unwrap();
+        let restarts = azure.attributes.get("restarts").and_then(|v| v.as_i64()).unwrap_or(0);
+        let last = azure.attributes.get("last_error").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        if restarts >= 1 && !last.is_empty() {
+            break (restarts, last);
+        }
+        assert!(Instant::now() < deadline, "the crash and a restart within {crashing}: {last:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(restarts >= 1);
+    assert!(last_error.contains("exited with code 1 (Error)"), "{last_error}");
+    assert!(last_error.contains("/nonexistent/xcsp-probe"), "the manager's own error, from its log: {last_error}");
+    let req = Request { stack: &stack, address: &azure_node.address, id: Some(&ids[at]), attributes: &attrs };
+    let o = kube.write(req, &progress).await.unwrap_or_else(|e| panic!("repair the azure provider: {e}"));
+    assert_eq!(o.attributes["available"], xcsp_core::Value::Bool(true));
+    assert_eq!(o.attributes["restarts"], xcsp_core::Value::int(0), "a new Pod: {:?}", o.attributes.get("last_error"));
+    let args = capz.get("capz-controller-manager").await.unwrap().data["spec"]["template"]["spec"]["containers"][0]["args"]
+        .to_string();
+    assert!(!args.contains("xcsp-probe"), "{args}");
 
     // A manager OpenShift would not admit: a fixed user outside the namespace's range.
     let deployments: kube::Api<DynamicObject> =

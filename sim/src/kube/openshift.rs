@@ -216,7 +216,8 @@ pub fn seed(store: &mut Store, o: &OpenShift, now: &str) {
                     "image": MACHINE_APPROVER_IMAGE,
                     "command": ["/usr/bin/machine-approver"],
                     "args": ["--api-group-version=machine.openshift.io/v1beta1", "--max-concurrent-reconciles=10"],
-                }]},
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
+                }], "nodeSelector": approver_placement()["nodeSelector"], "tolerations": approver_placement()["tolerations"]},
             },
         },
         "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1},
@@ -286,13 +287,24 @@ pub fn seed(store: &mut Store, o: &OpenShift, now: &str) {
                     "name": "machine-approver-controller",
                     "image": MACHINE_APPROVER_IMAGE,
                     "args": ["--api-group-version=cluster.x-k8s.io/v1beta1", "--disable-status-controller=true"],
-                }]},
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
+                }], "nodeSelector": approver_placement()["nodeSelector"], "tolerations": approver_placement()["tolerations"]},
             },
         },
         "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1},
     });
     store.add_namespace(MACHINE_APPROVER_NAMESPACE);
     store.insert(kind("apps", "deployments"), approver);
+}
+
+/// Where OpenShift runs its machine approvers: on the masters, tolerating their taint, evicted
+/// two minutes after their Node becomes unreachable or not ready
+/// (openshift/cluster-machine-approver `manifests/04-deployment.yaml`).
+fn approver_placement() -> Value {
+    json!({"nodeSelector": {"node-role.kubernetes.io/master": ""}, "tolerations": [
+        {"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 120},
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 120}]})
 }
 
 /// The release's machine approver image, as the world names it.

@@ -6,6 +6,16 @@
 //! service-account tokens written where its mounts say. Any other Deployment is left alone (the
 //! kube-controller-manager of the world runs no deployment or replica-set controller).
 //!
+//! Each pod is a Pod object too, made as the replica-set controller makes one (named after the
+//! Deployment and its template's hash, owned by the Deployment: the world makes no ReplicaSet).
+//! The API server admits it, the world's kube-scheduler binds it, and only a bound Pod runs (its
+//! Node's kubelet starts it): a Pod no Node takes stays `Pending`. (A world without the
+//! cluster's control-plane Nodes, `--control-plane-nodes`, has no Node for the cluster's own pods,
+//! OpenShift's machine approvers among them: there pods run unbound and their Pods stay
+//! `Pending`, as no real cluster's would.) A bound Pod's status is the kubelet's: `restartCount`, `state` (`CrashLoopBackOff`
+//! between crashes) and `lastState.terminated`, whose message is the log's tail only under
+//! `FallbackToLogsOnError`. A Pod deleted or evicted stops its container and is made again.
+//!
 //! What a cluster would refuse is refused here, with the message it would give:
 //! - **Admission** (OpenShift's `restricted-v2` SecurityContextConstraints, which every service
 //!   account of a namespace without another grant gets; openshift/cluster-kube-apiserver-operator
@@ -130,6 +140,11 @@ pub struct Runner {
     /// Told whether a CAPZ manager runs (the world's holds read it: a Machine is held at `vm`
     /// while nothing reconciles its AzureMachine).
     pub on_capz: Box<dyn Fn(bool) + Send + Sync>,
+    /// The world has the cluster's control-plane Nodes (`--control-plane-nodes`): a pod runs
+    /// only once the scheduler binds its Pod. Without them the world has no Node a pod of the
+    /// cluster's own could run on (OpenShift's machine approvers among them, which every world
+    /// needs), so its pods run unbound, and their Pods stay `Pending`.
+    pub binds: bool,
     pods: Mutex<BTreeMap<(String, String), Pod>>,
 }
 
@@ -154,6 +169,18 @@ struct Pod {
     last_error: String,
     /// The values of env vars taken from a Secret's or ConfigMap's key, read when the pod was made.
     env_values: BTreeMap<String, String>,
+    /// Its Pod object (the replica-set controller's part), and the Node the scheduler bound it to.
+    object: String,
+    node: Option<String>,
+    /// The kubelet's `restartCount`: every restart, while `restarts` above is the back-off's step
+    /// (reset after a long run, as the kubelet's back-off is, while the count never is).
+    restart_count: u32,
+    /// The container's last termination, as the kubelet reports it (`lastState.terminated`).
+    last_exit: Option<Value>,
+    /// When its container last started (RFC 3339).
+    started_at: String,
+    /// The Pod status last written, to write only a change.
+    written: Value,
 }
 
 impl Drop for Pod {
@@ -252,6 +279,7 @@ impl Runner {
         client: kube::Client,
         timing: crate::cluster::Timing,
         on_capz: Box<dyn Fn(bool) + Send + Sync>,
+        binds: bool,
     ) -> Result<Runner, String> {
         let service_ca = crate::cluster::Pki::new().map_err(|e| format!("cannot make the service CA: {e}"))?;
         Ok(Runner {
@@ -265,6 +293,7 @@ impl Runner {
             service_ca,
             timing,
             on_capz,
+            binds,
             pods: Mutex::new(BTreeMap::new()),
         })
     }
@@ -324,11 +353,11 @@ impl Runner {
             let name = d["metadata"]["name"].as_str().unwrap_or_default().to_string();
             seen.insert((ns.clone(), name.clone()));
             if d["metadata"].get("deletionTimestamp").is_some() {
-                self.stop(&ns, &name);
+                self.stop(&ns, &name).await;
                 continue;
             }
             if d["spec"]["replicas"].as_i64() == Some(0) {
-                self.stop(&ns, &name);
+                self.stop(&ns, &name).await;
                 self.write_scaled_down(d).await?;
                 continue;
             }
@@ -336,17 +365,13 @@ impl Runner {
             let Some(range) = ranges.get(&ns).copied() else { continue };
             let outcome = self.reconcile(d, &ns, &name, index, bin, range).await;
             let routes = self.route(&ns, &name, d, &services);
-            let (ready, restarts) = {
-                let pods = self.pods.lock().expect("pods lock");
-                pods.get(&(ns.clone(), name.clone())).map_or((false, 0), |p| (p.ready, p.restarts))
-            };
+            let ready = self.pods.lock().expect("pods lock").get(&(ns.clone(), name.clone())).is_some_and(|p| p.ready);
             self.write_status(d, outcome.err(), if ready { 1 } else { 0 }, &routes).await?;
-            let _ = restarts;
         }
         let gone: Vec<(String, String)> =
             self.pods.lock().expect("pods lock").keys().filter(|k| !seen.contains(*k)).cloned().collect();
         for (ns, name) in gone {
-            self.stop(&ns, &name);
+            self.stop(&ns, &name).await;
         }
         let capz = self.pods.lock().expect("pods lock").values().any(|p| p.bin == "capz-manager" && p.child.is_some());
         (self.on_capz)(capz);
@@ -380,9 +405,129 @@ impl Runner {
         Ok(ranges)
     }
 
-    fn stop(&self, ns: &str, name: &str) {
-        if let Some(pod) = self.pods.lock().expect("pods lock").remove(&(ns.to_string(), name.to_string())) {
-            self.proxy.routes.remove_to(std::net::SocketAddr::from(([127, 0, 0, 1], pod.webhook)));
+    /// Stops the pod of Deployment `ns/name` and deletes its Pod object, as the kubelet kills a
+    /// deleted pod's containers and then removes it (a Pod already gone is fine: the garbage
+    /// collector deletes the Pods of a deleted Deployment by their owner reference).
+    async fn stop(&self, ns: &str, name: &str) {
+        let pod = self.pods.lock().expect("pods lock").remove(&(ns.to_string(), name.to_string()));
+        let Some(pod) = pod else { return };
+        self.proxy.routes.remove_to(std::net::SocketAddr::from(([127, 0, 0, 1], pod.webhook)));
+        let object = pod.object.clone();
+        drop(pod);
+        // With no grace period: what the kubelet sends once the containers are stopped (a bound
+        // Pod deleted by anyone else stays `Terminating` until its kubelet does).
+        if !object.is_empty() {
+            let _ = self.api(pod_kind(), ns).delete(&object, &kube::api::DeleteParams::default().grace_period(0)).await;
+        }
+    }
+
+    /// Creates the Pod object of a new pod of Deployment `d`, as the replica-set controller does:
+    /// named after the Deployment and its template's hash, labelled with the template's labels and
+    /// that hash, owned by the Deployment (the world stands in for both controllers and makes no
+    /// ReplicaSet), its spec the template's. The API server admits it or refuses it (a service
+    /// account that does not exist, among others), and the scheduler binds it.
+    async fn create_pod_object(&self, d: &Value, ns: &str, name: &str, template: &Value) -> Result<String, Refusal> {
+        let hash = format!("{:x}", md5ish(&template.to_string()))[..10].to_string();
+        let suffix = format!("{:x}", md5ish(&format!("{name}{}", jiff_now_nanos())))[..5].to_string();
+        let object = format!("{name}-{hash}-{suffix}");
+        let mut labels = template["metadata"]["labels"].clone();
+        if !labels.is_object() {
+            labels = json!({});
+        }
+        labels["pod-template-hash"] = json!(hash);
+        let body = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": object, "namespace": ns, "labels": labels,
+                "annotations": template["metadata"]["annotations"].clone(),
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
+                    "uid": d["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]},
+            "spec": template["spec"].clone()});
+        let body: DynamicObject = serde_json::from_value(body).map_err(|e| Refusal {
+            reason: "FailedCreate",
+            message: format!("the template of Deployment {ns}/{name} is not a pod: {e}"),
+        })?;
+        match self.api(pod_kind(), ns).create(&PostParams::default(), &body).await {
+            Ok(_) => Ok(object),
+            Err(kube::Error::Api(e)) => Err(Refusal { reason: "FailedCreate", message: e.message }),
+            Err(e) => Err(Refusal { reason: "FailedCreate", message: e.to_string() }),
+        }
+    }
+
+    /// The Node the scheduler bound Pod `ns/object` to; `Err` when the Pod is gone (deleted by
+    /// someone, or evicted: a new one is made, as the replica-set controller would).
+    async fn bound_node(&self, ns: &str, object: &str) -> Result<Option<String>, ()> {
+        match self.api(pod_kind(), ns).get(object).await {
+            Ok(p) => {
+                let v = serde_json::to_value(&p).unwrap_or_default();
+                if v["metadata"].get("deletionTimestamp").is_some() {
+                    return Err(());
+                }
+                Ok(v["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()).map(String::from))
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => Err(()),
+            // Read again at the next pass.
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Writes the Pod's status as the kubelet reports it: its phase, readiness, and its
+    /// container's `restartCount`, `state` and `lastState` (with the log's tail as the termination
+    /// message only under `FallbackToLogsOnError`: kubernetes v1.35 `pkg/kubelet/container/runtime.go`
+    /// `MaxContainerTerminationMessageLogLines`, `...LogLength`: 80 lines, 2,048 bytes), through a
+    /// strategic merge, which keeps the scheduler's `PodScheduled` condition.
+    async fn write_pod_status(&self, key: &(String, String), container: &Value) {
+        let (object, status) = {
+            let pods = self.pods.lock().expect("pods lock");
+            let Some(p) = pods.get(key) else { return };
+            if p.object.is_empty() || p.node.is_none() {
+                return;
+            }
+            let cname = container["name"].as_str().unwrap_or("manager");
+            let running = p.child.is_some();
+            let state = if running {
+                json!({"running": {"startedAt": p.started_at}, "waiting": null, "terminated": null})
+            } else {
+                let delay = backoff(p.restarts).as_secs();
+                let (reason, message) = if p.last_exit.is_some() {
+                    (
+                        "CrashLoopBackOff",
+                        format!("back-off {delay}s restarting failed container={cname} pod={}", p.object),
+                    )
+                } else {
+                    ("ContainerCreating", String::new())
+                };
+                json!({"running": null, "terminated": null, "waiting": {"reason": reason, "message": message}})
+            };
+            let ready = if p.ready { "True" } else { "False" };
+            let now = jiff_now();
+            let status = json!({
+                "phase": if p.started_at.is_empty() { "Pending" } else { "Running" },
+                "conditions": [
+                    {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+                    {"type": "Ready", "status": ready, "lastTransitionTime": now},
+                    {"type": "ContainersReady", "status": ready, "lastTransitionTime": now}],
+                "containerStatuses": [{
+                    "name": cname, "image": container["image"], "imageID": "", "ready": p.ready,
+                    "started": running, "restartCount": p.restart_count, "state": state,
+                    "lastState": p.last_exit.as_ref().map_or(json!({}), |t| json!({"terminated": t})),
+                }],
+            });
+            // Only a change is written (not the timestamps of the conditions).
+            let mut compared = status.clone();
+            compared["conditions"] = json!([ready]);
+            if compared == p.written {
+                return;
+            }
+            (p.object.clone(), (status, compared))
+        };
+        let patch = json!({"status": status.0});
+        if self
+            .api(pod_kind(), &key.0)
+            .patch_status(&object, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .is_ok()
+            && let Some(p) = self.pods.lock().expect("pods lock").get_mut(key)
+        {
+            p.written = status.1;
         }
     }
 
@@ -403,15 +548,56 @@ impl Runner {
         if current.as_deref() != Some(text.as_str()) {
             // A new template is a new pod: the old one stops first (the Deployment's rolling
             // update of one replica), then the new one is admitted.
-            self.stop(ns, name);
+            self.stop(ns, name).await;
             if let Some(r) = scc_refusal(name, &template, range) {
                 return Err(r);
             }
-            let pod = self.prepare(ns, name, &template, text, bin).await?;
+            let mut pod = self.prepare(ns, name, &template, text, bin).await?;
+            pod.object = self.create_pod_object(d, ns, name, &template).await?;
             self.pods.lock().expect("pods lock").insert(key.clone(), pod);
         }
-        self.renew_tokens(&key).await;
         let container = template["spec"]["containers"][index].clone();
+        // Only a Pod the scheduler bound to a Node runs (its kubelet starts it); a Pod deleted or
+        // evicted is made again at the next pass.
+        let object = self.pods.lock().expect("pods lock").get(&key).map(|p| (p.object.clone(), p.node.clone()));
+        match object {
+            Some((object, None)) => match self.bound_node(ns, &object).await {
+                Err(()) => {
+                    self.stop(ns, name).await;
+                    return Ok(());
+                }
+                Ok(None) if self.binds => return Ok(()),
+                Ok(None) => {}
+                Ok(Some(node)) => {
+                    if let Some(p) = self.pods.lock().expect("pods lock").get_mut(&key) {
+                        p.node = Some(node);
+                    }
+                }
+            },
+            Some((object, Some(_))) => {
+                if self.bound_node(ns, &object).await.is_err() {
+                    self.stop(ns, name).await;
+                    return Ok(());
+                }
+            }
+            None => return Ok(()),
+        }
+        self.renew_tokens(&key).await;
+        let outcome = self.run_container(&key, ns, &template, &container, bin).await;
+        self.write_pod_status(&key, &container).await;
+        outcome
+    }
+
+    /// Starts, restarts or checks the container of a bound pod.
+    async fn run_container(
+        &self,
+        key: &(String, String),
+        ns: &str,
+        template: &Value,
+        container: &Value,
+        bin: &'static str,
+    ) -> Result<(), Refusal> {
+        let key = key.clone();
         let now = Instant::now();
         if bin == APPROVER {
             let mut pods = self.pods.lock().expect("pods lock");
@@ -432,15 +618,20 @@ impl Runner {
                     pod.restarts = 0;
                 }
                 pod.restarts += 1;
-                let delay = BACKOFF.saturating_mul(1 << pod.restarts.min(6).saturating_sub(1)).min(BACKOFF_CAP);
-                pod.retry_at = Some(now + delay);
+                pod.retry_at = Some(now + backoff(pod.restarts));
                 pod.last_error = format!("container exited with {status}: {}", last_errors(&pod.dir.join("log")));
+                pod.last_exit = Some(terminated(&status, &pod.started_at, container, &pod.dir.join("log")));
             }
             if pod.child.is_none() && pod.retry_at.is_none_or(|t| now >= t) {
-                match self.spawn(pod, ns, name, &template, &container, bin) {
+                match self.spawn(pod, ns, template, container, bin) {
                     Ok(c) => {
+                        // The kubelet counts a restart when it starts the container again.
+                        if pod.last_exit.is_some() {
+                            pod.restart_count += 1;
+                        }
                         pod.child = Some(c);
                         pod.started = now;
+                        pod.started_at = jiff_now();
                         pod.retry_at = None;
                     }
                     Err(e) => pod.last_error = e,
@@ -580,6 +771,12 @@ impl Runner {
             ready: false,
             last_error: String::new(),
             env_values,
+            object: String::new(),
+            node: None,
+            restart_count: 0,
+            last_exit: None,
+            started_at: String::new(),
+            written: Value::Null,
         };
         pod.renew_at = Instant::now();
         Ok(pod)
@@ -655,7 +852,6 @@ impl Runner {
         &self,
         pod: &Pod,
         ns: &str,
-        name: &str,
         template: &Value,
         container: &Value,
         bin: &str,
@@ -694,9 +890,9 @@ impl Runner {
         let mut env: Vec<(String, String)> = Vec::new();
         let field = |path: &str| match path {
             "metadata.namespace" => ns.to_string(),
-            "metadata.name" => format!("{name}-world"),
-            "metadata.uid" => format!("{:x}", md5ish(&(ns.to_string() + name))),
-            "spec.nodeName" => "world".into(),
+            "metadata.name" => pod.object.clone(),
+            "metadata.uid" => format!("{:x}", md5ish(&(ns.to_string() + &pod.object))),
+            "spec.nodeName" => pod.node.clone().unwrap_or_default(),
             "spec.serviceAccountName" => template["spec"]["serviceAccountName"].as_str().unwrap_or("default").into(),
             _ => String::new(),
         };
@@ -923,6 +1119,45 @@ impl Runner {
     }
 }
 
+/// The kubelet's back-off before restart `step` of a crashing container.
+fn backoff(step: u32) -> Duration {
+    BACKOFF.saturating_mul(1 << step.min(6).saturating_sub(1)).min(BACKOFF_CAP)
+}
+
+/// Pods, as the replica-set controller makes them (not among the kinds the bridge reads each
+/// pass: only this runner reads its own Pods).
+static POD: Kind = Kind { group: "", version: "v1", kind: "Pod", plural: "pods", namespaced: true, status: true };
+
+fn pod_kind() -> &'static Kind {
+    &POD
+}
+
+/// A container's termination as the kubelet reports it (`lastState.terminated`): its exit code
+/// (128 + the signal for a killed one), `Error` for a non-zero exit, and its message: the tail of
+/// its log (the last 80 lines, at most 2,048 bytes) only when its `terminationMessagePolicy` is
+/// `FallbackToLogsOnError` and it failed, since the managers write no termination-message file.
+fn terminated(status: &std::process::ExitStatus, started_at: &str, container: &Value, log: &std::path::Path) -> Value {
+    use std::os::unix::process::ExitStatusExt;
+    let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(9));
+    let message = if code != 0 && container["terminationMessagePolicy"] == "FallbackToLogsOnError" {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut tail = lines[lines.len().saturating_sub(80)..].join("\n");
+        if tail.len() > 2048 {
+            let mut cut = tail.len() - 2048;
+            while !tail.is_char_boundary(cut) {
+                cut += 1;
+            }
+            tail = tail[cut..].to_string();
+        }
+        tail
+    } else {
+        String::new()
+    };
+    json!({"exitCode": code, "reason": if code == 0 { "Completed" } else { "Error" }, "message": message,
+        "startedAt": started_at, "finishedAt": jiff_now()})
+}
+
 /// The last error lines of a container's log (klog's `E`, or a Go panic), else its last lines.
 fn last_errors(log: &std::path::Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -936,6 +1171,11 @@ fn md5ish(s: &str) -> u128 {
     use sha2::Digest;
     let d = sha2::Sha256::digest(s.as_bytes());
     u128::from_be_bytes(d[..16].try_into().unwrap_or_default())
+}
+
+/// Nanoseconds of the clock, to tell apart Pods made in one second.
+fn jiff_now_nanos() -> i128 {
+    time::OffsetDateTime::now_utc().unix_timestamp_nanos()
 }
 
 fn jiff_now() -> String {

@@ -4,6 +4,8 @@
 
 mod commands;
 mod progress;
+#[cfg(test)]
+mod reference;
 mod report;
 mod state_cmd;
 mod views;

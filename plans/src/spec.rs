@@ -102,7 +102,7 @@ pub struct Cluster {
     pub span: Span,
 }
 
-/// Whose Cluster API managers the pool uses (docs/cluster-api-on-openshift.md).
+/// Whose Cluster API managers the pool uses (docs/src/concepts/cluster-api-on-openshift.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProvidersMode {
     /// Per provider, the cluster's where it has one (its CRDs are installed and not xcsp's), else

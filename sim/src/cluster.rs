@@ -138,7 +138,7 @@ pub struct ClusterConfig {
     /// Run CAPZ's manager as OpenShift deploys it ([`Capz`]); `None`: CAPZ's CRDs only.
     pub capz: Option<Capz>,
     /// No Cluster API: the cluster of an OpenShift `Default` feature set on AWS, where no release
-    /// installs Cluster API's core or provider CRDs or runs a manager (docs/cluster-api-on-openshift.md);
+    /// installs Cluster API's core or provider CRDs or runs a manager (docs/src/concepts/cluster-api-on-openshift.md);
     /// only the IPAM CRDs the cluster-version operator installs there. `capz` must be `None`.
     pub no_capi: bool,
 }

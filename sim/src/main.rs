@@ -95,7 +95,7 @@ struct Args {
     ebs_csi: bool,
     /// With --openshift: the cluster's feature set, `TechPreviewNoUpgrade` (OpenShift runs Cluster
     /// API's core manager) or `Default` (no Cluster API at all, as every production cluster on AWS;
-    /// docs/cluster-api-on-openshift.md).
+    /// docs/src/concepts/cluster-api-on-openshift.md).
     #[arg(long, value_name = "SET", requires = "openshift", default_value = "TechPreviewNoUpgrade",
         value_parser = ["Default", "TechPreviewNoUpgrade"], conflicts_with = "capz")]
     feature_set: String,

@@ -288,7 +288,7 @@ pub struct OpenShift {
     #[serde(default)]
     pub ebs_csi: bool,
     /// The cluster's feature set (`FeatureGate.spec.featureSet`): which Cluster API it runs
-    /// (docs/cluster-api-on-openshift.md).
+    /// (docs/src/concepts/cluster-api-on-openshift.md).
     #[serde(default)]
     pub feature_set: FeatureSet,
 }

@@ -72,7 +72,7 @@ fn check_with(model: &Model, s: &Survey, chosen: &Chosen) -> Vec<Problem> {
         problems.push(
             Problem::error("xcsp::cluster::no_capi", format!("the cluster serves no Cluster API (`cluster.x-k8s.io`){}", no_capi_why(s)))
                 .label(&cluster.kubernetes_objects.span, "the pool's objects are applied to it")
-                .with_help("name Cluster API's and CAPZ's release manifests in `cluster { cluster_api { core_components, azure_components } }` and xcsp installs them; on OpenShift, TechPreviewNoUpgrade would install Cluster API instead, but it can never be turned off and blocks every minor upgrade (docs/cluster-api-on-openshift.md)"),
+                .with_help("name Cluster API's and CAPZ's release manifests in `cluster { cluster_api { core_components, azure_components } }` and xcsp installs them; on OpenShift, TechPreviewNoUpgrade would install Cluster API instead, but it can never be turned off and blocks every minor upgrade (docs/src/concepts/cluster-api-on-openshift.md)"),
         );
     }
     // xcsp writes Cluster API's objects in the first version the cluster prefers among those it
@@ -441,7 +441,7 @@ fn provider_image_problems(model: &Model, chosen: &Chosen, mirrors: &[xcsp_kube:
 }
 
 /// Why an OpenShift cluster serves no Cluster API, as its feature set and ClusterOperators say
-/// (docs/cluster-api-on-openshift.md); empty when the cluster says nothing of it.
+/// (docs/src/concepts/cluster-api-on-openshift.md); empty when the cluster says nothing of it.
 fn no_capi_why(s: &Survey) -> String {
     match s.feature_set.as_deref() {
         Some("Default") if !s.capi_operator => ": it runs OpenShift's Default feature set, under which no release installs Cluster API on AWS (no `cluster-api` ClusterOperator, no Cluster API CRDs but the IPAM ones)".into(),

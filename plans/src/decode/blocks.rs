@@ -267,13 +267,20 @@ fn decode_azure(f: &Fields, problems: &mut Problems) -> Option<Azure> {
 
 fn decode_network(f: &Fields, problems: &mut Problems) -> Option<Network> {
     let policy = f.nested("ipsec_policy");
+    let policy_spec = schema::NETWORK.block("ipsec_policy").expect("the schema has ipsec_policy");
     let p_str = |name: &str, default: &str, problems: &mut Problems| match policy {
         Some(p) => p.string_or(name, default, problems),
-        None => Sp::new(default.to_string(), f.head()),
+        None => {
+            super::fields::check_default(policy_spec, name, default);
+            Sp::new(default.to_string(), f.head())
+        }
     };
     let p_num = |name: &str, default: i64, problems: &mut Problems| match policy {
         Some(p) => p.number_or(name, default, problems),
-        None => Sp::new(default, f.head()),
+        None => {
+            super::fields::check_default(policy_spec, name, &default.to_string());
+            Sp::new(default, f.head())
+        }
     };
     let ipsec = IpsecPolicy {
         ike_version: p_str("ike_version", "ikev2", problems),

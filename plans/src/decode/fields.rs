@@ -9,18 +9,25 @@ use xcsp_core::{Problem, Problems, Span, Value};
 use super::Env;
 use crate::eval::{self, Evaluator, Scope};
 use crate::net::parse_cidr;
-use crate::schema::{BlockSpec, Ty, suggest};
+use crate::schema::{AttrDefault, BlockSpec, Ty, suggest};
 use crate::spec::*;
 use crate::syntax::{RawAttr, RawBlock};
 
 /// One block's evaluated attributes and nested blocks.
 pub(super) struct Fields<'a> {
     pub(super) block: &'a RawBlock,
+    /// The schema it was checked against, whose defaults the `*_or` readers must match.
+    pub(super) spec: &'static BlockSpec,
     pub(super) attrs: IndexMap<String, (Value, &'a RawAttr)>,
     pub(super) blocks: Vec<(String, Fields<'a>)>,
 }
 
-pub(super) fn evaluate_block<'a>(b: &'a RawBlock, spec: &BlockSpec, env: &Env, problems: &mut Problems) -> Fields<'a> {
+pub(super) fn evaluate_block<'a>(
+    b: &'a RawBlock,
+    spec: &'static BlockSpec,
+    env: &Env,
+    problems: &mut Problems,
+) -> Fields<'a> {
     let mut attrs = IndexMap::new();
     for a in &b.attrs {
         let Some(aspec) = spec.attr(&a.key) else {
@@ -104,7 +111,7 @@ pub(super) fn evaluate_block<'a>(b: &'a RawBlock, spec: &BlockSpec, env: &Env, p
         }
         blocks.push((inner.kind.clone(), evaluate_block(inner, ispec, env, problems)));
     }
-    Fields { block: b, attrs, blocks }
+    Fields { block: b, spec, attrs, blocks }
 }
 
 /// A `Ty::Reference` attribute: `network.link` or `"link"`, resolved to the block's name.
@@ -218,7 +225,15 @@ impl<'a> Fields<'a> {
         v.as_str().map(|s| Sp::new(s.to_string(), span))
     }
 
+    /// The schema's default for `name` is `default`, the decoder's: the reference is generated
+    /// from the schema (`schema::reference`), so a default changed in one place and not the other
+    /// fails every test that decodes a spec.
+    fn check_default(&self, name: &str, default: &str) {
+        check_default(self.spec, name, default);
+    }
+
     pub(super) fn string_or(&self, name: &str, default: &str, problems: &mut Problems) -> Sp<String> {
+        self.check_default(name, default);
         self.get_string(name, problems).unwrap_or_else(|| Sp::new(default.to_string(), self.head()))
     }
 
@@ -237,6 +252,7 @@ impl<'a> Fields<'a> {
     }
 
     pub(super) fn number_or(&self, name: &str, default: i64, problems: &mut Problems) -> Sp<i64> {
+        self.check_default(name, &default.to_string());
         self.get_number(name, problems).unwrap_or_else(|| Sp::new(default, self.head()))
     }
 
@@ -246,6 +262,7 @@ impl<'a> Fields<'a> {
 
     /// A boolean with where it was written (the block's head when it was not).
     pub(super) fn spanned_bool_or(&self, name: &str, default: bool, problems: &mut Problems) -> Sp<bool> {
+        self.check_default(name, &default.to_string());
         match self.known(name, problems) {
             Some((Value::Bool(b), span)) => Sp::new(b, span),
             _ => Sp::new(default, self.head()),
@@ -288,19 +305,21 @@ impl<'a> Fields<'a> {
     }
 
     pub(super) fn cidr_or(&self, name: &str, default: &str, problems: &mut Problems) -> Option<Sp<Ipv4Net>> {
+        self.check_default(name, default);
         match self.attrs.contains_key(name) {
             true => self.cidr(name, problems),
             false => Some(Sp::new(default.parse().expect("default CIDRs are valid"), self.head())),
         }
     }
 
-    pub(super) fn choice<T: Copy>(
+    pub(super) fn choice<T: Copy + PartialEq>(
         &self,
         name: &str,
         options: &[(&str, T)],
         default: T,
         problems: &mut Problems,
     ) -> Sp<T> {
+        self.check_default(name, options.iter().find(|(_, v)| *v == default).map_or("", |(k, _)| *k));
         let Some(s) = self.get_string(name, problems) else { return Sp::new(default, self.head()) };
         match options.iter().find(|(k, _)| *k == s.value) {
             Some((_, v)) => Sp::new(*v, s.span),
@@ -316,6 +335,20 @@ impl<'a> Fields<'a> {
                 Sp::new(default, s.span)
             }
         }
+    }
+}
+
+/// `spec` documents `default` as the default of `name` (see `Fields::check_default`).
+pub(super) fn check_default(spec: &BlockSpec, name: &str, default: &str) {
+    let documented = spec.attr(name).map(|a| a.default);
+    if let Some(AttrDefault::Literal(d)) = documented {
+        assert_eq!(
+            d, default,
+            "the schema documents `{}.{name}` defaulting to {d:?}, the decoder takes {default:?}",
+            spec.kind
+        );
+    } else if !matches!(documented, Some(AttrDefault::Described(_))) {
+        panic!("the schema documents no default for `{}.{name}`, the decoder takes {default:?}", spec.kind);
     }
 }
 

@@ -1,4 +1,4 @@
-//! The Cluster API providers xcsp installs where the cluster runs none (docs/cluster-api-on-openshift.md):
+//! The Cluster API providers xcsp installs where the cluster runs none (docs/src/concepts/cluster-api-on-openshift.md):
 //! a provider's release manifests (`core-components.yaml`, `infrastructure-components.yaml`), made
 //! into what an OpenShift cluster admits and runs, then applied and removed as one resource
 //! (`k8s_cluster_api_provider`).
@@ -411,7 +411,8 @@ pub fn pod_health(pods: &[Json]) -> (i64, Option<String>) {
                 waiting = Some(format!("Pod {name} is waiting ({reason}){message}"));
             }
         }
-        let scheduled = p["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "PodScheduled");
+        let scheduled =
+            p["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "PodScheduled");
         if let Some(c) = scheduled.filter(|c| c["status"] == "False") {
             waiting = Some(format!(
                 "Pod {name} is not scheduled ({}): {}",
@@ -432,13 +433,7 @@ pub fn pod_health(pods: &[Json]) -> (i64, Option<String>) {
 /// error it exits on), else its last line.
 fn last_line(message: &str) -> &str {
     let lines: Vec<&str> = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    lines
-        .iter()
-        .rev()
-        .find(|l| l.contains("error") || l.starts_with('E'))
-        .or(lines.last())
-        .copied()
-        .unwrap_or(message)
+    lines.iter().rev().find(|l| l.contains("error") || l.starts_with('E')).or(lines.last()).copied().unwrap_or(message)
 }
 
 /// The manager Deployment among `objects`.
@@ -612,19 +607,30 @@ spec:
         };
         assert_eq!(pod_health(&[]), (0, None));
         let log = "I1203 starting\nE1203 setup.go:90] \"unable to create controller\" err=\"no kind\"\nI1203 exiting\n";
-        let (n, e) = pod_health(&[pod("a", 1, "2026-12-03T10:00:00Z", "old", None), pod("b", 2, "2026-12-03T11:00:00Z", log, None)]);
+        let (n, e) = pod_health(&[
+            pod("a", 1, "2026-12-03T10:00:00Z", "old", None),
+            pod("b", 2, "2026-12-03T11:00:00Z", log, None),
+        ]);
         assert_eq!(n, 3);
         assert_eq!(
             e.as_deref(),
-            Some("container manager of Pod b exited with code 1 (Error) at 2026-12-03T11:00:00Z: E1203 setup.go:90] \"unable to create controller\" err=\"no kind\"")
+            Some(
+                "container manager of Pod b exited with code 1 (Error) at 2026-12-03T11:00:00Z: E1203 setup.go:90] \"unable to create controller\" err=\"no kind\""
+            )
         );
         let (_, e) = pod_health(&[pod("c", 4, "2026-12-03T12:00:00Z", "", Some("CrashLoopBackOff"))]);
         let e = e.unwrap();
         assert!(e.starts_with("Pod c is waiting (CrashLoopBackOff): back-off 20s"), "{e}");
-        assert!(e.ends_with("last exit: container manager of Pod c exited with code 1 (Error) at 2026-12-03T12:00:00Z"), "{e}");
+        assert!(
+            e.ends_with("last exit: container manager of Pod c exited with code 1 (Error) at 2026-12-03T12:00:00Z"),
+            "{e}"
+        );
         let pending = json!({"metadata": {"name": "d"}, "status": {"conditions": [{"type": "PodScheduled", "status": "False",
             "reason": "Unschedulable", "message": "0/3 nodes are available"}]}});
-        assert_eq!(pod_health(&[pending]).1.as_deref(), Some("Pod d is not scheduled (Unschedulable): 0/3 nodes are available"));
+        assert_eq!(
+            pod_health(&[pending]).1.as_deref(),
+            Some("Pod d is not scheduled (Unschedulable): 0/3 nodes are available")
+        );
     }
 
     #[test]

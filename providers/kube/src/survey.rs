@@ -108,7 +108,7 @@ pub struct Survey {
     /// empty); `None`: no FeatureGate object (not OpenShift).
     pub feature_set: Option<String>,
     /// Whether cluster-capi-operator's ClusterOperator `cluster-api` exists: OpenShift runs
-    /// Cluster API here (docs/cluster-api-on-openshift.md).
+    /// Cluster API here (docs/src/concepts/cluster-api-on-openshift.md).
     pub capi_operator: bool,
     /// The Cluster API CRDs the cluster has (`*.cluster.x-k8s.io`), each with who installed it.
     pub capi_crds: Vec<CrdOwner>,

@@ -162,9 +162,8 @@ async fn on_a_default_cluster_xcsp_installs_runs_and_removes_the_providers() {
     assert_eq!(azure.attributes["restarts"], xcsp_core::Value::int(0), "{:?}", azure.attributes.get("last_error"));
     // Each manager runs where the scheduler bound its Pod: a control-plane Node on AWS, never a
     // pool Node across the link.
-    let pods_api = |ns: &str| {
-        kube::Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource("", "v1", "Pod", "pods"))
-    };
+    let pods_api =
+        |ns: &str| kube::Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource("", "v1", "Pod", "pods"));
     for ns in ["xcsp-capi-system", "xcsp-capz-system"] {
         let pods = pods_api(ns).list(&Default::default()).await.unwrap().items;
         assert!(!pods.is_empty(), "the managers' Pods in {ns}");
@@ -292,8 +291,9 @@ async fn on_a_default_cluster_xcsp_installs_runs_and_removes_the_providers() {
     let o = kube.write(req, &progress).await.unwrap_or_else(|e| panic!("repair the azure provider: {e}"));
     assert_eq!(o.attributes["available"], xcsp_core::Value::Bool(true));
     assert_eq!(o.attributes["restarts"], xcsp_core::Value::int(0), "a new Pod: {:?}", o.attributes.get("last_error"));
-    let args = capz.get("capz-controller-manager").await.unwrap().data["spec"]["template"]["spec"]["containers"][0]["args"]
-        .to_string();
+    let args =
+        capz.get("capz-controller-manager").await.unwrap().data["spec"]["template"]["spec"]["containers"][0]["args"]
+            .to_string();
     assert!(!args.contains("xcsp-probe"), "{args}");
 
     // A manager OpenShift would not admit: a fixed user outside the namespace's range.

@@ -848,14 +848,7 @@ impl Runner {
 
     /// Starts the container: its command's binary with its arguments and environment, paths under
     /// its mounts moved into the pod's directory, its ports moved to free ones.
-    fn spawn(
-        &self,
-        pod: &Pod,
-        ns: &str,
-        template: &Value,
-        container: &Value,
-        bin: &str,
-    ) -> Result<Child, String> {
+    fn spawn(&self, pod: &Pod, ns: &str, template: &Value, container: &Value, bin: &str) -> Result<Child, String> {
         if !pod.dir.join("sa-token").exists() {
             return Err(format!("no token for the pod's service account yet ({})", pod.last_error));
         }

@@ -5,6 +5,7 @@
 
 pub mod address;
 pub mod attrs;
+pub mod codes;
 pub mod diag;
 pub mod provider;
 pub mod rtype;

@@ -1,4 +1,4 @@
-//! The shape of what xcsp builds, stated once: for an `ipsec` network the link of DOMAIN.md (how
+//! The shape of what xcsp builds, stated once: for an `ipsec` network the link of docs/src/reference/cloud-facts.md (how
 //! many AWS VPN connections and tunnels, how they are numbered, their default inside CIDRs and
 //! BGP addresses, the ports it opens, the names of its nodes and Azure resources), and a pool's
 //! MachineSets. `expand` builds from it, `validate` checks specs against it, and `exports` reads

@@ -148,7 +148,7 @@ pub struct BucketConfig {
     pub refill_per_sec: f64,
 }
 
-/// ARM throttling: per subscription and principal, reads/writes/deletes (DOMAIN.md rates).
+/// ARM throttling: per subscription and principal, reads/writes/deletes (docs/src/reference/cloud-facts.md rates).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Throttle {

@@ -1,5 +1,5 @@
 //! Expansion: a validated model becomes the resource nodes the pool needs, for the `ipsec`
-//! driver with BGP the topology of DOMAIN.md: one AWS VGW, 2 customer gateways and 2 VPN
+//! driver with BGP the topology of docs/src/reference/cloud-facts.md: one AWS VGW, 2 customer gateways and 2 VPN
 //! connections (4 tunnels) facing an active-active Azure VPN gateway with 2 public IPs,
 //! 4 local network gateways and 4 connections; the workload identity; the CAPZ/CAPI objects.
 

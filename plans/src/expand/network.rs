@@ -1,4 +1,4 @@
-//! A network's resources: its VNet and, for the `ipsec` driver, the link of DOMAIN.md in three
+//! A network's resources: its VNet and, for the `ipsec` driver, the link of docs/src/reference/cloud-facts.md in three
 //! parts: Azure's gateway, AWS's gateway, and the tunnels between them (AWS's connections, then
 //! Azure's).
 

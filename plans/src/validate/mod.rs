@@ -1,6 +1,6 @@
 //! Semantic checks on a decoded spec, before any cloud call. Each rule is a function that adds
-//! problems; all of them run, so the user sees every mistake at once. DOMAIN.md cites the
-//! cloud documentation behind each limit.
+//! problems; all of them run, so the user sees every mistake at once. The cloud documentation
+//! behind each limit is cited beside its rule and in docs/src/reference/cloud-facts.md.
 //!
 //! The rules by concern: `cluster` (the stack's name, the cluster block), `clouds` (regions,
 //! accounts, tags), `network` (address space, ASNs, each link's gateway, tunnels and IPsec

@@ -252,7 +252,7 @@ const TRANSIENT_CODES: &[&str] = &[
     "CanceledAndSupersededDueToAnotherOperation",
     // A resource referenced by the request is still being provisioned.
     "ReferencedResourceNotProvisioned",
-    // Entra ID replication after an identity is made (DOMAIN.md: 15-30 s, sometimes more).
+    // Entra ID replication after an identity is made (docs/src/reference/cloud-facts.md: 15-30 s, sometimes more).
     "PrincipalNotFound",
     // A cached token that expired while a call waited; the next call takes a fresh one.
     "ExpiredAuthenticationToken",

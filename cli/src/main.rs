@@ -4,7 +4,6 @@
 
 mod commands;
 mod progress;
-#[cfg(test)]
 mod reference;
 mod report;
 mod state_cmd;
@@ -258,6 +257,11 @@ enum Command {
     },
     /// Print a shell completion script (e.g. `xcsp completions bash > /etc/bash_completion.d/xcsp`).
     Completions { shell: clap_complete::Shell },
+    /// What a diagnostic code means and what to do about it (`xcsp explain xcsp::pool::egress`).
+    Explain { code: String },
+    /// Print the guide's command-line reference (docs/src/reference/cli.md), made from these definitions.
+    #[command(hide = true)]
+    Reference,
     /// xcsp in the cluster: reconcile XcspStack resources, or print what installs it.
     Controller {
         #[command(subcommand)]
@@ -460,6 +464,20 @@ fn run(cli: Cli) -> miette::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Reference => {
+            print!("{}", reference::markdown(&<Cli as clap::CommandFactory>::command()));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Explain { code } => match report::explain(&code) {
+            Some(text) => {
+                println!("{text}");
+                Ok(ExitCode::SUCCESS)
+            }
+            None => {
+                let like = report::codes_like(&code);
+                Err(report::CliError::UnknownCode { code, like }.into())
+            }
+        },
         Command::Validate(args) => {
             let (_, l) = load(&args)?;
             println!("The spec is valid: {} resources in stack `{}`.", l.graph.len(), l.model.stack);

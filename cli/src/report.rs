@@ -44,12 +44,36 @@ pub fn fail(error: &miette::Report) -> ExitCode {
         }
         None => diag(error.as_ref()),
     }
+    // Where to read more about the codes shown: the first one the table documents.
+    let first_code = error
+        .related()
+        .and_then(|mut r| r.find_map(|d| d.code().map(|c| c.to_string())))
+        .or_else(|| error.code().map(|c| c.to_string()))
+        .filter(|c| c != "xcsp::cli::unknown_code" && explain(c).is_some());
+    if let Some(code) = first_code {
+        eprintln!("`xcsp explain {code}` says what a code means and what to do about it.");
+    }
     // A FIPS build refused by a server without FIPS-approved TLS: said, whatever carried the error.
     let chain: Vec<String> = error.chain().map(|e| e.to_string()).collect();
     if let Some(fips) = xcsp_crypto::explain_text(&chain.join(": ")) {
         eprintln!("  help: {fips}");
     }
     ExitCode::from(1)
+}
+
+/// `xcsp explain CODE`: the code's line of `xcsp_core::codes`, as a person reads it.
+pub fn explain(code: &str) -> Option<String> {
+    let c = xcsp_core::codes::CODES.iter().find(|c| c.code == code)?;
+    Some(format!(
+        "{} ({})\n\n{}.\n\nEvery code: docs/src/reference/diagnostics.md in the guide.",
+        c.code, c.severity, c.meaning
+    ))
+}
+
+/// The codes that share `code`'s area (`xcsp::pool::...`), for a code not in the table.
+pub fn codes_like(code: &str) -> Vec<&'static str> {
+    let area: String = code.split("::").take(2).collect::<Vec<_>>().join("::") + "::";
+    xcsp_core::codes::CODES.iter().map(|c| c.code).filter(|c| c.starts_with(&area)).collect()
 }
 
 /// Why a command stopped, for the errors the CLI itself finds (the crates' own errors travel as
@@ -86,6 +110,10 @@ pub enum CliError {
     )]
     #[diagnostic(code(xcsp::cli::backwards))]
     Backwards { file: PathBuf, lineage: String, serial: u64, current_lineage: String, current_serial: u64 },
+
+    #[error("`{code}` is no code of xcsp's")]
+    #[diagnostic(code(xcsp::cli::unknown_code), help("{}", if like.is_empty() { "every code is in docs/src/reference/diagnostics.md".to_string() } else { format!("codes of that area: {}", like.join(", ")) }))]
+    UnknownCode { code: String, like: Vec<&'static str> },
 }
 
 #[cfg(test)]
@@ -102,5 +130,16 @@ mod tests {
         assert!(e.to_string().starts_with("cannot write p.json"), "{e}");
         assert_eq!(e.code().unwrap().to_string(), "xcsp::cli::write");
         assert!(CliError::NoTerminal.help().unwrap().to_string().contains("--auto-approve"));
+    }
+
+    #[test]
+    fn explain_says_the_tables_line_and_names_codes_of_the_area_for_an_unknown_one() {
+        let said = explain("xcsp::cidr::syntax").unwrap();
+        assert!(said.starts_with("xcsp::cidr::syntax (error)\n\n"), "{said}");
+        // Not written as one literal: the table's test reads every code literal of the sources.
+        let unknown = format!("xcsp::cidr::{}", "nothing");
+        assert!(explain(&unknown).is_none());
+        let like = codes_like(&unknown);
+        assert!(like.contains(&"xcsp::cidr::syntax") && like.iter().all(|c| c.starts_with("xcsp::cidr::")), "{like:?}");
     }
 }

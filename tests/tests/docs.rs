@@ -1,8 +1,8 @@
 //! The guide (`docs/src`, an mdBook) and the README checked as a reader would use them: every
 //! internal link leads to a page and heading that exist, every page is in the book's summary,
 //! every spec shown passes `xcsp validate` (and one shown as wrong fails with the code the page
-//! names), every fragment of a spec is HCL. The generated references are checked where they are
-//! generated (`plans::schema`, `cli::reference`); the book's build is `scripts/docs`, in CI.
+//! names), every fragment of a spec is HCL, and every generated reference is what its generator
+//! makes now (`XCSP_BLESS=1` rewrites them). The book's build is `scripts/docs`, in CI.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -204,4 +204,33 @@ fn the_checks_read_links_and_headings_as_mdbook_does() {
     );
     let blocks = hcl_blocks("text\n```hcl,refused=xcsp::cidr::syntax\na = 1\n```\n");
     assert_eq!(blocks, [("hcl,refused=xcsp::cidr::syntax".to_string(), "a = 1\n".to_string(), 2)]);
+}
+
+/// The references made from the code are what the code makes now: the spec reference from the
+/// decoder's schema, the diagnostics from the table of codes, the command line from the binary's
+/// clap definitions (its hidden `xcsp reference`). `XCSP_BLESS=1` rewrites the stale ones.
+#[test]
+fn the_generated_references_are_current() {
+    let cli = Command::new(bin("xcsp")).arg("reference").output().unwrap();
+    assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
+    let pages = [
+        ("docs/src/reference/spec-schema.md", xcsp_plans::schema::reference()),
+        ("docs/src/reference/diagnostics.md", xcsp_core::codes::reference()),
+        ("docs/src/reference/cli.md", String::from_utf8(cli.stdout).unwrap()),
+    ];
+    let bless = std::env::var_os("XCSP_BLESS").is_some();
+    let mut stale = Vec::new();
+    for (page, wanted) in pages {
+        let path = root().join(page);
+        if bless {
+            std::fs::write(&path, &wanted).unwrap();
+        }
+        if std::fs::read_to_string(&path).unwrap_or_default() != wanted {
+            stale.push(page);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale: {stale:?}; regenerate with `XCSP_BLESS=1 cargo test --workspace --test docs -- the_generated_references_are_current`"
+    );
 }

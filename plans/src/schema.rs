@@ -574,43 +574,18 @@ mod tests {
         );
     }
 
-    /// Every default the decoder takes is the schema's: decoding a spec that leaves every
-    /// optional attribute out, with every optional block present and empty, goes through each
-    /// `*_or` reader, which panics on a difference (`decode::fields::check_default`).
+    /// Every default the decoder takes is the schema's: decoding a spec with every optional block
+    /// present goes through each `*_or` reader (each checks, whether the attribute is written or
+    /// not), which panics on a difference (`decode::fields::check_default`).
     #[test]
     fn the_decoders_defaults_are_the_schemas() {
-        let spec = r#"
-cluster {
-  infrastructure_name = "demo-k8x2q"
-  api_url             = "https://api.demo.example.com:6443"
-  oidc_issuer_url     = "https://demo-oidc.s3.us-east-1.amazonaws.com"
-  machine_network     = "10.0.0.0/16"
-  overlay_mtu         = 1300
-  ssh_public_key      = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQCZhwckwnUyPZGO6ULFYAiyb0pshuGkZ/Fr+TE8XdlKZsB8/XF/mGUzL12b4DgcPVwisJaCUsNSX0yW+YisIjIvQivdIvs3o4/yoTLNDswcDE2LJH9Gvq16GawOtk6vuguTcDrypHzLFhQp5W+ynE3RCtZo4rIaTc1yONVAv0dkyvk5Kcjxhd+bgAJFvH5l3X8zopaXP/GdxH8XNrHKZQZEJtQx/mPgPxDpTolRHnJpDiYmBo0eHfOG8iuMl50RBJy568uv/1oNdTRxLYRGeEnvLVMN+Txo8rVUgxNcJkVnuTucCveaICF+Hyb/wmC0Kr8g7rZhlM/QNdVN581d9Qb1 x"
-  cluster_api {}
-}
-aws { region = "us-east-1" }
-azure {
-  subscription_id = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
-  tenant_id       = "ffffffff-0000-1111-2222-333333333333"
-  location        = "eastus"
-  resource_group  = "demo-workers"
-}
-network "link" {
-  vnet_cidr      = "10.210.0.0/16"
-  gateway_subnet = "10.210.255.0/27"
-  ipsec_policy {}
-}
-workload_identity "capz" {}
-worker_pool "p" {
-  vm_size     = "Standard_NC4as_T4_v3"
-  subnet_cidr = "10.210.1.0/24"
-  image_id    = "/subscriptions/aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee/resourceGroups/images/providers/Microsoft.Compute/galleries/rhcos/images/rhcos/versions/4.19.0"
-  os_disk {}
-}
-output "o" { value = 1 }
-"#;
-        let file = xcsp_core::SourceFile::new("s.xcsp.hcl", spec);
+        let spec = include_str!("../../examples/public/pool.xcsp.hcl")
+            .replacen("  overlay_mtu ", "  cluster_api {}\n  overlay_mtu ", 1)
+            .replacen("  azure_asn      = 65020\n", "  azure_asn      = 65020\n  ipsec_policy {}\n", 1)
+            .replacen("  replicas    = 1\n", "  replicas    = 1\n  os_disk {}\n", 1)
+            + "output \"o\" { value = 1 }\n";
+        assert_eq!(spec.matches(" {}").count(), 4, "every optional block is in: {spec}");
+        let file = xcsp_core::SourceFile::new("s.xcsp.hcl", spec.as_str());
         let loaded = crate::check_sources(vec![file], &crate::VarInputs::default());
         assert!(loaded.is_ok(), "{}", loaded.err().map(|e| e.to_string()).unwrap_or_default());
     }

@@ -4,7 +4,7 @@
 
 use crate::arm::path::{self, Target};
 use crate::arm::store::{ResKind, Resource};
-use crate::server::Sim;
+use crate::whole::Sim;
 use axum::Json;
 use axum::Router;
 use axum::extract::{Query, State};
@@ -47,7 +47,7 @@ fn bad(msg: impl Into<String>) -> Response {
 
 /// Every AWS tunnel's negotiated status and, when DOWN, why.
 async fn tunnels(State(sim): S) -> Json<Value> {
-    Json(json!({ "tunnels": crate::aws::tunnels::verdicts(&sim) }))
+    Json(json!({ "tunnels": crate::link::tunnels::verdicts(&sim.clouds()) }))
 }
 
 /// EC2 requests per action.

@@ -11,11 +11,14 @@ pub mod child;
 pub mod cluster;
 pub mod front;
 pub mod kube;
+pub mod link;
 pub mod ports;
 pub mod proxy;
 pub mod release;
 pub mod server;
+pub mod whole;
 pub mod world;
 
-pub use server::{Sim, SimServer, StartError};
+pub use server::{SimServer, StartError};
+pub use whole::Sim;
 pub use world::{AWS_CLUSTER_NETWORK_MTU, OpenShift, Profile, SimConfig};

@@ -240,7 +240,7 @@ fn main() {
             };
             match rt.block_on(xcsp_sim::aws::fixture::cluster(&m.url, infra, region)) {
                 Ok(c) => {
-                    rt.block_on(xcsp_sim::aws::cluster::watch_cluster(&server.sim, c.clone()));
+                    rt.block_on(xcsp_sim::aws::cluster::watch_cluster(&server.sim.aws, c.clone()));
                     let _ = writeln!(
                         out,
                         "xcsp-sim fixture {infra} {region}: {}",

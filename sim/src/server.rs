@@ -4,10 +4,11 @@
 //! programs' ([`crate::cluster`]), started by [`SimServer::start_with_cluster`].
 
 use crate::admin;
-use crate::arm::{self, Arm, Ctx, Reply, auth, error::ArmError, path};
+use crate::arm::{self, Ctx, Reply, auth, error::ArmError, path};
+use crate::whole::Sim;
 use crate::world::{SimConfig, World};
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -16,50 +17,6 @@ use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The whole simulated world: shared settings plus the emulated clouds.
-#[derive(Debug)]
-pub struct Sim {
-    pub world: World,
-    pub arm: Arm,
-    pub aws: crate::aws::Aws,
-    /// The configuration to return to on `/_sim/reset`.
-    pub initial: SimConfig,
-    /// The stand-ins as clients of the world's cluster, when it runs one.
-    pub bridge: std::sync::OnceLock<Arc<crate::kube::bridge::Bridge>>,
-    /// A kubeconfig for the world's cluster, when it runs one.
-    pub kubeconfig: std::sync::OnceLock<String>,
-    /// A CAPZ manager runs in the world's cluster (the world's own, [`crate::cluster::Capz`], or
-    /// the pod of a CAPZ Deployment someone applied, [`crate::kube::pods`]): only it makes and
-    /// deletes the workers' VMs; without one, a machine's join is held at its VM.
-    pub real_capz: std::sync::atomic::AtomicBool,
-    /// The timing flags its cluster's controllers run with, when it runs one (`GET /_sim/timing`).
-    pub timing: std::sync::OnceLock<crate::cluster::Timing>,
-}
-
-impl Sim {
-    pub fn new(config: SimConfig) -> Sim {
-        let world = World::new(config.clone());
-        Sim {
-            world,
-            arm: Arm::default(),
-            aws: Default::default(),
-            initial: config,
-            bridge: Default::default(),
-            kubeconfig: Default::default(),
-            real_capz: Default::default(),
-            timing: Default::default(),
-        }
-    }
-
-    /// Forgets all cloud resources, tokens, counters and the journal; restores the initial
-    /// configuration. The cluster's objects stay: a reset of the world does not reinstall it.
-    pub fn reset(&self) {
-        self.world.reset(self.initial.clone());
-        self.arm.reset();
-        self.aws.reset();
-    }
-}
 
 /// Builds the router of a sim's plain port: admin, EC2 and ARM.
 pub fn router(sim: Arc<Sim>) -> Router {
@@ -99,30 +56,16 @@ fn error_response(world: &World, e: ArmError) -> Response {
     json_response(e.status, Some(e.body()), &e.headers)
 }
 
-/// A response whose body fails: the client sees the connection drop mid-response.
-pub(crate) fn dropped(world: &World) -> Response {
-    world.count(|c| c.dropped_connections += 1);
-    let stream = futures_util::stream::once(async {
-        Err::<Bytes, std::io::Error>(std::io::Error::new(
-            std::io::ErrorKind::ConnectionReset,
-            "xcsp-sim: injected dropped connection",
-        ))
-    });
-    let mut resp = Response::new(Body::from_stream(stream));
-    resp.headers_mut().insert(axum::http::header::CONTENT_LENGTH, HeaderValue::from_static("64"));
-    resp
-}
-
 async fn entry(State(sim): State<Arc<Sim>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     to_the_end(serve_one(sim, method, uri, headers, body)).await
 }
 
 async fn serve_one(sim: Arc<Sim>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     if crate::aws::is_ec2(&method, uri.path(), &headers) {
-        return crate::aws::serve(&sim, &headers, &body).await;
+        return crate::aws::serve(&sim.ec2(&sim.clouds()), &headers, &body).await;
     }
     if crate::aws::resolver::is_resolver(&headers) {
-        return crate::aws::resolver::serve(&sim, &headers, &body).await;
+        return crate::aws::resolver::serve(&sim.aws, &headers, &body).await;
     }
     if let Some(rest) = uri.path().strip_prefix(arm::blob::PATH) {
         return serve_blob(&sim, &method, &uri, rest, &headers);
@@ -321,7 +264,7 @@ async fn serve_arm(
     }
     let drop = sim.world.chance(config.faults.drop_rate);
     if drop && !config.faults.drop_after_apply {
-        return dropped(&sim.world);
+        return crate::world::dropped(&sim.world);
     }
     let mut extra: Vec<(String, String)> = Vec::new();
     if let Some(sub) = arm::subscription_of(&target) {
@@ -354,7 +297,7 @@ async fn serve_arm(
         sim.world.journal("azure", "DELETE", uri.path());
     }
     if drop {
-        return dropped(&sim.world);
+        return crate::world::dropped(&sim.world);
     }
     match result {
         Ok(Reply { status, mut body, mut headers }) => {
@@ -398,7 +341,7 @@ fn negotiated_status(sim: &Sim, body: &mut serde_json::Value) {
     if targets.is_empty() {
         return;
     }
-    let status = crate::aws::tunnels::azure_status(sim);
+    let status = crate::link::tunnels::azure_status(&sim.clouds());
     for t in targets {
         let id = t["id"].as_str().unwrap_or_default().to_ascii_lowercase();
         if let Some(s) = status.get(&id) {
@@ -563,7 +506,7 @@ impl SimServer {
                             .await
                             .map_err(|e| e.to_string())?;
                         let bridge = crate::kube::bridge::Bridge::install(
-                            &sim,
+                            &sim.world,
                             client,
                             bootstrapper,
                             &cluster.ca_pem,

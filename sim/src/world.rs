@@ -601,6 +601,20 @@ fn make_rng(seed: Option<u64>) -> StdRng {
     }
 }
 
+/// A response whose body fails: the client sees the connection drop mid-response.
+pub fn dropped(world: &World) -> axum::response::Response {
+    world.count(|c| c.dropped_connections += 1);
+    let stream = futures_util::stream::once(async {
+        Err::<axum::body::Bytes, std::io::Error>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "xcsp-sim: injected dropped connection",
+        ))
+    });
+    let mut resp = axum::response::Response::new(axum::body::Body::from_stream(stream));
+    resp.headers_mut().insert(axum::http::header::CONTENT_LENGTH, axum::http::HeaderValue::from_static("64"));
+    resp
+}
+
 /// RFC 7396 JSON merge patch.
 pub fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
     use serde_json::Value;

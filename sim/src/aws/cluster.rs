@@ -5,7 +5,7 @@
 
 use axum::http::HeaderMap;
 
-use crate::server::Sim;
+use super::Aws;
 
 /// A cluster the fixture made, as a VM joining it meets it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -20,10 +20,9 @@ pub struct ClusterView {
 
 /// Reads the rules of a cluster's API load balancer and node groups again after a change to
 /// `group` (none named: every cluster's).
-pub async fn refresh_api_lb(sim: &Sim, headers: &HeaderMap, group: Option<&str>) {
-    let Some(url) = sim.aws.moto_url() else { return };
-    let groups: Vec<String> = sim
-        .aws
+pub async fn refresh_api_lb(aws: &Aws, headers: &HeaderMap, group: Option<&str>) {
+    let Some(url) = aws.moto_url() else { return };
+    let groups: Vec<String> = aws
         .clusters
         .lock()
         .expect("clusters lock")
@@ -32,8 +31,8 @@ pub async fn refresh_api_lb(sim: &Sim, headers: &HeaderMap, group: Option<&str>)
         .filter(|g| group.is_none_or(|x| x == g))
         .collect();
     for g in groups {
-        let rules = super::resolver::group_rules(sim, &url, headers, &g).await;
-        for c in sim.aws.clusters.lock().expect("clusters lock").iter_mut() {
+        let rules = super::resolver::group_rules(aws, &url, headers, &g).await;
+        for c in aws.clusters.lock().expect("clusters lock").iter_mut() {
             if c.fixture.api_lb_security_group == g {
                 c.api_lb_rules = rules.clone();
             }
@@ -46,15 +45,15 @@ pub async fn refresh_api_lb(sim: &Sim, headers: &HeaderMap, group: Option<&str>)
 
 /// Takes in a cluster the fixture made, reading its API load balancer group's rules from moto
 /// (signed as the fixture signs, in its region).
-pub async fn watch_cluster(sim: &Sim, cluster: super::fixture::Cluster) {
+pub async fn watch_cluster(aws: &Aws, cluster: super::fixture::Cluster) {
     let mut headers = HeaderMap::new();
     if let Ok(v) = super::fixture::authorization(&cluster.region).parse() {
         headers.insert(axum::http::header::AUTHORIZATION, v);
     }
-    sim.aws.clusters.lock().expect("clusters lock").push(ClusterView {
+    aws.clusters.lock().expect("clusters lock").push(ClusterView {
         fixture: cluster,
         api_lb_rules: vec![],
         node_rules: vec![],
     });
-    refresh_api_lb(sim, &headers, None).await;
+    refresh_api_lb(aws, &headers, None).await;
 }

@@ -11,7 +11,6 @@ pub mod cluster;
 pub mod fixture;
 pub mod query;
 pub mod resolver;
-pub mod tunnels;
 pub mod vpn;
 
 use std::path::PathBuf;
@@ -23,7 +22,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::server::Sim;
+use crate::world::World;
 use query::{Ec2Error, Params};
 use vpn::{Timing, VpnStore};
 
@@ -128,6 +127,20 @@ impl std::fmt::Debug for Moto {
     }
 }
 
+/// What the layer reads of the link it cannot judge alone: each tunnel's status, which depends on
+/// the Azure side too (the link's floor, above this one, decides it).
+pub trait TunnelTelemetry: Sync {
+    fn telemetry(&self) -> vpn::Telemetry;
+}
+
+/// One EC2 request's view of the world: the AWS side's own state, the world's clock and faults,
+/// and the tunnels' status as the link reports it.
+pub struct Ec2<'a> {
+    pub aws: &'a Aws,
+    pub world: &'a World,
+    pub tunnels: &'a dyn TunnelTelemetry,
+}
+
 /// The AWS side of the sim world.
 #[derive(Debug, Default)]
 pub struct Aws {
@@ -206,7 +219,7 @@ const OWN_ACTIONS: &[&str] = &[
 
 /// Answers one EC2 request, or drops its connection (`aws_drop_rate`): before applying it, or,
 /// with `drop_after_apply`, after (the SDK then retries a call EC2 already carried out).
-pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
+pub async fn serve(sim: &Ec2<'_>, headers: &HeaderMap, body: &[u8]) -> Response {
     let faults = sim.world.config().faults;
     let p = Params::parse(body);
     let action = p.action().to_string();
@@ -226,7 +239,7 @@ pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
     });
     let drop = targeted == Some(true) || (targeted.is_none() && sim.world.chance(faults.aws_drop_rate));
     if drop && !faults.drop_after_apply && targeted.is_none() {
-        return crate::server::dropped(&sim.world);
+        return crate::world::dropped(&sim.world);
     }
     *sim.aws.requests.lock().expect("requests lock").entry(action.clone()).or_default() += 1;
     let request_id = uuid::Uuid::new_v4().to_string();
@@ -235,12 +248,12 @@ pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
         return xml(500, Ec2Error::new(500, "InternalError", "An internal error has occurred.").body(&request_id));
     }
     let answer = answer(sim, headers, body, &p, &action, &faults, &request_id).await;
-    if drop { crate::server::dropped(&sim.world) } else { answer }
+    if drop { crate::world::dropped(&sim.world) } else { answer }
 }
 
 /// The request's answer, once `serve` has parsed and counted it and decided the test's faults.
 async fn answer(
-    sim: &Sim,
+    sim: &Ec2<'_>,
     headers: &HeaderMap,
     body: &[u8],
     p: &Params,
@@ -293,12 +306,12 @@ async fn answer(
         "DeleteCustomerGateway" => own(sim.aws.vpn.lock().expect("vpn").delete_cgw(p, &t)),
         "CreateVpnConnection" => own(sim.aws.vpn.lock().expect("vpn").create_conn(p, &t)),
         "DescribeVpnConnections" => {
-            let telemetry = tunnels::telemetry(sim);
+            let telemetry = sim.tunnels.telemetry();
             own(sim.aws.vpn.lock().expect("vpn").describe_conns(p, now, &telemetry))
         }
         "DeleteVpnConnection" => own(sim.aws.vpn.lock().expect("vpn").delete_conn(p, &t)),
         "ModifyVpnTunnelOptions" => {
-            let telemetry = tunnels::telemetry(sim);
+            let telemetry = sim.tunnels.telemetry();
             own(sim.aws.vpn.lock().expect("vpn").modify_tunnel(p, &t, &telemetry))
         }
         "CreateVpnConnectionRoute" => own(sim.aws.vpn.lock().expect("vpn").route(p, true, now)),
@@ -343,11 +356,11 @@ async fn answer(
         // to one of them (an endpoint made later reads its groups' rules then).
         "AuthorizeSecurityGroupIngress" | "RevokeSecurityGroupIngress" | "DeleteSecurityGroup" => {
             let (resp, text) = forward(sim, headers, body.to_vec(), request_id).await;
-            if text.is_some() && resolver::watches_group(sim, p.get("GroupId")) {
-                resolver::refresh(sim, headers).await;
+            if text.is_some() && resolver::watches_group(sim.aws, p.get("GroupId")) {
+                resolver::refresh(sim.aws, headers).await;
             }
             if text.is_some() {
-                cluster::refresh_api_lb(sim, headers, p.get("GroupId")).await;
+                cluster::refresh_api_lb(sim.aws, headers, p.get("GroupId")).await;
             }
             resp
         }
@@ -356,12 +369,12 @@ async fn answer(
 }
 
 /// Sends the request to moto; the response, and its text when it was a 200.
-async fn forward(sim: &Sim, headers: &HeaderMap, body: Vec<u8>, request_id: &str) -> (Response, Option<String>) {
+async fn forward(sim: &Ec2<'_>, headers: &HeaderMap, body: Vec<u8>, request_id: &str) -> (Response, Option<String>) {
     let Some(url) = sim.aws.moto_url() else {
         let e = Ec2Error::new(503, "Unavailable", "the local AWS cloud has no moto behind it (start it with moto)");
         return (xml(503, e.body(request_id)), None);
     };
-    match to_moto(sim, &url, headers, body).await {
+    match to_moto(sim.aws, &url, headers, body).await {
         Ok((status, text)) => {
             let ok = (status == 200).then(|| text.clone());
             (xml(status, text), ok)
@@ -375,8 +388,8 @@ async fn forward(sim: &Sim, headers: &HeaderMap, body: Vec<u8>, request_id: &str
 
 /// One request to moto at `url` with the caller's signing headers (EC2's query calls and
 /// Route 53 Resolver's JSON ones alike): its status and body.
-pub(crate) async fn to_moto(sim: &Sim, url: &str, headers: &HeaderMap, body: Vec<u8>) -> Result<(u16, String), String> {
-    let mut req = sim.aws.http.post(format!("{url}/")).body(body);
+pub(crate) async fn to_moto(aws: &Aws, url: &str, headers: &HeaderMap, body: Vec<u8>) -> Result<(u16, String), String> {
+    let mut req = aws.http.post(format!("{url}/")).body(body);
     for (k, v) in headers {
         if matches!(
             k.as_str(),
@@ -396,7 +409,7 @@ pub(crate) async fn to_moto(sim: &Sim, url: &str, headers: &HeaderMap, body: Vec
 }
 
 /// Asks moto a yes/no question: does its answer to `form` contain `needle`?
-async fn moto_has(sim: &Sim, headers: &HeaderMap, form: &[(&str, &str)], needle: &str) -> bool {
+async fn moto_has(sim: &Ec2<'_>, headers: &HeaderMap, form: &[(&str, &str)], needle: &str) -> bool {
     let mut form: Vec<(&str, &str)> = form.to_vec();
     form.push(("Version", "2016-11-15"));
     let body = serde_urlencoded::to_string(&form).unwrap_or_default();

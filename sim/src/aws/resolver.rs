@@ -10,7 +10,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::server::Sim;
+use super::Aws;
 
 /// One inbound endpoint as a VM's DNS query meets it.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -57,21 +57,21 @@ const CHANGES: &[&str] = &[
 ];
 
 /// Answers one Route 53 Resolver request through moto.
-pub async fn serve(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Response {
+pub async fn serve(aws: &Aws, headers: &HeaderMap, body: &[u8]) -> Response {
     let operation = target(headers).unwrap_or_default().to_string();
-    *sim.aws.requests.lock().expect("requests lock").entry(format!("Route53Resolver.{operation}")).or_default() += 1;
+    *aws.requests.lock().expect("requests lock").entry(format!("Route53Resolver.{operation}")).or_default() += 1;
     if headers.get(axum::http::header::AUTHORIZATION).is_none() {
         return json_error(400, "MissingAuthenticationTokenException", "Missing Authentication Token");
     }
-    let Some(url) = sim.aws.moto_url() else {
+    let Some(url) = aws.moto_url() else {
         return json_error(503, "ServiceUnavailableException", "the local AWS cloud has no moto behind it");
     };
-    let (status, text) = match super::to_moto(sim, &url, headers, body.to_vec()).await {
+    let (status, text) = match super::to_moto(aws, &url, headers, body.to_vec()).await {
         Ok(answer) => answer,
         Err(e) => return json_error(503, "ServiceUnavailableException", &format!("moto did not answer: {e}")),
     };
     if status == 200 && CHANGES.contains(&operation.as_str()) {
-        refresh(sim, headers).await;
+        refresh(aws, headers).await;
     }
     let status = axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
     (status, [(axum::http::header::CONTENT_TYPE, "application/x-amz-json-1.1")], text).into_response()
@@ -108,14 +108,14 @@ fn signed_for(headers: &HeaderMap, service: &str, target: Option<&str>, content_
 
 /// Whether a change to security group `group` (none named: any) can change the view: only a
 /// group an inbound endpoint uses can.
-pub fn watches_group(sim: &Sim, group: Option<&str>) -> bool {
-    let view = sim.aws.resolvers.lock().expect("resolvers lock");
+pub fn watches_group(aws: &Aws, group: Option<&str>) -> bool {
+    let view = aws.resolvers.lock().expect("resolvers lock");
     group.is_none_or(|g| view.iter().any(|e| e.security_groups.iter().any(|s| s == g)))
 }
 
 /// Reads the inbound endpoints and their groups' rules from moto into the view.
-pub async fn refresh(sim: &Sim, headers: &HeaderMap) {
-    let Some(url) = sim.aws.moto_url() else { return };
+pub async fn refresh(aws: &Aws, headers: &HeaderMap) {
+    let Some(url) = aws.moto_url() else { return };
     let json_call = |op: &str, body: Value| {
         let h = signed_for(
             headers,
@@ -125,7 +125,7 @@ pub async fn refresh(sim: &Sim, headers: &HeaderMap) {
         );
         let url = url.clone();
         async move {
-            let (status, text) = super::to_moto(sim, &url, &h, body.to_string().into_bytes()).await.ok()?;
+            let (status, text) = super::to_moto(aws, &url, &h, body.to_string().into_bytes()).await.ok()?;
             (status == 200).then(|| serde_json::from_str::<Value>(&text).ok()).flatten()
         }
     };
@@ -153,7 +153,7 @@ pub async fn refresh(sim: &Sim, headers: &HeaderMap) {
             .collect();
         let mut rules = Vec::new();
         for sg in &security_groups {
-            rules.extend(group_rules(sim, &url, headers, sg).await);
+            rules.extend(group_rules(aws, &url, headers, sg).await);
         }
         view.push(InboundEndpoint {
             id,
@@ -164,7 +164,7 @@ pub async fn refresh(sim: &Sim, headers: &HeaderMap) {
             rules,
         });
     }
-    *sim.aws.resolvers.lock().expect("resolvers lock") = view;
+    *aws.resolvers.lock().expect("resolvers lock") = view;
 }
 
 /// Whether inbound `rules` (protocol, from port, to port, CIDR) let `protocol` to `port` in
@@ -181,7 +181,7 @@ pub fn admits(rules: &[(String, i64, i64, String)], protocol: &str, port: i64, s
 
 /// A group's inbound rules, from EC2's `DescribeSecurityGroupRules` (one flat item per rule).
 pub(super) async fn group_rules(
-    sim: &Sim,
+    aws: &Aws,
     url: &str,
     headers: &HeaderMap,
     group: &str,
@@ -194,7 +194,7 @@ pub(super) async fn group_rules(
         ("Filter.1.Value.1", group),
     ];
     let body = serde_urlencoded::to_string(form).unwrap_or_default();
-    let Ok((200, text)) = super::to_moto(sim, url, &h, body.into_bytes()).await else { return Vec::new() };
+    let Ok((200, text)) = super::to_moto(aws, url, &h, body.into_bytes()).await else { return Vec::new() };
     let field = |chunk: &str, tag: &str| -> Option<String> {
         let open = format!("<{tag}>");
         let start = chunk.find(&open)? + open.len();

@@ -38,8 +38,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::joins::{Held, Link};
+use super::joins::Held;
 use super::store::Store;
+use crate::link::view::Link;
 
 /// Seconds from a VM's creation to its Node's registration: the first boot, Ignition, the pivot
 /// to the pool's OS image and its reboot, the kubelet's start (OpenShift documents no figure; a

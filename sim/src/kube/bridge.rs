@@ -25,7 +25,9 @@ use serde_json::{Value, json};
 use super::kinds::{CAPZ, KINDS, Kind};
 use super::store::{Key, Obj, Store, key};
 use super::{boot, joins};
-use crate::server::Sim;
+use crate::link::clouds::Clouds;
+use crate::link::view::Link;
+use crate::world::World;
 
 /// How often the stand-ins look at the cluster.
 pub const PASS: Duration = Duration::from_millis(500);
@@ -76,25 +78,32 @@ fn comparable(v: &Value) -> Value {
     v
 }
 
+/// What the stand-ins read of the floors below them on each pass: both clouds (and the link
+/// through them), and whether a CAPZ manager runs.
+pub trait Floors: Send + Sync + 'static {
+    fn clouds(&self) -> Clouds<'_>;
+    fn real_capz(&self) -> bool;
+}
+
 impl Bridge {
     /// Installs OpenShift's objects (what [`Store::new`] seeds for the world's `openshift`
     /// config) in the upstream cluster and cluster-capi-operator's admission as a
     /// ValidatingAdmissionPolicy, then answers a bridge ready to [`Bridge::run`].
     pub async fn install(
-        sim: &Sim,
+        world: &World,
         client: kube::Client,
         bootstrapper: kube::Client,
         ca_pem: &str,
         audit_log: std::path::PathBuf,
     ) -> Result<Arc<Bridge>, String> {
-        let store = Store::new(&sim.world, ca_pem);
+        let store = Store::new(world, ca_pem);
         let seeded: Vec<Obj> = store.objects.values().cloned().collect();
         // Namespaces first, then the rest in the seed's order.
         let (namespaces, rest): (Vec<Obj>, Vec<Obj>) = seeded.into_iter().partition(|o| o.kind.plural == "namespaces");
         for o in namespaces.into_iter().chain(rest) {
             create(&client, o.kind, &o.value).await?;
         }
-        if let Some(o) = sim.world.config().openshift.filter(|o| o.feature_set.runs_capi()) {
+        if let Some(o) = world.config().openshift.filter(|o| o.feature_set.runs_capi()) {
             for policy in super::openshift::admission_policies(&o.infrastructure_name) {
                 crate::cluster::apply_as(&client, &policy, MANAGER).await?;
             }
@@ -148,9 +157,9 @@ impl Bridge {
     }
 
     /// Passes until the runtime stops; a pass that fails is logged and the next one tries again.
-    pub async fn run(self: Arc<Self>, sim: Arc<Sim>) {
+    pub async fn run(self: Arc<Self>, sim: Arc<dyn Floors>) {
         loop {
-            if let Err(e) = self.pass(&sim).await {
+            if let Err(e) = self.pass(sim.as_ref()).await {
                 eprintln!("xcsp-sim: a pass of the stand-ins failed (tried again): {e}");
             }
             tokio::time::sleep(PASS).await;
@@ -183,7 +192,7 @@ impl Bridge {
     }
 
     /// One pass: read, run the stand-ins, write back what they own.
-    async fn pass(&self, sim: &Sim) -> Result<(), String> {
+    async fn pass(&self, sim: &dyn Floors) -> Result<(), String> {
         let snapshot = self.snapshot().await?;
         let (after, posting) = self.stand_ins(sim, snapshot.clone());
         // What a stand-in made first, then what it changed: an object that names another (a
@@ -231,13 +240,14 @@ impl Bridge {
 
     /// Runs the stand-ins on `snapshot`; answers the objects as they left them and the Nodes
     /// whose kubelet posts now.
-    fn stand_ins(&self, sim: &Sim, snapshot: BTreeMap<Key, Obj>) -> (BTreeMap<Key, Obj>, Vec<String>) {
-        let world = &sim.world;
+    fn stand_ins(&self, sim: &dyn Floors, snapshot: BTreeMap<Key, Obj>) -> (BTreeMap<Key, Obj>, Vec<String>) {
+        let clouds = sim.clouds();
+        let world = clouds.world;
         let config = world.config();
-        let link = joins::Link::of(sim);
-        let tokens = sim.arm.tokens.lock().expect("tokens lock").last.clone();
-        let access = sim.arm.access.lock().expect("access lock").clone();
-        let arm = sim.arm.store.lock().expect("arm lock");
+        let link = Link::of(&clouds);
+        let tokens = clouds.arm.tokens.lock().expect("tokens lock").last.clone();
+        let access = clouds.arm.access.lock().expect("access lock").clone();
+        let arm = clouds.arm.store.lock().expect("arm lock");
         let mut s = self.store.lock().expect("store lock");
         s.objects = snapshot;
         s.settle_machine_configs(world);
@@ -245,7 +255,7 @@ impl Bridge {
         let machines: Vec<Value> =
             s.objects.iter().filter(|(k, _)| k.1 == "machines").map(|(_, o)| o.value.clone()).collect();
         let deleting = |m: &Value| m["metadata"].get("deletionTimestamp").is_some();
-        let real_capz = sim.real_capz.load(std::sync::atomic::Ordering::SeqCst);
+        let real_capz = sim.real_capz();
         // A kubelet whose VM is gone posts nothing more; its Node stays until someone deletes it
         // (CAPI deletes no Node of a cluster without control-plane Machines:
         // `machine_controller.go` `isDeleteNodeAllowed`).

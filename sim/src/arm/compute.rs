@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use super::error::ArmError;
 use super::kinds::{self, Kind};
 use super::store::{ResKind, Resource, Store};
-use super::{Ctx, rules};
+use super::{Ctx, refs};
 
 fn is(kind: &'static Kind, other: &'static Kind) -> bool {
     std::ptr::eq(kind, other)
@@ -104,7 +104,7 @@ pub fn check_put(
                 return Err(ArmError::invalid_content(format!("properties.ipConfigurations[{i}].name is required.")));
             }
             if let Some(subnet) = c["properties"]["subnet"]["id"].as_str() {
-                rules::resolve(store, subnet, id, &kinds::SUBNET)?;
+                refs::resolve(store, subnet, id, &kinds::SUBNET)?;
             }
         }
     } else if is(kind, &kinds::VM) {
@@ -139,8 +139,8 @@ pub fn check_put(
         }
         for n in &nics {
             let nic = n["id"].as_str().unwrap_or_default();
-            rules::resolve(store, nic, id, &kinds::NIC)?;
-            if let Some(other) = vm_using_nic(store, nic).filter(|v| !v.eq_ignore_ascii_case(id)) {
+            refs::resolve(store, nic, id, &kinds::NIC)?;
+            if let Some(other) = store.vm_using_nic(nic).filter(|v| !v.eq_ignore_ascii_case(id)) {
                 return Err(ArmError::bad_request(
                     "NicInUse",
                     format!(
@@ -150,24 +150,10 @@ pub fn check_put(
             }
         }
         if let Some(set) = props["availabilitySet"]["id"].as_str() {
-            rules::resolve(store, set, id, &kinds::AVAILABILITY_SET)?;
+            refs::resolve(store, set, id, &kinds::AVAILABILITY_SET)?;
         }
     }
     Ok(())
-}
-
-/// The VM whose network profile names `nic_id`, if any.
-fn vm_using_nic(store: &Store, nic_id: &str) -> Option<String> {
-    store
-        .of_kind(&kinds::VM)
-        .find(|vm| {
-            vm.body["properties"]["networkProfile"]["networkInterfaces"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|n| n["id"].as_str().is_some_and(|x| x.eq_ignore_ascii_case(nic_id)))
-        })
-        .map(|vm| vm.id.clone())
 }
 
 /// What a NIC, VM or availability set's PUT fills in (`stored` is the body to keep).
@@ -376,28 +362,10 @@ pub fn after_delete(store: &mut Store, gone: &Resource) {
     }
 }
 
-/// What a GET of a NIC or an availability set shows of the VMs that use it.
-pub fn render(store: &Store, kind: &'static Kind, id: &str, body: &mut Value) {
-    if is(kind, &kinds::NIC) {
-        if let Some(vm) = vm_using_nic(store, id) {
-            body["properties"]["virtualMachine"] = json!({"id": vm});
-        }
-    } else if is(kind, &kinds::AVAILABILITY_SET) {
-        let vms: Vec<Value> = store
-            .of_kind(&kinds::VM)
-            .filter(|vm| {
-                vm.body["properties"]["availabilitySet"]["id"].as_str().is_some_and(|a| a.eq_ignore_ascii_case(id))
-            })
-            .map(|vm| json!({"id": vm.id}))
-            .collect();
-        body["properties"]["virtualMachines"] = Value::Array(vms);
-    }
-}
-
 /// A NIC a VM still uses, or a disk a VM still manages, cannot be deleted.
 pub fn check_delete(store: &Store, kind: &'static Kind, r: &Resource) -> Result<(), ArmError> {
     if is(kind, &kinds::NIC)
-        && let Some(vm) = vm_using_nic(store, &r.id)
+        && let Some(vm) = store.vm_using_nic(&r.id)
     {
         return Err(ArmError::bad_request(
             "NicInUse",
@@ -414,7 +382,7 @@ pub fn check_delete(store: &Store, kind: &'static Kind, r: &Resource) -> Result<
     }
     if is(kind, &kinds::AVAILABILITY_SET) {
         let mut body = r.body.clone();
-        render(store, kind, &r.id, &mut body);
+        store.render_users(kind, &r.id, &mut body);
         if body["properties"]["virtualMachines"].as_array().is_some_and(|v| !v.is_empty()) {
             return Err(ArmError::conflict(
                 "OperationNotAllowed",

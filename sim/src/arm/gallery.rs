@@ -15,7 +15,7 @@
 
 use super::error::ArmError;
 use super::kinds::{self, Kind};
-use super::rules::is;
+use super::refs::is;
 use super::store::{Resource, Store};
 use serde_json::Value;
 

@@ -6,14 +6,11 @@
 use super::Ctx;
 use super::error::ArmError;
 use super::kinds::{self, Kind};
+use super::refs::{is, resolve};
 use super::store::{Resource, Store};
 use ipnet::IpNet;
 use serde_json::Value;
 use std::net::Ipv4Addr;
-
-pub(super) fn is(kind: &Kind, other: &'static Kind) -> bool {
-    std::ptr::eq(kind, other)
-}
 
 /// ARM resource-name rules (length, characters).
 pub fn check_name(name: &str, min: usize, max: usize, what: &str) -> Result<(), ArmError> {
@@ -47,18 +44,6 @@ fn prefixes_of(props: &Value, single: &str, many: &str) -> Vec<String> {
         v.push(s.to_string());
     }
     v
-}
-
-pub fn resolve<'s>(store: &'s Store, reference: &str, by: &str, kind: &'static Kind) -> Result<&'s Resource, ArmError> {
-    match store.get(reference) {
-        Some(r) if matches!(r.kind, super::store::ResKind::Typed(k) if std::ptr::eq(k, kind)) => Ok(r),
-        _ => Err(ArmError::bad_request(
-            "InvalidResourceReference",
-            format!(
-                "Resource {reference} referenced by resource {by} was not found. Please make sure that the referenced resource exists, and that both resources are in the same region."
-            ),
-        )),
-    }
 }
 
 /// Subnets (lower-case keys) used by gateways, with the ip configuration using them.

@@ -2,7 +2,7 @@
 //! (their records and their settling are in [`super::lro`]).
 
 use super::kinds::{self, Kind};
-use super::lro::Operation;
+use super::operation::Operation;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -169,6 +169,37 @@ impl Store {
             .collect()
     }
 
+    /// What a GET of a NIC or an availability set shows of the VMs that use it.
+    pub fn render_users(&self, kind: &'static Kind, id: &str, body: &mut Value) {
+        if std::ptr::eq(kind, &kinds::NIC) {
+            if let Some(vm) = self.vm_using_nic(id) {
+                body["properties"]["virtualMachine"] = json!({"id": vm});
+            }
+        } else if std::ptr::eq(kind, &kinds::AVAILABILITY_SET) {
+            let vms: Vec<Value> = self
+                .of_kind(&kinds::VM)
+                .filter(|vm| {
+                    vm.body["properties"]["availabilitySet"]["id"].as_str().is_some_and(|a| a.eq_ignore_ascii_case(id))
+                })
+                .map(|vm| json!({"id": vm.id}))
+                .collect();
+            body["properties"]["virtualMachines"] = Value::Array(vms);
+        }
+    }
+
+    /// The VM whose network profile names `nic_id`, if any.
+    pub fn vm_using_nic(&self, nic_id: &str) -> Option<String> {
+        self.of_kind(&kinds::VM)
+            .find(|vm| {
+                vm.body["properties"]["networkProfile"]["networkInterfaces"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|n| n["id"].as_str().is_some_and(|x| x.eq_ignore_ascii_case(nic_id)))
+            })
+            .map(|vm| vm.id.clone())
+    }
+
     /// The body as GET returns it: embedded children and computed back-references added.
     pub fn render(&self, key: &str) -> Value {
         let key = key.to_ascii_lowercase();
@@ -206,7 +237,7 @@ impl Store {
                 body["properties"]["natGateway"] = json!({"id": nat});
             }
         }
-        super::compute::render(self, kind, &r.id, &mut body);
+        self.render_users(kind, &r.id, &mut body);
         if std::ptr::eq(kind, &kinds::NSG) {
             body["properties"]["defaultSecurityRules"] = default_security_rules(&r.id);
         }

@@ -38,7 +38,10 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::joins::Held;
+use super::joins::nsg_allows;
+use super::mco::AWS_UPDATE_DNS;
+use super::store::Held;
+pub use super::store::Registration;
 use super::store::Store;
 use crate::link::view::Link;
 
@@ -55,14 +58,6 @@ pub const AFTER_FETCH: f64 = 0.75;
 /// The node lifecycle controller's `--node-monitor-grace-period`: 50 s since Kubernetes 1.32
 /// (kubernetes/kubernetes issue 127352 discusses the 50-second default; 40 s before).
 pub const NODE_MONITOR_GRACE_SECS: f64 = 50.0;
-
-/// What the kubelet registers with.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Registration {
-    pub node_name: String,
-    pub provider_id: String,
-    pub labels: serde_json::Map<String, Value>,
-}
 
 fn held(step: &'static str, message: String, source: &'static str) -> Held {
     Held { step, message, source }
@@ -152,80 +147,6 @@ pub fn pod_network(
         }
     }
     Ok(())
-}
-
-/// Whether the network security group on the VM's subnet lets `protocol` to `port` at `dest` out
-/// (the Azure half of the path; replies are allowed back, NSGs being stateful). Its rules are read
-/// in priority order and the first that matches decides; none matching, Azure's default outbound
-/// rules do: `AllowVnetOutBound` (65000, `VirtualNetwork` to `VirtualNetwork`), then
-/// `AllowInternetOutBound`, then `DenyAllOutBound` (Microsoft Learn, "Network security groups":
-/// "Security rules", "Default security rules"). The cluster's addresses are in the
-/// `VirtualNetwork` tag, which takes in the address spaces connected through the VNet's gateway
-/// (Microsoft Learn, "Virtual network service tags", `VirtualNetwork`). A subnet without an NSG
-/// lets everything out; CAPZ's NICs carry no NSG of their own. `Err` names the deciding rule.
-pub fn nsg_allows(
-    arm: &crate::arm::store::Store,
-    machine: &str,
-    protocol: &str,
-    port: i64,
-    dest: std::net::Ipv4Addr,
-) -> Result<(), String> {
-    use crate::arm::kinds;
-    let Some(nic) = arm.of_kind(&kinds::NIC).find(|n| n.name == format!("{machine}-nic")) else { return Ok(()) };
-    let subnet_id =
-        nic.body["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str().unwrap_or_default();
-    let Some(subnet) = arm.get(&subnet_id.to_ascii_lowercase()) else { return Ok(()) };
-    let source: Option<ipnet::Ipv4Net> =
-        subnet.body["properties"]["addressPrefix"].as_str().and_then(|p| p.parse().ok());
-    let Some(nsg_id) = subnet.body["properties"]["networkSecurityGroup"]["id"].as_str() else { return Ok(()) };
-    let nsg_key = nsg_id.to_ascii_lowercase();
-    let Some(nsg) = arm.get(&nsg_key) else { return Ok(()) };
-    let mut rules: Vec<&Value> = arm
-        .children(&nsg_key, &kinds::SECURITY_RULE)
-        .into_iter()
-        .map(|r| &r.body["properties"])
-        .filter(|p| p["direction"].as_str().is_some_and(|d| d.eq_ignore_ascii_case("Outbound")))
-        .collect();
-    rules.sort_by_key(|p| p["priority"].as_i64().unwrap_or(i64::MAX));
-    // One of a rule's prefixes (its single field or its list) covers the address.
-    let covers = |p: &Value, one: &str, many: &str, addr: Option<std::net::Ipv4Addr>, net: Option<ipnet::Ipv4Net>| {
-        let mut all: Vec<&str> = p[many].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-        all.extend(p[one].as_str());
-        all.iter().any(|x| match *x {
-            "*" | "VirtualNetwork" => true,
-            cidr => {
-                let n: Option<ipnet::Ipv4Net> =
-                    cidr.parse().ok().or_else(|| cidr.parse::<std::net::Ipv4Addr>().ok().map(ipnet::Ipv4Net::from));
-                n.is_some_and(|n| addr.is_some_and(|a| n.contains(&a)) || net.is_some_and(|s| n.contains(&s)))
-            }
-        })
-    };
-    let ports = |p: &Value| {
-        let mut all: Vec<&str> =
-            p["destinationPortRanges"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-        all.extend(p["destinationPortRange"].as_str());
-        all.iter().any(|r| match r.split_once('-') {
-            _ if *r == "*" => true,
-            Some((a, b)) => a.parse::<i64>().is_ok_and(|a| a <= port) && b.parse::<i64>().is_ok_and(|b| port <= b),
-            None => r.parse::<i64>().is_ok_and(|p| p == port),
-        })
-    };
-    let matched = rules.into_iter().find(|p| {
-        p["protocol"].as_str().is_some_and(|x| x == "*" || x.eq_ignore_ascii_case(protocol))
-            && ports(p)
-            && covers(p, "destinationAddressPrefix", "destinationAddressPrefixes", Some(dest), None)
-            && covers(p, "sourceAddressPrefix", "sourceAddressPrefixes", None, source)
-    });
-    match matched {
-        Some(p) if !p["access"].as_str().is_some_and(|a| a.eq_ignore_ascii_case("Allow")) => Err(format!(
-            "the network security group {} on the VM's subnet denies {protocol} {port} out to {dest} (rule priority {}, {})",
-            nsg.name,
-            p["priority"],
-            p["description"].as_str().unwrap_or("no description")
-        )),
-        // A matching Allow, or none: `AllowVnetOutBound` lets the cluster's addresses out.
-        _ => Ok(()),
-    }
 }
 
 /// The first address the internal API load balancer may answer from: the first host of the
@@ -382,10 +303,6 @@ pub fn refused_node_labels<'a>(keys: impl Iterator<Item = &'a str>) -> Option<St
 
 /// The AWS template units, which fail on an Azure VM.
 const AWS_UNITS: &[&str] = &["aws-kubelet-nodename.service", "aws-kubelet-providerid.service"];
-
-/// The AWS template unit that points the node's resolver at AWS's (enabled where the cluster hosts
-/// its load balancers' DNS).
-pub const AWS_UPDATE_DNS: &str = "aws-update-dns.service";
 
 /// AWS's Time Sync Service: a link-local address each EC2 instance reaches through its own
 /// hypervisor (AWS, "Set the time for your EC2 instance"), and nothing outside EC2 does.

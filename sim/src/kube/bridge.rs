@@ -19,10 +19,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::kinds::{CAPZ, KINDS, Kind};
+use super::kinds::{CAPZ, KINDS, Kind, api};
 use super::store::{Key, Obj, Store, key};
 use super::{boot, joins};
 use crate::link::clouds::Clouds;
@@ -49,18 +49,6 @@ pub struct Bridge {
 impl std::fmt::Debug for Bridge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Bridge").finish_non_exhaustive()
-    }
-}
-
-fn resource(kind: &Kind) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(kind.group, kind.version, kind.kind), kind.plural)
-}
-
-pub(crate) fn api(client: &kube::Client, kind: &Kind, ns: &str) -> Api<DynamicObject> {
-    if kind.namespaced {
-        Api::namespaced_with(client.clone(), ns, &resource(kind))
-    } else {
-        Api::all_with(client.clone(), &resource(kind))
     }
 }
 

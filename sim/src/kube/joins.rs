@@ -9,6 +9,7 @@
 
 use serde_json::{Value, json};
 
+pub use super::store::Held;
 use super::store::Store;
 use crate::arm::store::Store as ArmStore;
 use crate::link::view::Link;
@@ -34,18 +35,6 @@ const CAPI: &str = "cluster.x-k8s.io";
 /// `MachineFinalizer`).
 const CAPZ_FINALIZER: &str = "azuremachine.infrastructure.cluster.x-k8s.io";
 const CAPZ: &str = "infrastructure.cluster.x-k8s.io";
-
-/// Where a Machine is held.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Held {
-    /// `cluster`, `azure_cluster`, `identity`, `infrastructure`, `bootstrap_data`,
-    /// `token_exchange`, `authorization`, `vm`, `dns`, `boot`; past it ([`super::boot`]):
-    /// `api_path`, `ignition`, `kubelet`, `csr`, `booting`, `node_ref`, `network`, or `joined`.
-    pub step: &'static str,
-    /// What the controller logs or reports there.
-    pub message: String,
-    pub source: &'static str,
-}
 
 /// The first step of CAPZ's reconcile of this Machine's AzureMachine that does not pass.
 pub fn held(store: &Store, machine: &Value, azure: &Azure) -> Held {
@@ -183,9 +172,8 @@ fn dns(azure_cluster: &Value, source: Option<&str>, azure: &Azure, machine: &str
                 e.vpc_id, e.id
             )),
             Some(_)
-                if let Err(why) = ip
-                    .parse()
-                    .map_or(Ok(()), |dest| super::boot::nsg_allows(azure.store, machine, "Udp", 53, dest)) =>
+                if let Err(why) =
+                    ip.parse().map_or(Ok(()), |dest| nsg_allows(azure.store, machine, "Udp", 53, dest)) =>
             {
                 Some(why)
             }
@@ -361,4 +349,78 @@ pub fn node_ref_needs(store: &Store, machine: &Value) -> Vec<String> {
         None => needs.push(format!("Secret {ns}/{kubeconfig}")),
     }
     needs
+}
+
+/// Whether the network security group on the VM's subnet lets `protocol` to `port` at `dest` out
+/// (the Azure half of the path; replies are allowed back, NSGs being stateful). Its rules are read
+/// in priority order and the first that matches decides; none matching, Azure's default outbound
+/// rules do: `AllowVnetOutBound` (65000, `VirtualNetwork` to `VirtualNetwork`), then
+/// `AllowInternetOutBound`, then `DenyAllOutBound` (Microsoft Learn, "Network security groups":
+/// "Security rules", "Default security rules"). The cluster's addresses are in the
+/// `VirtualNetwork` tag, which takes in the address spaces connected through the VNet's gateway
+/// (Microsoft Learn, "Virtual network service tags", `VirtualNetwork`). A subnet without an NSG
+/// lets everything out; CAPZ's NICs carry no NSG of their own. `Err` names the deciding rule.
+pub fn nsg_allows(
+    arm: &crate::arm::store::Store,
+    machine: &str,
+    protocol: &str,
+    port: i64,
+    dest: std::net::Ipv4Addr,
+) -> Result<(), String> {
+    use crate::arm::kinds;
+    let Some(nic) = arm.of_kind(&kinds::NIC).find(|n| n.name == format!("{machine}-nic")) else { return Ok(()) };
+    let subnet_id =
+        nic.body["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str().unwrap_or_default();
+    let Some(subnet) = arm.get(&subnet_id.to_ascii_lowercase()) else { return Ok(()) };
+    let source: Option<ipnet::Ipv4Net> =
+        subnet.body["properties"]["addressPrefix"].as_str().and_then(|p| p.parse().ok());
+    let Some(nsg_id) = subnet.body["properties"]["networkSecurityGroup"]["id"].as_str() else { return Ok(()) };
+    let nsg_key = nsg_id.to_ascii_lowercase();
+    let Some(nsg) = arm.get(&nsg_key) else { return Ok(()) };
+    let mut rules: Vec<&Value> = arm
+        .children(&nsg_key, &kinds::SECURITY_RULE)
+        .into_iter()
+        .map(|r| &r.body["properties"])
+        .filter(|p| p["direction"].as_str().is_some_and(|d| d.eq_ignore_ascii_case("Outbound")))
+        .collect();
+    rules.sort_by_key(|p| p["priority"].as_i64().unwrap_or(i64::MAX));
+    // One of a rule's prefixes (its single field or its list) covers the address.
+    let covers = |p: &Value, one: &str, many: &str, addr: Option<std::net::Ipv4Addr>, net: Option<ipnet::Ipv4Net>| {
+        let mut all: Vec<&str> = p[many].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        all.extend(p[one].as_str());
+        all.iter().any(|x| match *x {
+            "*" | "VirtualNetwork" => true,
+            cidr => {
+                let n: Option<ipnet::Ipv4Net> =
+                    cidr.parse().ok().or_else(|| cidr.parse::<std::net::Ipv4Addr>().ok().map(ipnet::Ipv4Net::from));
+                n.is_some_and(|n| addr.is_some_and(|a| n.contains(&a)) || net.is_some_and(|s| n.contains(&s)))
+            }
+        })
+    };
+    let ports = |p: &Value| {
+        let mut all: Vec<&str> =
+            p["destinationPortRanges"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        all.extend(p["destinationPortRange"].as_str());
+        all.iter().any(|r| match r.split_once('-') {
+            _ if *r == "*" => true,
+            Some((a, b)) => a.parse::<i64>().is_ok_and(|a| a <= port) && b.parse::<i64>().is_ok_and(|b| port <= b),
+            None => r.parse::<i64>().is_ok_and(|p| p == port),
+        })
+    };
+    let matched = rules.into_iter().find(|p| {
+        p["protocol"].as_str().is_some_and(|x| x == "*" || x.eq_ignore_ascii_case(protocol))
+            && ports(p)
+            && covers(p, "destinationAddressPrefix", "destinationAddressPrefixes", Some(dest), None)
+            && covers(p, "sourceAddressPrefix", "sourceAddressPrefixes", None, source)
+    });
+    match matched {
+        Some(p) if !p["access"].as_str().is_some_and(|a| a.eq_ignore_ascii_case("Allow")) => Err(format!(
+            "the network security group {} on the VM's subnet denies {protocol} {port} out to {dest} (rule priority {}, {})",
+            nsg.name,
+            p["priority"],
+            p["description"].as_str().unwrap_or("no description")
+        )),
+        // A matching Allow, or none: `AllowVnetOutBound` lets the cluster's addresses out.
+        _ => Ok(()),
+    }
 }

@@ -90,3 +90,20 @@ impl Kind {
         KINDS.iter().find(|k| k.group == group && k.plural == plural)
     }
 }
+
+/// The API server's resource of a kind the stand-ins read and write.
+fn resource(kind: &Kind) -> kube::api::ApiResource {
+    kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(kind.group, kind.version, kind.kind),
+        kind.plural,
+    )
+}
+
+/// A dynamic client for `kind` (in `ns` when it is namespaced).
+pub fn api(client: &kube::Client, kind: &Kind, ns: &str) -> kube::Api<kube::api::DynamicObject> {
+    if kind.namespaced {
+        kube::Api::namespaced_with(client.clone(), ns, &resource(kind))
+    } else {
+        kube::Api::all_with(client.clone(), &resource(kind))
+    }
+}

@@ -19,7 +19,6 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::kinds::{Kind, MACHINECONFIGURATION};
-use super::rollout::COUNTS;
 use super::store::Store;
 use crate::world::{OpenShift, World};
 
@@ -70,7 +69,7 @@ fn worker_templates(o: &OpenShift) -> Vec<(&'static str, Value)> {
     let unit =
         |name: &str| json!({"name": name, "enabled": true, "contents": format!("# {name}, from the MCO templates\n")});
     let file = |path: &str| json!({"path": path, "mode": 493, "contents": {"source": data_url(b"#!/bin/bash\n")}});
-    let update_dns = json!({"name": super::boot::AWS_UPDATE_DNS, "enabled": o.cluster_hosted_dns,
+    let update_dns = json!({"name": AWS_UPDATE_DNS, "enabled": o.cluster_hosted_dns,
         "contents": "[Unit]\nDescription=Update Default AWS Resolver\nBefore=kubelet-dependencies.target\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/usr/local/bin/update-dns-server 169.254.169.253\n\n[Install]\nRequiredBy=kubelet-dependencies.target\n"});
     vec![
         (
@@ -92,6 +91,14 @@ fn worker_templates(o: &OpenShift) -> Vec<(&'static str, Value)> {
 
 /// Where the machine-config operator runs.
 pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
+/// The AWS template unit that points the node's resolver at AWS's (enabled where the cluster hosts
+/// its load balancers' DNS).
+pub const AWS_UPDATE_DNS: &str = "aws-update-dns.service";
+
+/// The counts a pool's status carries.
+pub const COUNTS: [&str; 5] =
+    ["machineCount", "updatedMachineCount", "readyMachineCount", "unavailableMachineCount", "degradedMachineCount"];
+
 pub use crate::release::{RELEASE, RHCOS_BUILD};
 
 /// ConfigMap `coreos-bootimages` (machine-config-operator `pkg/operator/bootimages.go`: keys

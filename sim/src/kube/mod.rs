@@ -12,4 +12,5 @@ pub mod mco;
 pub mod openshift;
 pub mod pods;
 pub mod rollout;
+pub mod seed;
 pub mod store;

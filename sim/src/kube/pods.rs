@@ -312,7 +312,7 @@ impl Runner {
     }
 
     fn api(&self, kind: &'static Kind, ns: &str) -> Api<DynamicObject> {
-        super::bridge::api(&self.client, kind, ns)
+        super::kinds::api(&self.client, kind, ns)
     }
 
     async fn list(&self, group: &str, version: &str, kind: &str, plural: &str) -> Result<Vec<Value>, String> {

@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 use super::kinds::MACHINECONFIGURATION;
+use super::mco::COUNTS;
 use super::store::{Obj, Store};
 use crate::world::World;
 
@@ -32,9 +33,6 @@ pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfi
 pub const DESIRED_CONFIG: &str = "machineconfiguration.openshift.io/desiredConfig";
 pub const STATE: &str = "machineconfiguration.openshift.io/state";
 const FIRST_PIVOT: &str = "machineconfiguration.openshift.io/firstPivotConfig";
-/// The counts a pool's status carries.
-pub const COUNTS: [&str; 5] =
-    ["machineCount", "updatedMachineCount", "readyMachineCount", "unavailableMachineCount", "degradedMachineCount"];
 /// What a daemon's update takes: drain, write, reboot (seconds, before the world's scale).
 pub const UPDATE_SECS: (f64, f64) = (90.0, 180.0);
 

@@ -24,6 +24,26 @@ pub struct Obj {
     pub value: Value,
 }
 
+/// Where a Machine is held.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    /// `cluster`, `azure_cluster`, `identity`, `infrastructure`, `bootstrap_data`,
+    /// `token_exchange`, `authorization`, `vm`, `dns`, `boot`; past it ([`super::boot`]):
+    /// `api_path`, `ignition`, `kubelet`, `csr`, `booting`, `node_ref`, `network`, or `joined`.
+    pub step: &'static str,
+    /// What the controller logs or reports there.
+    pub message: String,
+    pub source: &'static str,
+}
+
+/// What the kubelet registers with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Registration {
+    pub node_name: String,
+    pub provider_id: String,
+    pub labels: serde_json::Map<String, Value>,
+}
+
 /// The objects of the last pass and the stand-ins' own state.
 #[derive(Debug)]
 pub struct Store {
@@ -33,7 +53,7 @@ pub struct Store {
     /// A booting VM (by id): when its boot is done ([`super::boot`]).
     pub boots: BTreeMap<String, Instant>,
     /// What a VM's kubelet registers with, for a rendered config (VM id, config): run once.
-    pub kubelets: BTreeMap<(String, String), Result<super::boot::Registration, super::joins::Held>>,
+    pub kubelets: BTreeMap<(String, String), Result<Registration, Held>>,
     /// VM id -> the Node its kubelet registered.
     pub registered: BTreeMap<String, String>,
     /// Node name -> when its kubelet last posted status (the sim's last look with the path up).
@@ -52,36 +72,6 @@ pub struct Store {
 }
 
 impl Store {
-    /// What OpenShift's install leaves in the cluster for the world's `openshift` config
-    /// ([`super::openshift::seed`], [`super::mco::seed`]); nothing but the pool's namespace for a
-    /// plain cluster.
-    pub fn new(world: &World, ca_pem: &str) -> Store {
-        let mut s = Store {
-            objects: BTreeMap::new(),
-            ca_pem: ca_pem.to_string(),
-            boots: BTreeMap::new(),
-            kubelets: BTreeMap::new(),
-            registered: BTreeMap::new(),
-            heartbeats: BTreeMap::new(),
-            csrs: BTreeMap::new(),
-            booted: BTreeMap::new(),
-            updates: BTreeMap::new(),
-            rebootstrapping: Default::default(),
-            renewed: Default::default(),
-        };
-        // cluster-capi-operator makes `openshift-cluster-api`, on TechPreviewNoUpgrade only.
-        if world.config().openshift.is_none_or(|o| o.feature_set.runs_capi()) {
-            for name in DEFAULT_NAMESPACES {
-                s.add_namespace(name);
-            }
-        }
-        if let Some(o) = world.config().openshift {
-            super::openshift::seed(&mut s, &o, &timestamp(world));
-            super::mco::seed(&mut s, &o);
-        }
-        s
-    }
-
     /// Adds the Namespace `name`.
     pub fn add_namespace(&mut self, name: &str) {
         let v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});

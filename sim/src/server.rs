@@ -62,7 +62,7 @@ async fn entry(State(sim): State<Arc<Sim>>, method: Method, uri: Uri, headers: H
 
 async fn serve_one(sim: Arc<Sim>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     if crate::aws::is_ec2(&method, uri.path(), &headers) {
-        return crate::aws::serve(&sim.ec2(&sim.clouds()), &headers, &body).await;
+        return crate::aws::serve(&sim.clouds().ec2(), &headers, &body).await;
     }
     if crate::aws::resolver::is_resolver(&headers) {
         return crate::aws::resolver::serve(&sim.aws, &headers, &body).await;

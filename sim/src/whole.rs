@@ -1,6 +1,6 @@
 //! The world whole: its clock and faults, both clouds, and the cluster's stand-ins, held together
 //! for the floors above (the HTTP front and the admin API) and handed to the floors below only as
-//! the narrow views they read ([`Clouds`], [`crate::aws::Ec2`], [`crate::kube::bridge::Floors`]).
+//! the narrow views they read ([`Clouds`] and the EC2 layer's view made from it, [`crate::kube::bridge::Floors`]).
 
 use crate::arm::Arm;
 use crate::link::clouds::Clouds;
@@ -49,17 +49,10 @@ impl Sim {
         self.arm.reset();
         self.aws.reset();
     }
-}
 
-impl Sim {
     /// Both clouds, for one reading of the link.
     pub fn clouds(&self) -> Clouds<'_> {
         Clouds { world: &self.world, arm: &self.arm, aws: &self.aws }
-    }
-
-    /// One EC2 request's view: the AWS side, the world, and the tunnels as the link judges them.
-    pub fn ec2<'a>(&'a self, clouds: &'a Clouds<'a>) -> crate::aws::Ec2<'a> {
-        crate::aws::Ec2 { aws: &self.aws, world: &self.world, tunnels: clouds }
     }
 }
 

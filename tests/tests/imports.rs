@@ -40,11 +40,8 @@ const SIM_FLOORS: &[(&str, &[&str])] = &[
 /// A module path inside one crate (`["arm", "store"]`; the crate root is empty).
 type Module = Vec<String>;
 
-#[derive(Default)]
-struct Crate {
-    /// Every module, with the modules its code names.
-    uses: BTreeMap<Module, BTreeSet<Module>>,
-}
+/// A crate's module graph: every module, with the modules its code names.
+type Crate = BTreeMap<Module, BTreeSet<Module>>;
 
 /// What one file says, before paths are resolved.
 #[derive(Default)]
@@ -204,7 +201,6 @@ fn read_crate(src: &Path) -> Crate {
         reader.visit_file(&syntax);
     }
     known.extend(facts.modules.iter().cloned());
-    // A binary beside a library: `main` is a module of its own that reaches the library by name.
     let reexports: BTreeMap<(Module, String), Vec<String>> =
         facts.reexports.iter().map(|(m, name, path)| ((m.clone(), name.clone()), path.clone())).collect();
     let mut globs: BTreeMap<Module, Vec<Vec<String>>> = BTreeMap::new();
@@ -214,11 +210,11 @@ fn read_crate(src: &Path) -> Crate {
     let resolver = Resolver { known: &known, reexports: &reexports, globs: &globs };
     let mut krate = Crate::default();
     for m in &known {
-        krate.uses.entry(m.clone()).or_default();
+        krate.entry(m.clone()).or_default();
     }
     for (at, path) in &facts.paths {
         if let Some(target) = resolver.resolve(at, path, 0) {
-            krate.uses.get_mut(at).expect("a known module").insert(target);
+            krate.get_mut(at).expect("a known module").insert(target);
         }
     }
     krate
@@ -315,7 +311,7 @@ impl std::fmt::Display for Circle {
 /// The circles among siblings, at every level of the module tree.
 fn circles(krate: &Crate) -> Vec<Circle> {
     let mut parents: BTreeSet<Module> = BTreeSet::new();
-    for m in krate.uses.keys() {
+    for m in krate.keys() {
         for depth in 0..m.len() {
             parents.insert(m[..depth].to_vec());
         }
@@ -326,7 +322,7 @@ fn circles(krate: &Crate) -> Vec<Circle> {
         let unit = |m: &Module| (m.len() > parent.len() && m.starts_with(parent)).then(|| m[parent.len()].clone());
         let mut graph = DiGraph::<String, (Module, Module)>::new();
         let mut index = BTreeMap::new();
-        for (from, tos) in &krate.uses {
+        for (from, tos) in krate {
             let Some(a) = unit(from) else { continue };
             for to in tos {
                 let Some(b) = unit(to) else { continue };
@@ -368,7 +364,7 @@ fn upward(krate: &Crate, floors: &[(&str, &[&str])]) -> Vec<String> {
         floors.iter().position(|(_, members)| members.contains(&top.as_str()))
     };
     let mut found = Vec::new();
-    for (from, tos) in &krate.uses {
+    for (from, tos) in krate {
         let Some(top) = from.first() else { continue };
         let Some(own) = floor_of(from) else {
             found.push(format!("`{top}` is on no floor: add it to the floors"));
@@ -404,7 +400,7 @@ fn workspace_crates() -> Vec<PathBuf> {
 
 fn print_graph(name: &str, krate: &Crate) {
     println!("== {name}");
-    for (from, tos) in &krate.uses {
+    for (from, tos) in krate {
         let name = |m: &Module| if m.is_empty() { "(root)".to_string() } else { m.join("::") };
         let tos: Vec<String> = tos.iter().filter(|t| *t != from).map(name).collect();
         if !tos.is_empty() {

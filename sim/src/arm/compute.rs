@@ -26,14 +26,11 @@ use std::net::Ipv4Addr;
 
 use serde_json::{Value, json};
 
+use super::Ctx;
 use super::error::ArmError;
 use super::kinds::{self, Kind};
+use super::refs::{self, is};
 use super::store::{ResKind, Resource, Store};
-use super::{Ctx, refs};
-
-fn is(kind: &'static Kind, other: &'static Kind) -> bool {
-    std::ptr::eq(kind, other)
-}
 
 /// The Hyper-V generation of a Marketplace image, as the RHCOS stream names OpenShift's
 /// (openshift/enhancements `enhancements/rhcos/marketplace-images.md`: `azureopenshift:aro4` SKUs

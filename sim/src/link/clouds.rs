@@ -11,3 +11,10 @@ pub struct Clouds<'a> {
     pub arm: &'a Arm,
     pub aws: &'a Aws,
 }
+
+impl<'a> Clouds<'a> {
+    /// One EC2 request's view: the AWS side, the world, and the tunnels as the link judges them.
+    pub fn ec2(&'a self) -> crate::aws::Ec2<'a> {
+        crate::aws::Ec2 { aws: self.aws, world: self.world, tunnels: self }
+    }
+}

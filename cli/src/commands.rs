@@ -83,7 +83,7 @@ impl Approver for Terminal {
         }
     }
 
-    fn approve(&self, p: &Plan, question: &str) -> miette::Result<()> {
+    fn approve(&self, p: &Plan, question: &str) -> Result<(), StackError> {
         confirm(self.auto_approve, question)?;
         if let Some(tx) = self.interrupts.lock().expect("not poisoned").take() {
             count_interrupts(tx);
@@ -97,18 +97,18 @@ impl Approver for Terminal {
 }
 
 /// Asks for "yes" on a terminal; refuses to go on without `--auto-approve` elsewhere.
-fn confirm(auto_approve: bool, question: &str) -> miette::Result<()> {
+fn confirm(auto_approve: bool, question: &str) -> Result<(), StackError> {
     if auto_approve {
         return Ok(());
     }
     if !std::io::stdin().is_terminal() {
-        return Err(CliError::NoTerminal.into());
+        return Err(StackError::refused(CliError::NoTerminal));
     }
     print!("\n{question}\n  Only 'yes' will be accepted: ");
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
-    if answer.trim() == "yes" { Ok(()) } else { Err(CliError::Cancelled.into()) }
+    if answer.trim() == "yes" { Ok(()) } else { Err(StackError::refused(CliError::Cancelled)) }
 }
 
 /// Ctrl-C once: start nothing new; twice: abandon what runs.
@@ -266,7 +266,7 @@ pub async fn watch(s: &Stack, auto_approve: bool, every: Duration) -> miette::Re
 
 /// `xcsp preflight`: what the cluster is, then the verdict; exit 1 when something stops the pool.
 pub async fn preflight(s: &Stack, json: bool) -> miette::Result<ExitCode> {
-    let (survey, problems) = preflight::read(&s.loaded.model).await?;
+    let (survey, problems) = preflight::read(&s).await?;
     if json {
         let said: Vec<serde_json::Value> = problems
             .iter()

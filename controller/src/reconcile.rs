@@ -76,9 +76,9 @@ fn labels(o: &XcspStack) -> StackLabels {
 }
 
 /// A diagnostic as text, on lines (no colours, no box drawing): for a status message and an Event.
-pub fn text_of(report: &miette::Report) -> String {
+pub fn text_of(report: &dyn miette::Diagnostic) -> String {
     let mut out = String::new();
-    let _ = miette::NarratableReportHandler::new().render_report(&mut out, report.as_ref());
+    let _ = miette::NarratableReportHandler::new().render_report(&mut out, report);
     out.trim().to_string()
 }
 
@@ -118,7 +118,7 @@ impl Approver for Policed {
         *self.seen.lock().expect("not poisoned") = Some((digest(plan), plan.clone()));
     }
 
-    fn approve(&self, plan: &Plan, _question: &str) -> miette::Result<()> {
+    fn approve(&self, plan: &Plan, _question: &str) -> Result<(), StackError> {
         let d = digest(plan);
         let named = self.approved.as_deref() == Some(d.as_str()) && self.consumed.as_deref() != Some(d.as_str());
         let ok = match self.policy {
@@ -134,14 +134,14 @@ impl Approver for Policed {
                 Policy::Repair => "the spec is not the one last applied (Repair applies only drift)",
                 _ => "policy Plan applies only an approved plan",
             };
-            Err(StackError::NotApproved { question: format!("{why}: set spec.approvedPlan to {d} to apply it") }.into())
+            Err(StackError::NotApproved { question: format!("{why}: set spec.approvedPlan to {d} to apply it") })
         }
     }
 }
 
 /// The stack a resource holds: its spec text and variables, its state under the controller's
 /// root, what it says collected for the status (and logged).
-fn stack_of(o: &XcspStack, ctx: &Context, said: Arc<Mutex<Vec<String>>>) -> miette::Result<Stack> {
+fn stack_of(o: &XcspStack, ctx: &Context, said: Arc<Mutex<Vec<String>>>) -> Result<Stack, xcsp_plans::LoadFailure> {
     let name = format!("{}.xcsp.hcl", o.name_any());
     let files = vec![SourceFile::new(name, o.spec.source.clone())];
     let mut env: Vec<(String, String)> =
@@ -301,11 +301,8 @@ async fn apply_within_policy(o: &XcspStack, ctx: &Context, s: &Stack) -> Outcome
                 }
             }
             Some(done) => {
-                let failures: Vec<String> = done
-                    .failed
-                    .iter()
-                    .map(|(a, _, e)| format!("{a}: {}", text_of(&miette::Report::new(e.clone()))))
-                    .collect();
+                let failures: Vec<String> =
+                    done.failed.iter().map(|(a, _, e)| format!("{a}: {}", text_of(e))).collect();
                 let words = format!(
                     "{} failed, {} skipped because of them ({} done); every finished step is in state",
                     done.failed.len(),
@@ -336,7 +333,7 @@ async fn apply_within_policy(o: &XcspStack, ctx: &Context, s: &Stack) -> Outcome
                 }
             }
         },
-        Err(e) if matches!(e.downcast_ref::<StackError>(), Some(StackError::NotApproved { .. })) => {
+        Err(e @ StackError::NotApproved { .. }) => {
             let message = text_of(&e);
             let digest = seen.as_ref().map(|(d, _)| d.clone()).unwrap_or_default();
             // Said once per plan, not once per reconcile.
@@ -354,11 +351,11 @@ async fn apply_within_policy(o: &XcspStack, ctx: &Context, s: &Stack) -> Outcome
         }
         Err(e) => {
             let message = text_of(&e);
-            let reason = e.code().map(|c| reason_of(&c.to_string())).unwrap_or_else(|| "Failed".into());
-            publish(ctx, o, EventType::Warning, &reason, "Reconcile", message.clone()).await;
+            let reason = e.reason();
+            publish(ctx, o, EventType::Warning, reason, "Reconcile", message.clone()).await;
             Outcome {
                 fresh: None,
-                reconciled: condition("Reconciled", "False", &reason, message.clone()),
+                reconciled: condition("Reconciled", "False", reason, message.clone()),
                 last_plan: summary_of(&message),
                 last_applied: previous.last_applied.clone(),
                 applied_spec: previous.applied_spec,
@@ -366,12 +363,6 @@ async fn apply_within_policy(o: &XcspStack, ctx: &Context, s: &Stack) -> Outcome
             }
         }
     }
-}
-
-/// `xcsp::state::locked` -> `Locked`: an error code's last part as a condition reason.
-fn reason_of(code: &str) -> String {
-    let last = code.rsplit("::").next().unwrap_or(code);
-    last.split('_').map(|w| w[..1].to_uppercase() + &w[1..]).collect()
 }
 
 /// The conditions `xcsp status` gives, as `Kind.name.Type`, and `Ready`.
@@ -627,8 +618,22 @@ mod tests {
     }
 
     #[test]
-    fn codes_read_as_reasons() {
-        assert_eq!(reason_of("xcsp::state::locked"), "Locked");
-        assert_eq!(reason_of("xcsp::cluster::ecr_mirror"), "EcrMirror");
+    fn a_refusal_reads_as_its_reason() {
+        let locked = StackError::State(xcsp_state::StateError::Locked {
+            id: "1".into(),
+            holder: "someone".into(),
+            process: "pid 1".into(),
+            operation: "apply".into(),
+            since: "now".into(),
+        });
+        assert_eq!(locked.reason(), "Locked");
+        let policed = Policed {
+            policy: Policy::Plan,
+            approved: None,
+            consumed: None,
+            applied_spec: None,
+            seen: Mutex::new(None),
+        };
+        assert_eq!(policed.approve(&plan("169.254.22.0/30"), "q").unwrap_err().reason(), "NotApproved");
     }
 }

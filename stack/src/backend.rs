@@ -33,7 +33,7 @@ struct Settings<'a> {
 }
 
 impl<'a> Settings<'a> {
-    fn new(l: &'a Loaded, args: &StateSettings) -> miette::Result<Settings<'a>> {
+    fn new(l: &'a Loaded, args: &StateSettings) -> crate::Result<Settings<'a>> {
         let mut flags = Vec::new();
         for pair in &args.backend_config {
             let Some((k, v)) = pair.split_once('=').filter(|(k, _)| SETTINGS.iter().any(|(s, _)| s == k)) else {
@@ -64,7 +64,7 @@ impl<'a> Settings<'a> {
 
     /// Enforced if any source says so: a spec that enforces encryption is not relaxed by a
     /// variable someone forgot in their shell.
-    fn enforced(&self) -> miette::Result<bool> {
+    fn enforced(&self) -> crate::Result<bool> {
         let env = std::env::var("XCSP_STATE_ENCRYPTION").ok();
         let flag = self.flags.iter().rev().find(|(k, _)| k == "encryption").map(|(_, v)| v.clone());
         let block = self.block.and_then(|b| b.encryption.clone());
@@ -104,12 +104,12 @@ impl std::error::Error for KeySources {}
 /// A key from `XCSP_STATE_KEY{suffix}` (base64), `XCSP_STATE_KEY_FILE{suffix}` (a file of 32 raw
 /// bytes or their base64) or `XCSP_STATE_PASSPHRASE{suffix}`; more than one of them set is an
 /// error ([`KeySources`]), never a silent choice.
-fn key_from_env(suffix: &str) -> miette::Result<Option<KeySource>> {
+fn key_from_env(suffix: &str) -> crate::Result<Option<KeySource>> {
     let names = ["XCSP_STATE_KEY", "XCSP_STATE_KEY_FILE", "XCSP_STATE_PASSPHRASE"].map(|n| format!("{n}{suffix}"));
     let values = names.clone().map(|n| std::env::var(n).ok());
     let set: Vec<String> = names.iter().zip(&values).filter(|(_, v)| v.is_some()).map(|(n, _)| n.clone()).collect();
     if set.len() > 1 {
-        return Err(KeySources { set }.into());
+        return Err(StackError::KeySources(KeySources { set }));
     }
     match values {
         [Some(k), _, _] => Ok(Some(KeySource::from_base64(&k)?)),
@@ -128,7 +128,7 @@ fn key_from_env(suffix: &str) -> miette::Result<Option<KeySource>> {
 /// How state and plan files are sealed: the key (and, during a rotation, the old key, suffix
 /// `_OLD`) from the environment, enforced when the spec, `XCSP_STATE_ENCRYPTION` or
 /// `--backend-config encryption=enforced` says so.
-pub fn codec(s: &Stack) -> miette::Result<Codec> {
+pub fn codec(s: &Stack) -> crate::Result<Codec> {
     let enforced = Settings::new(&s.loaded, &s.state)?.enforced()?;
     Ok(Codec::new(key_from_env("")?).with_old_key(key_from_env("_OLD")?).enforced(enforced))
 }
@@ -137,7 +137,7 @@ pub fn codec(s: &Stack) -> miette::Result<Codec> {
 /// `s3` (`bucket`; `key` defaults to `<stack>/state.json`, `region` to the spec's AWS region) or
 /// `kubernetes` (`namespace`: a Secret and a Lease in the cluster the spec's kubeconfig reaches),
 /// sealing state with [`codec`].
-pub async fn backend(s: &Stack) -> miette::Result<Arc<dyn Backend>> {
+pub async fn backend(s: &Stack) -> crate::Result<Arc<dyn Backend>> {
     let (l, args) = (&s.loaded, &s.state);
     let settings = Settings::new(l, args)?;
     let codec = codec(s)?;
@@ -175,7 +175,7 @@ pub async fn backend(s: &Stack) -> miette::Result<Arc<dyn Backend>> {
             let Some(namespace) = settings.get("namespace") else {
                 return Err(StackError::NoNamespace.into());
             };
-            let found = crate::cluster::find(&l.model)?;
+            let found = s.cluster().map_err(|p| StackError::NoCluster(p.clone()))?;
             let backend =
                 xcsp_kube::state::KubeBackend::new(&found.client_config(), &namespace, &l.model.stack, codec).await?;
             Ok(Arc::new(backend))
@@ -242,14 +242,14 @@ impl Drop for Held {
 }
 
 /// The stack's backend, locked for `operation`, and its state (new if there is none yet).
-pub async fn open(s: &Stack, operation: &str) -> miette::Result<(Arc<dyn Backend>, Held, State)> {
+pub async fn open(s: &Stack, operation: &str) -> crate::Result<(Arc<dyn Backend>, Held, State)> {
     let backend = backend(s).await?;
     let (held, state) = locked(s, &backend, operation).await?;
     Ok((backend, held, state))
 }
 
 /// `backend` locked for `operation`, and its state (new if there is none yet).
-pub async fn locked(s: &Stack, backend: &Arc<dyn Backend>, operation: &str) -> miette::Result<(Held, State)> {
+pub async fn locked(s: &Stack, backend: &Arc<dyn Backend>, operation: &str) -> crate::Result<(Held, State)> {
     let who = s.state.holder.clone().unwrap_or_else(holder);
     let started = std::time::Instant::now();
     let mut said = false;

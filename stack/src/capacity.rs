@@ -169,7 +169,7 @@ pub fn check(model: &Model, added: &[Added], sizes: &[SizeOffer], quotas: &[Quot
 /// Plan and apply: reads the location's offer and quotas when the plan adds machines (and not
 /// `--offline`); stops on what Azure would refuse. A failed read is a warning: the check is
 /// skipped, never guessed.
-pub async fn before_changes(model: &Model, p: &Plan, offline: bool, say: &Say) -> miette::Result<()> {
+pub async fn before_changes(model: &Model, p: &Plan, offline: bool, say: &Say) -> crate::Result<()> {
     let added = added(p);
     if offline || added.is_empty() {
         return Ok(());

@@ -26,7 +26,7 @@ pub async fn providers(
     model: &Model,
     kinds: &BTreeSet<ProviderKind>,
     cluster: Option<&Kubeconfig>,
-) -> miette::Result<Providers> {
+) -> crate::Result<Providers> {
     let mut providers = Providers::new().with(Arc::new(LocalProvider));
     if kinds.contains(&ProviderKind::Aws) {
         let mut config = AwsConfig::new(&model.aws.region.value);
@@ -49,7 +49,7 @@ pub async fn providers(
 
 /// The Azure provider of the spec's subscription, with the environment's overrides (see
 /// [`providers`]).
-pub fn azure(model: &Model) -> miette::Result<AzureProvider> {
+pub fn azure(model: &Model) -> crate::Result<AzureProvider> {
     let az = &model.azure;
     let spec_cloud = match (az.cloud.value, &az.endpoints) {
         (AzureCloud::Public, _) => Cloud::Public,

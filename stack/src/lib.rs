@@ -30,7 +30,7 @@ pub mod watch;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use error::StackError;
+pub use error::{Refusal, Result, StackError};
 pub use say::{Notice, Say};
 use xcsp_core::SourceFile;
 use xcsp_engine::Order;
@@ -126,11 +126,29 @@ pub struct Stack {
     pub say: Say,
     /// Whose each Cluster API provider is, once the cluster was read before changes.
     pub providers: std::sync::OnceLock<preflight::Chosen>,
+    /// The cluster's kubeconfig, or why none was found: looked up once, the first time a run
+    /// needs it ([`Stack::cluster`]).
+    kubeconfig: std::sync::OnceLock<std::result::Result<cluster::Kubeconfig, xcsp_core::Problem>>,
 }
 
 impl Stack {
     pub fn new(source: Source, loaded: Loaded, state: StateSettings, options: RunOptions, say: Say) -> Stack {
-        Stack { loaded, source, state, options, say, providers: std::sync::OnceLock::new() }
+        Stack {
+            loaded,
+            source,
+            state,
+            options,
+            say,
+            providers: std::sync::OnceLock::new(),
+            kubeconfig: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The kubeconfig of the spec's cluster ([`cluster::find`]), looked up once for the stack's
+    /// life: every check, backend and provider of its runs reaches the same cluster through the
+    /// same file, and a missing one is the same problem wherever it is met.
+    pub fn cluster(&self) -> std::result::Result<&cluster::Kubeconfig, &xcsp_core::Problem> {
+        self.kubeconfig.get_or_init(|| cluster::find(&self.loaded.model)).as_ref()
     }
 
     /// The spec's stack name.
@@ -150,14 +168,14 @@ pub trait Approver: Send + Sync {
 
     /// Whether to carry out `plan`; `question` says what it would do in words. An error ends the
     /// operation before anything changes ([`StackError::NotApproved`] when the answer was no).
-    fn approve(&self, plan: &Plan, question: &str) -> miette::Result<()>;
+    fn approve(&self, plan: &Plan, question: &str) -> crate::Result<()>;
 }
 
 /// Approves every plan (`--auto-approve`, a controller whose policy applies everything).
 pub struct Always;
 
 impl Approver for Always {
-    fn approve(&self, _plan: &Plan, _question: &str) -> miette::Result<()> {
+    fn approve(&self, _plan: &Plan, _question: &str) -> crate::Result<()> {
         Ok(())
     }
 }
@@ -166,7 +184,7 @@ impl Approver for Always {
 pub struct Never;
 
 impl Approver for Never {
-    fn approve(&self, _plan: &Plan, question: &str) -> miette::Result<()> {
-        Err(StackError::NotApproved { question: question.to_string() }.into())
+    fn approve(&self, _plan: &Plan, question: &str) -> crate::Result<()> {
+        Err(StackError::NotApproved { question: question.to_string() })
     }
 }

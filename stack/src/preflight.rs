@@ -867,12 +867,13 @@ fn mtu_problem(model: &Model, mtu: i64, ipsec: bool) -> Option<Problem> {
 /// Plan and apply: reads the cluster when a kubeconfig is in reach (and not `--offline`); says
 /// the warnings; stops on errors. Without a kubeconfig, nothing is read.
 /// Answers whose each provider is, when the cluster could be read.
-pub async fn before_changes(model: &Model, offline: bool, say: &Say) -> miette::Result<Option<Chosen>> {
-    if offline {
+pub async fn before_changes(s: &crate::Stack) -> crate::Result<Option<Chosen>> {
+    let (model, say) = (&s.loaded.model, &s.say);
+    if s.options.offline {
         return Ok(None);
     }
-    let Ok(found) = crate::cluster::find(model) else { return Ok(None) };
-    let survey = match survey(&found).await {
+    let Ok(found) = s.cluster() else { return Ok(None) };
+    let survey = match survey(found).await {
         Ok(s) => s,
         Err(e) => {
             say.warn(format_args!("cannot read the cluster ({e}); its values are taken from the spec"));
@@ -884,7 +885,7 @@ pub async fn before_changes(model: &Model, offline: bool, say: &Say) -> miette::
 }
 
 /// Says the warnings; the errors become the command's error.
-pub fn stop_on_errors(problems: Vec<Problem>, say: &Say) -> miette::Result<()> {
+pub fn stop_on_errors(problems: Vec<Problem>, say: &Say) -> crate::Result<()> {
     let (errors, warnings): (Vec<_>, Vec<_>) = problems.into_iter().partition(Problem::is_error);
     for w in warnings {
         say.diag(w);
@@ -893,11 +894,11 @@ pub fn stop_on_errors(problems: Vec<Problem>, say: &Say) -> miette::Result<()> {
 }
 
 /// `xcsp preflight`: the cluster as read, and what it says of the pool (errors stop it).
-pub async fn read(model: &Model) -> miette::Result<(Survey, Vec<Problem>)> {
-    let found = crate::cluster::find(model)?;
-    let s = survey(&found).await.map_err(|detail| StackError::Kubeconfig { detail, from: found.from.into() })?;
-    let problems = check(model, &s);
-    Ok((s, problems))
+pub async fn read(s: &crate::Stack) -> crate::Result<(Survey, Vec<Problem>)> {
+    let found = s.cluster().map_err(|p| StackError::NoCluster(p.clone()))?;
+    let survey = survey(found).await.map_err(|detail| StackError::Kubeconfig { detail, from: found.from.into() })?;
+    let problems = check(&s.loaded.model, &survey);
+    Ok((survey, problems))
 }
 
 /// What each pool boots, and why: a Marketplace image (the plan checks the location carries it),

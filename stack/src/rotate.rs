@@ -33,7 +33,7 @@ pub struct Options {
 
 /// `xcsp rotate-keys`: the keys rotated one at a time, once `approver` approves the rotation (a
 /// plan replacing each key); `walk` stops it between keys and within one.
-pub async fn rotate(s: &Stack, approver: &dyn Approver, opts: Options, walk: Walk) -> miette::Result<usize> {
+pub async fn rotate(s: &Stack, approver: &dyn Approver, opts: Options, walk: Walk) -> crate::Result<usize> {
     let l = &s.loaded;
     let (backend, _held, mut state) = open(s, "rotate-keys").await?;
     // A rotation under way resumes with the keys it has left (none left: it is over).

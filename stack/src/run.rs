@@ -23,7 +23,7 @@ use crate::{Approver, Stack, StackError, clouds};
 /// What this run replaces whatever its attributes say, and why: the `--replace` addresses (each a
 /// resource of the spec that state records), and a key due for rotation per link
 /// (`psk_rotation_days`).
-fn replacing(s: &Stack, state: &State, asked: &[String]) -> miette::Result<BTreeMap<Address, String>> {
+fn replacing(s: &Stack, state: &State, asked: &[String]) -> crate::Result<BTreeMap<Address, String>> {
     let l = &s.loaded;
     let mut out = crate::keys::overdue(l, state);
     for text in asked {
@@ -41,13 +41,13 @@ fn replacing(s: &Stack, state: &State, asked: &[String]) -> miette::Result<BTree
 }
 
 /// The OIDC issuer check (unless offline): warnings are said, a mismatch stops the operation.
-async fn check_issuers(s: &Stack) -> miette::Result<()> {
+async fn check_issuers(s: &Stack) -> crate::Result<()> {
     let l = &s.loaded;
     if s.options.offline {
         return Ok(());
     }
     // The keys the cluster signs with, when it can be read (else only the documents are checked).
-    let keys = match cluster::find(&l.model) {
+    let keys = match s.cluster() {
         Ok(found) if !l.model.identities.is_empty() => {
             xcsp_kube::survey::signing_keys(&found.client_config()).await.ok()
         }
@@ -89,13 +89,13 @@ pub fn check_build(
 
 /// What plan and apply check before anything changes (unless offline): the build against the
 /// cluster's FIPS mode, the OIDC issuers and the cluster's preflight.
-async fn checks_before_changes(s: &Stack, applying: bool) -> miette::Result<()> {
+async fn checks_before_changes(s: &Stack, applying: bool) -> crate::Result<()> {
     let allowed = s.options.allow_non_fips_build;
     if let Some(warning) = check_build(&s.loaded.model, xcsp_crypto::FIPS, applying, allowed)? {
         s.say.diag(warning);
     }
     check_issuers(s).await?;
-    if let Some(chosen) = crate::preflight::before_changes(&s.loaded.model, s.options.offline, &s.say).await? {
+    if let Some(chosen) = crate::preflight::before_changes(s).await? {
         let _ = s.providers.set(chosen);
     }
     Ok(())
@@ -181,15 +181,15 @@ fn objects_in_reach(s: &Stack, state: &State) -> ResourceGraph {
 /// The kubeconfig of the cluster, when Kubernetes objects are among `kinds`. Without one, `strict`
 /// operations (apply, destroy) stop before changing anything; plan and status warn and go on,
 /// taking the objects state records as recorded.
-pub fn kubeconfig(s: &Stack, kinds: &BTreeSet<ProviderKind>, strict: bool) -> miette::Result<Option<Kubeconfig>> {
+pub fn kubeconfig(s: &Stack, kinds: &BTreeSet<ProviderKind>, strict: bool) -> crate::Result<Option<Kubeconfig>> {
     if !kinds.contains(&ProviderKind::Kubernetes) {
         return Ok(None);
     }
-    match cluster::find(&s.loaded.model) {
-        Ok(found) => Ok(Some(found)),
-        Err(p) if strict => Err(p.into()),
+    match s.cluster() {
+        Ok(found) => Ok(Some(found.clone())),
+        Err(p) if strict => Err(StackError::NoCluster(p.clone())),
         Err(p) => {
-            s.say.diag(cluster::warning(p));
+            s.say.diag(cluster::warning(p.clone()));
             Ok(None)
         }
     }
@@ -197,24 +197,10 @@ pub fn kubeconfig(s: &Stack, kinds: &BTreeSet<ProviderKind>, strict: bool) -> mi
 
 /// The part of the graph a run applies and the providers it needs (`strict`: stop without a
 /// kubeconfig when Kubernetes objects are in reach, as apply does).
-pub async fn reach(s: &Stack, state: &State, strict: bool) -> miette::Result<(ResourceGraph, Providers)> {
-    reach_waiting(s, state, strict, false).await
-}
-
-/// [`reach`], the Kubernetes provider waiting after a MachineSet's write for its Nodes to be
-/// Ready when `wait_for_nodes` (apply's `--wait-for-nodes`).
-async fn reach_waiting(
-    s: &Stack,
-    state: &State,
-    strict: bool,
-    wait_for_nodes: bool,
-) -> miette::Result<(ResourceGraph, Providers)> {
+pub async fn reach(s: &Stack, state: &State, strict: bool) -> crate::Result<(ResourceGraph, Providers)> {
     let graph = in_reach(s, state);
     let kinds = needed(&graph, state);
-    let mut kube = kubeconfig(s, &kinds, strict)?;
-    if let Some(k) = kube.as_mut() {
-        k.wait_for_nodes = wait_for_nodes;
-    }
+    let kube = kubeconfig(s, &kinds, strict)?;
     let providers = clouds::providers(&s.loaded.model, &kinds, kube.as_ref()).await?;
     Ok((graph, providers))
 }
@@ -236,7 +222,7 @@ pub async fn refresh(
     state: &mut State,
     adopt: Adopt,
     events: &Events,
-) -> miette::Result<()> {
+) -> crate::Result<()> {
     let found = xcsp_engine::refresh(providers, s.name(), state, adopt, events).await?;
     for kind in found.not_refreshed {
         s.say.warn(format_args!(
@@ -260,30 +246,69 @@ pub struct Planned {
 impl Planned {
     /// The plan as `plan --out` writes it (secrets redacted), sealed like state when a state key
     /// is configured; apply refuses it once the spec or the state moves.
-    pub fn sealed(&self, s: &Stack) -> miette::Result<Vec<u8>> {
+    pub fn sealed(&self, s: &Stack) -> crate::Result<Vec<u8>> {
         let saved = SavedPlan::new(self.plan.redacted(), self.lineage.clone(), self.serial);
         Ok(codec(s)?.seal(&serde_json::to_vec_pretty(&saved).expect("plans serialize"))?)
     }
 }
 
-/// `xcsp plan`: what apply would do, nothing changed.
-pub async fn plan(s: &Stack, refresh_first: bool, replace: &[String]) -> miette::Result<Planned> {
-    checks_before_changes(s, false).await?;
-    let (_, guard, mut state) = open(s, "plan").await?;
-    crate::keys::note_under_way(s, &state);
-    let graph = in_reach(s, &state);
-    let kinds = needed(&graph, &state);
-    let kube = kubeconfig(s, &kinds, false)?;
-    if refresh_first && !state.resources.is_empty() {
-        let providers = clouds::providers(&s.loaded.model, &kinds, kube.as_ref()).await?;
-        refresh(s, &providers, &mut state, Adopt::All, &Events::none()).await?;
-    }
-    drop(guard);
-    let replace = replacing(s, &state, replace)?;
+/// How [`diffed`] reads the clouds: as plan does, or as apply does.
+struct Against<'a> {
+    /// Apply: stop without a kubeconfig when Kubernetes objects are in reach, make the providers
+    /// whatever state records (they carry the plan out), and wait after a MachineSet's write for
+    /// its Nodes when `wait_for_nodes`. Plan warns and goes on, and makes providers only to refresh.
+    applying: bool,
+    wait_for_nodes: bool,
+    /// Refresh state from the clouds first (when it records anything).
+    refresh: bool,
+    /// Where the refreshed state is written at once (apply keeps what refresh found).
+    save: Option<&'a Arc<dyn Backend>>,
+    events: &'a Events,
+}
+
+/// The one refresh/diff path of plan and apply, over state read under the lock: the graph in
+/// reach and the providers it needs, state refreshed from the clouds (adopting what carries the
+/// stack's tags), the plan against it (with `--replace` and the keys due for rotation), checked
+/// against the location's capacity.
+async fn diffed(
+    s: &Stack,
+    state: &mut State,
+    how: Against<'_>,
+    replace: &[String],
+) -> crate::Result<(ResourceGraph, Option<Providers>, Plan)> {
     let l = &s.loaded;
+    let graph = in_reach(s, state);
+    let kinds = needed(&graph, state);
+    let mut kube = kubeconfig(s, &kinds, how.applying)?;
+    if let Some(k) = kube.as_mut() {
+        k.wait_for_nodes = how.wait_for_nodes;
+    }
+    let refreshing = how.refresh && !state.resources.is_empty();
+    let providers = match how.applying || refreshing {
+        true => Some(clouds::providers(&l.model, &kinds, kube.as_ref()).await?),
+        false => None,
+    };
+    if let (true, Some(providers)) = (refreshing, &providers) {
+        refresh(s, providers, state, Adopt::All, how.events).await?;
+        if let Some(backend) = how.save {
+            backend.write(state).await?;
+        }
+    }
+    let replace = replacing(s, state, replace)?;
     let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
     crate::capacity::before_changes(&l.model, &p, s.options.offline, &s.say).await?;
-    let cost = crate::cost::of_run(l, &p, &graph);
+    Ok((graph, providers, p))
+}
+
+/// `xcsp plan`: what apply would do, nothing changed.
+pub async fn plan(s: &Stack, refresh_first: bool, replace: &[String]) -> crate::Result<Planned> {
+    checks_before_changes(s, false).await?;
+    let (_, _held, mut state) = open(s, "plan").await?;
+    crate::keys::note_under_way(s, &state);
+    let how =
+        Against { applying: false, wait_for_nodes: false, refresh: refresh_first, save: None, events: &Events::none() };
+    let (graph, _, p) = diffed(s, &mut state, how, replace).await?;
+    let cost = crate::cost::of_run(&s.loaded, &p, &graph);
     let lineage = (state.serial > 0).then(|| state.lineage.clone());
     Ok(Planned { plan: p, cost, lineage, serial: state.serial })
 }
@@ -326,7 +351,7 @@ pub async fn carry_out(
     backend: &Arc<dyn Backend>,
     approved: &Plan,
     walk: Walk,
-) -> miette::Result<Summary> {
+) -> crate::Result<Summary> {
     let mut run = new_run(s, providers.clone(), walk.events, walk.cancel);
     run.approved = Some(approved.changes.iter().map(|c| (c.address.clone(), c.action)).collect());
     // What the approved plan replaces is replaced, also where only `--replace` asked for it.
@@ -357,7 +382,7 @@ pub struct Applied {
 
 /// `xcsp apply`: plan, shown to `approver` with its cost; if it changes something and the approver
 /// says yes, carried out.
-pub async fn apply(s: &Stack, approver: &dyn Approver, opts: ApplyOptions) -> miette::Result<Applied> {
+pub async fn apply(s: &Stack, approver: &dyn Approver, opts: ApplyOptions) -> crate::Result<Applied> {
     let l = &s.loaded;
     let (backend, _held, mut state) = open(s, "apply").await?;
     crate::keys::note_under_way(s, &state);
@@ -371,14 +396,15 @@ pub async fn apply(s: &Stack, approver: &dyn Approver, opts: ApplyOptions) -> mi
         from_file = Some(saved);
     }
     checks_before_changes(s, true).await?;
-    let (graph, providers) = reach_waiting(s, &state, true, s.options.wait_for_nodes).await?;
-    if !state.resources.is_empty() {
-        refresh(s, &providers, &mut state, Adopt::All, &opts.walk.events).await?;
-        backend.write(&mut state).await?;
-    }
-    let replace = replacing(s, &state, &opts.replace)?;
-    let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
-    crate::capacity::before_changes(&l.model, &p, s.options.offline, &s.say).await?;
+    let how = Against {
+        applying: true,
+        wait_for_nodes: s.options.wait_for_nodes,
+        refresh: true,
+        save: Some(&backend),
+        events: &opts.walk.events,
+    };
+    let (graph, providers, p) = diffed(s, &mut state, how, &opts.replace).await?;
+    let providers = providers.expect("apply makes its providers");
     // Apply does what the approved plan showed and no more: the saved plan when one is given (the
     // clouds may have moved since it was made; what now needs more than it showed is refused as
     // BeyondPlan, as Terraform applies a saved plan or nothing), else the plan just made. That
@@ -395,7 +421,7 @@ pub async fn apply(s: &Stack, approver: &dyn Approver, opts: ApplyOptions) -> mi
 
 /// `xcsp destroy`: every resource state records (and, with `sweep`, whatever carries the stack's
 /// tags) deleted, once `approver` says yes. `None` when there was nothing to destroy.
-pub async fn destroy(s: &Stack, approver: &dyn Approver, sweep: bool, walk: Walk) -> miette::Result<Option<Summary>> {
+pub async fn destroy(s: &Stack, approver: &dyn Approver, sweep: bool, walk: Walk) -> crate::Result<Option<Summary>> {
     let l = &s.loaded;
     let (backend, _held, mut state) = open(s, "destroy").await?;
     let kinds = if sweep {
@@ -504,13 +530,13 @@ impl Status {
 /// `xcsp status`: the stack refreshed (state is not written), each link's tunnels and conditions,
 /// the identities, the pool's machines and what keeps each from being a Ready Node. It writes
 /// nothing, so it takes no lock: it can follow an apply another run (or the controller) is making.
-pub async fn status(s: &Stack) -> miette::Result<Status> {
+pub async fn status(s: &Stack) -> crate::Result<Status> {
     let state = refreshed(s).await?;
     Ok(Status { health: health_of(s, &state).await, outputs: outputs(s, &state), state })
 }
 
 /// The stack's state as recorded, refreshed from the clouds; read without the lock and not written.
-pub async fn refreshed(s: &Stack) -> miette::Result<State> {
+pub async fn refreshed(s: &Stack) -> crate::Result<State> {
     let mut state = backend(s).await?.read().await?.unwrap_or_else(|| State::new(s.name()));
     if !state.resources.is_empty() {
         let (_, providers) = reach(s, &state, false).await?;
@@ -531,7 +557,7 @@ pub async fn health_of(s: &Stack, state: &State) -> crate::health::Health {
     health.machines_wanted = machines_wanted(l, state);
     let federated = state.resources.keys().any(|a| a.rtype == xcsp_core::ResourceType::AzureFederatedCredential);
     if (federated || !sets.is_empty())
-        && let Ok(found) = cluster::find(&l.model)
+        && let Ok(found) = s.cluster()
     {
         if !sets.is_empty() {
             let labels: Vec<String> =
@@ -558,7 +584,7 @@ pub async fn health_of(s: &Stack, state: &State) -> crate::health::Health {
         // The federated credentials against the token CAPZ presents (plan checked the spec's
         // values, unless it ran `--offline`; this reads what Azure holds now).
         if federated {
-            match crate::preflight::survey(&found).await {
+            match crate::preflight::survey(found).await {
                 Ok(survey) => health.identities = crate::health::identities(state, &survey),
                 Err(e) => s.say.warn(format_args!("cannot read the cluster: {e}")),
             }
@@ -601,7 +627,7 @@ pub enum Rendered {
 }
 
 /// `xcsp render`: the spec's Kubernetes objects with the values state records, in `capi_version`.
-pub async fn render(s: &Stack, capi_version: &str) -> miette::Result<Vec<Rendered>> {
+pub async fn render(s: &Stack, capi_version: &str) -> crate::Result<Vec<Rendered>> {
     let l = &s.loaded;
     let (_, guard, state) = open(s, "render").await?;
     drop(guard);
@@ -634,7 +660,7 @@ pub async fn render(s: &Stack, capi_version: &str) -> miette::Result<Vec<Rendere
 }
 
 /// `xcsp force-unlock`: removes the lock `id`, returning who held it.
-pub async fn force_unlock(s: &Stack, id: &str) -> miette::Result<LockInfo> {
+pub async fn force_unlock(s: &Stack, id: &str) -> crate::Result<LockInfo> {
     Ok(backend(s).await?.force_unlock(id).await?)
 }
 

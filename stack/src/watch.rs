@@ -97,13 +97,7 @@ async fn hold_health_checks(
 /// `xcsp watch`: a cycle every `every` until `walk.cancel` says stop. With `repair`, drift is
 /// planned and, if `approver` approves, carried out, and the pool's Nodes and health checks are
 /// looked after; without it, drift is only said.
-pub async fn watch(
-    s: &Stack,
-    approver: &dyn Approver,
-    repair: bool,
-    every: Duration,
-    walk: Walk,
-) -> miette::Result<()> {
+pub async fn watch(s: &Stack, approver: &dyn Approver, repair: bool, every: Duration, walk: Walk) -> crate::Result<()> {
     let cancel = walk.cancel.clone();
     s.say.progress(format_args!(
         "Watching stack `{}` every {}s ({}); Ctrl-C stops.",
@@ -169,13 +163,13 @@ async fn stopped_during(s: &Stack, wait: Duration, cancel: &tokio::sync::watch::
 
 /// An error a later cycle may not meet: the state's lock held by another command, a cloud's call
 /// failing. A spec or configuration error is not.
-fn passing(e: &miette::Report) -> bool {
-    let code = e.code().map(|c| c.to_string()).unwrap_or_default();
-    code == "xcsp::state::locked" || code.starts_with("xcsp::provider::")
+fn passing(e: &StackError) -> bool {
+    matches!(e, StackError::State(xcsp_state::StateError::Locked { .. }) | StackError::Provider(_))
 }
 
 /// An error on one line: its message, and its help when it has one.
-fn said(e: &miette::Report) -> String {
+fn said(e: &StackError) -> String {
+    use miette::Diagnostic;
     let help = e.help().map(|h| format!(" ({h})")).unwrap_or_default();
     format!("{e}{help}").replace('\n', " ")
 }
@@ -188,7 +182,7 @@ pub async fn tend_pool(s: &Stack, state: &xcsp_state::State, h: &health::Health)
     if sets.is_empty() {
         return;
     }
-    let Ok(found) = crate::cluster::find(&s.loaded.model) else { return };
+    let Ok(found) = s.cluster() else { return };
     match xcsp_kube::nodes::initialize_in(&found.client_config(), &sets).await {
         Ok(done) => {
             for n in done.lifted {
@@ -218,7 +212,7 @@ pub async fn cycle(
     repair: bool,
     walk: Walk,
     started: Instant,
-) -> miette::Result<Cycle> {
+) -> crate::Result<Cycle> {
     let l = &s.loaded;
     let (_held, mut state) = locked(s, backend, "watch").await?;
     let graph = in_reach(s, &state);
@@ -257,7 +251,7 @@ pub async fn cycle(
         s.say.progress(format_args!("{} {tunnels}; drift, not repaired: {}", now(), changes.join(", ")));
     } else {
         match approver.approve(&p, "Do you want to repair this drift?") {
-            Err(e) if matches!(e.downcast_ref::<StackError>(), Some(StackError::NotApproved { .. })) => {
+            Err(StackError::NotApproved { .. }) => {
                 s.say.progress(format_args!("{} {tunnels}; drift, not approved: {}", now(), changes.join(", ")));
             }
             Err(e) => return Err(e),

@@ -24,6 +24,9 @@ use xcsp_core::attrs::Reader;
 use xcsp_core::provider::{Attributes, Observed, Progress, ProviderError, Request};
 use xcsp_core::{Address, Value};
 
+use xcsp_core::provider::BoxFuture;
+
+use crate::Kind;
 use crate::ec2::{desired_tags, failed, filter, required, sdk_error, tags_value};
 use crate::{AwsProvider, Listing, Result};
 
@@ -256,6 +259,34 @@ impl AwsProvider {
             }
         }
         Ok(out)
+    }
+}
+
+/// `aws_route53_resolver_endpoint`.
+pub(crate) struct ResolverEndpointKind;
+
+impl Kind for ResolverEndpointKind {
+    fn write<'a>(
+        &self,
+        p: &'a AwsProvider,
+        req: &'a Request<'a>,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<Observed>> {
+        Box::pin(p.resolver_endpoint(req, progress))
+    }
+
+    fn delete<'a>(
+        &self,
+        p: &'a AwsProvider,
+        req: &'a Request<'a>,
+        id: &'a str,
+        progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(p.delete_resolver_endpoint(req.address, id, progress))
+    }
+
+    fn list<'a>(&self, p: &'a AwsProvider, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>> {
+        Box::pin(p.list_resolver_endpoints(l))
     }
 }
 

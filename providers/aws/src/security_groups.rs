@@ -9,6 +9,10 @@ use xcsp_core::attrs::Reader;
 use xcsp_core::provider::{Attributes, Observed, ProviderError, Request};
 use xcsp_core::{Address, Value};
 
+use aws_sdk_ec2::types::Filter;
+use xcsp_core::provider::{BoxFuture, Progress};
+
+use crate::Kind;
 use crate::ec2::{desired_tags, failed, filter, required, sdk_error, tag_map, tag_spec, tags_value};
 use crate::{AwsProvider, Listing, Result, ingress, send, tagged_or_recorded};
 
@@ -238,5 +242,71 @@ impl AwsProvider {
             out.push(Observed { address: addr, id, attributes: observed_attrs });
         }
         Ok(out)
+    }
+}
+
+/// `aws_security_group_ingress`.
+pub(crate) struct IngressKind;
+
+impl Kind for IngressKind {
+    fn write<'a>(
+        &self,
+        p: &'a AwsProvider,
+        req: &'a Request<'a>,
+        _progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<Observed>> {
+        Box::pin(p.ingress(req))
+    }
+
+    fn delete<'a>(
+        &self,
+        p: &'a AwsProvider,
+        req: &'a Request<'a>,
+        id: &'a str,
+        _progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(p.revoke_ingress(req, id))
+    }
+
+    fn list<'a>(&self, p: &'a AwsProvider, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>> {
+        Box::pin(p.list_ingress(l))
+    }
+}
+
+/// `aws_security_group`.
+pub(crate) struct SecurityGroupKind;
+
+impl Kind for SecurityGroupKind {
+    fn write<'a>(
+        &self,
+        p: &'a AwsProvider,
+        req: &'a Request<'a>,
+        _progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<Observed>> {
+        Box::pin(p.security_group(req))
+    }
+
+    fn delete<'a>(
+        &self,
+        p: &'a AwsProvider,
+        req: &'a Request<'a>,
+        id: &'a str,
+        _progress: &'a dyn Progress,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(p.delete_security_group(req.address, id))
+    }
+
+    fn list<'a>(&self, p: &'a AwsProvider, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>> {
+        Box::pin(p.list_security_groups(l))
+    }
+
+    fn live<'a>(&self, p: &'a AwsProvider, a: &'a Address, filters: Vec<Filter>) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(async move {
+            Ok(send!(a, p.ec2.describe_security_groups().set_filters(Some(filters)))?
+                .security_groups()
+                .iter()
+                .filter_map(|g| g.group_id().map(String::from))
+                .collect())
+        })
     }
 }

@@ -255,8 +255,8 @@ impl Kind for VpnConnectionKind {
     }
 }
 
-/// `aws_vpn_connection_route`: not listed, so state keeps what it records (a connection's
-/// describe would make every route look like one to adopt).
+/// `aws_vpn_connection_route`: not listed, so state keeps what it records (listing the
+/// connections for it would report each connection as a route to adopt).
 pub(crate) struct ConnectionRouteKind;
 
 impl Kind for ConnectionRouteKind {

@@ -12,7 +12,7 @@ use xcsp_state::local::LocalBackend;
 use xcsp_state::s3::{S3Backend, S3Config};
 use xcsp_state::{State, StateWarning, Warnings};
 
-use crate::{Say, Stack, StackError, StateSettings};
+use crate::{KeySources, Say, Stack, StackError, StateSettings};
 
 /// The settings `--backend-config KEY=VALUE` accepts, and the variable each can also come from.
 const SETTINGS: &[(&str, &str)] = &[
@@ -79,27 +79,6 @@ impl<'a> Settings<'a> {
         Ok(enforced)
     }
 }
-
-/// More than one of a key's variables is set: which one was meant is not guessed.
-#[derive(Debug, miette::Diagnostic)]
-#[diagnostic(
-    code(xcsp::state::key_sources),
-    help("a state key comes from one variable: unset all of these but the one that holds the key")
-)]
-pub struct KeySources {
-    /// The variables that are set, in the order they are named in the docs.
-    pub set: Vec<String>,
-}
-
-impl std::fmt::Display for KeySources {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (last, rest) = self.set.split_last().expect("at least two");
-        let (names, quantifier) = (rest.join(", "), if self.set.len() == 2 { "both" } else { "all" });
-        write!(f, "{names} and {last} are {quantifier} set: the state key would be ambiguous")
-    }
-}
-
-impl std::error::Error for KeySources {}
 
 /// A key from `XCSP_STATE_KEY{suffix}` (base64), `XCSP_STATE_KEY_FILE{suffix}` (a file of 32 raw
 /// bytes or their base64) or `XCSP_STATE_PASSPHRASE{suffix}`; more than one of them set is an

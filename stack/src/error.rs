@@ -43,7 +43,7 @@ pub enum StackError {
     /// More than one variable holds the state key.
     #[error(transparent)]
     #[diagnostic(transparent)]
-    KeySources(#[from] crate::backend::KeySources),
+    KeySources(#[from] KeySources),
 
     /// No kubeconfig for the cluster where an operation needs one (what was tried, and how to fix it).
     #[error(transparent)]
@@ -195,6 +195,27 @@ pub enum StackError {
     NotApproved { question: String },
 }
 
+/// More than one of a key's variables is set: which one was meant is not guessed.
+#[derive(Debug, miette::Diagnostic)]
+#[diagnostic(
+    code(xcsp::state::key_sources),
+    help("a state key comes from one variable: unset all of these but the one that holds the key")
+)]
+pub struct KeySources {
+    /// The variables that are set, in the order they are named in the docs.
+    pub set: Vec<String>,
+}
+
+impl std::fmt::Display for KeySources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (last, rest) = self.set.split_last().expect("at least two");
+        let (names, quantifier) = (rest.join(", "), if self.set.len() == 2 { "both" } else { "all" });
+        write!(f, "{names} and {last} are {quantifier} set: the state key would be ambiguous")
+    }
+}
+
+impl std::error::Error for KeySources {}
+
 /// An approver's refusal, in the diagnostic its front end made (its code, words and help).
 #[derive(Debug)]
 pub struct Refusal(pub Box<dyn Diagnostic + Send + Sync + 'static>);
@@ -327,7 +348,7 @@ mod tests {
             StackError::Crypto(CryptoError::Random),
             StackError::Crypto(CryptoError::Module("m".into())),
             StackError::Stale(Stale::Spec),
-            StackError::KeySources(crate::backend::KeySources { set: vec!["A".into(), "B".into()] }),
+            StackError::KeySources(KeySources { set: vec!["A".into(), "B".into()] }),
             StackError::NoCluster(problem.clone()),
             StackError::NotApproved { question: "q".into() },
             StackError::BackendConfig { pair: "p".into(), known: "k".into() },

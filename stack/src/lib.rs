@@ -30,7 +30,7 @@ pub mod watch;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use error::{Refusal, Result, StackError};
+pub use error::{KeySources, Refusal, Result, StackError};
 pub use say::{Notice, Say};
 use xcsp_core::SourceFile;
 use xcsp_engine::Order;

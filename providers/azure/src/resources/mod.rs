@@ -1,14 +1,14 @@
 //! Each resource type through its typed client: the write (create and update are both a PUT in
-//! ARM), the delete, and the bulk list refresh makes. A type's handler ([`Kind`]) lives in its
-//! family's module (`group`, `network`, `vpn`, `identity`, `image`), beside the others of the
-//! family; this module keeps what they share (the contexts [`Put`], [`Remove`] and [`Listing`],
-//! the waits for ARM's operations) and [`KINDS`], the one table from a type to its handler.
-//! Adding a type is its handler and a row of that table.
+//! ARM), the delete, and the bulk list refresh makes. A type's handler (a module with its `put`,
+//! `remove` and `list`) lives in its family's file (`group`, `network`, `vpn`, `identity`,
+//! `image`); this module keeps what they share (the contexts [`Put`], [`Remove`] and
+//! [`Listing`], the waits for ARM's operations) and `kinds!`, the one table from a type to its
+//! handler. Adding a type is its handler and a row of that table.
 
 use futures::StreamExt;
 use serde_json::Value as Json;
 use xcsp_core::attrs::Reader;
-use xcsp_core::provider::{Attributes, BoxFuture, Observed, Progress, ProviderError, Request};
+use xcsp_core::provider::{Attributes, Observed, Progress, ProviderError, Request};
 use xcsp_core::{Address, ProviderKind, ResourceType as T, tags};
 
 use crate::arm;
@@ -240,48 +240,64 @@ mod image;
 mod network;
 mod vpn;
 
-/// One Azure resource type as the provider handles it.
-pub(crate) trait Kind: Sync {
-    /// Creates or updates the resource (both a PUT in ARM) and reads back what Azure made of it.
-    fn put<'a>(&self, w: &'a Put<'a>) -> BoxFuture<'a, Result<Observed, ProviderError>>;
+/// The one table from a resource type to its handler: a module, in its family's file, with the
+/// type's `put`, `remove` and `list`. Adding a type is its module and a row here.
+macro_rules! kinds {
+    ($($t:ident => $family:ident :: $handler:ident,)*) => {
+        /// Every Azure resource type the table names.
+        #[cfg(test)]
+        const KINDS: &[T] = &[$(T::$t),*];
 
-    /// Deletes the resource and waits until it is gone; gone already is success.
-    fn remove<'a>(&self, r: &'a Remove<'a>) -> BoxFuture<'a, Result<(), ProviderError>>;
+        /// Creates or updates the resource (both a PUT in ARM) and reads back what Azure made of it.
+        async fn put(w: &Put<'_>) -> Result<Observed, ProviderError> {
+            match w.req.address.rtype {
+                $(T::$t => $family::$handler::put(w).await,)*
+                _ => Err(ProviderError::Failed {
+                    address: w.req.address.to_string(),
+                    code: "NotAzure".into(),
+                    message: format!("{} is not an Azure resource type", w.req.address.rtype.as_str()),
+                }),
+            }
+        }
 
-    /// Every live resource of the type that state records or that carries the stack's tags.
-    fn list<'a>(&self, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>>;
+        /// Deletes the resource and waits until it is gone; gone already is success.
+        async fn remove(r: &Remove<'_>) -> Result<(), ProviderError> {
+            match r.req.address.rtype {
+                $(T::$t => $family::$handler::remove(r).await,)*
+                _ => Ok(()),
+            }
+        }
+
+        /// Every live resource of the type that state records or that carries the stack's tags.
+        async fn list(l: &Listing<'_>) -> Result<Vec<Observed>, ProviderError> {
+            match l.rtype {
+                $(T::$t => $family::$handler::list(l).await,)*
+                _ => Ok(Vec::new()),
+            }
+        }
+    };
 }
 
-/// Every Azure resource type and its handler.
-const KINDS: [(T, &dyn Kind); 19] = [
-    (T::AzureResourceGroup, &group::ResourceGroupKind),
-    (T::AzureVirtualNetwork, &network::VirtualNetworkKind),
-    (T::AzureVnetDnsServers, &network::VnetDnsServersKind),
-    (T::AzureSubnet, &network::SubnetKind),
-    (T::AzureNetworkSecurityGroup, &network::NetworkSecurityGroupKind),
-    (T::AzurePublicIp, &network::PublicIpKind),
-    (T::AzureNatGateway, &network::NatGatewayKind),
-    (T::AzureVpnGateway, &vpn::VpnGatewayKind),
-    (T::AzureLocalNetworkGateway, &vpn::LocalNetworkGatewayKind),
-    (T::AzureVpnConnection, &vpn::VpnConnectionKind),
-    (T::AzureUserAssignedIdentity, &identity::UserAssignedIdentityKind),
-    (T::AzureFederatedCredential, &identity::FederatedCredentialKind),
-    (T::AzureRoleDefinition, &identity::RoleDefinitionKind),
-    (T::AzureRoleAssignment, &identity::RoleAssignmentKind),
-    (T::AzureStorageAccount, &image::StorageAccountKind),
-    (T::AzureStorageBlob, &image::StorageBlobKind),
-    (T::AzureGallery, &image::GalleryKind),
-    (T::AzureGalleryImage, &image::GalleryImageKind),
-    (T::AzureGalleryImageVersion, &image::GalleryImageVersionKind),
-];
-
-/// The handler of `a`'s type.
-fn kind(a: &Address) -> Result<&'static dyn Kind, ProviderError> {
-    KINDS.iter().find(|(t, _)| *t == a.rtype).map(|(_, k)| *k).ok_or_else(|| ProviderError::Failed {
-        address: a.to_string(),
-        code: "NotAzure".into(),
-        message: format!("{} is not an Azure resource type", a.rtype.as_str()),
-    })
+kinds! {
+    AzureResourceGroup => group::resource_group,
+    AzureVirtualNetwork => network::virtual_network,
+    AzureVnetDnsServers => network::vnet_dns_servers,
+    AzureSubnet => network::subnet,
+    AzureNetworkSecurityGroup => network::network_security_group,
+    AzurePublicIp => network::public_ip,
+    AzureNatGateway => network::nat_gateway,
+    AzureVpnGateway => vpn::vpn_gateway,
+    AzureLocalNetworkGateway => vpn::local_network_gateway,
+    AzureVpnConnection => vpn::vpn_connection,
+    AzureUserAssignedIdentity => identity::user_assigned_identity,
+    AzureFederatedCredential => identity::federated_credential,
+    AzureRoleDefinition => identity::role_definition,
+    AzureRoleAssignment => identity::role_assignment,
+    AzureStorageAccount => image::storage_account,
+    AzureStorageBlob => image::storage_blob,
+    AzureGallery => image::gallery,
+    AzureGalleryImage => image::gallery_image,
+    AzureGalleryImageVersion => image::gallery_image_version,
 }
 
 /// What a write works from: the request, its attributes, where it goes.
@@ -302,6 +318,30 @@ impl Put<'_> {
     fn doing(&self, what: &str) -> String {
         let verb = if self.operation == "create" { "creating" } else { "updating" };
         format!("Azure is {verb} the {what}")
+    }
+
+    /// The write most types make: `body` (the ARM JSON of the attributes) as the SDK's model,
+    /// sent by `send`, then the resource as Azure has it once ARM's operation ends (from `get`
+    /// after a long-running operation), read by `read`; `what` names it as progress says it.
+    async fn send<M, S, SF, G, GF>(
+        &self,
+        what: &str,
+        read: fn(&Json) -> Attributes,
+        body: Json,
+        send: S,
+        get: G,
+    ) -> Result<Observed, ProviderError>
+    where
+        M: serde::de::DeserializeOwned + Clone,
+        S: Fn(M) -> SF,
+        SF: Future<Output = azure_core::Result<azure_core::Response>>,
+        G: Fn() -> GF,
+        GF: Future<Output = azure_core::Result<Json>>,
+    {
+        let m: M = model(self.req.address, body)?;
+        let doing = self.doing(what);
+        let body = self.p.write(self.req.address, self.progress, &doing, || send(m.clone()), get).await?;
+        Ok(self.observed(&body, read))
     }
 
     /// The resource as Azure answered it (`body`), read into attributes by `read`.
@@ -335,8 +375,15 @@ impl Remove<'_> {
         self.segment(0).map(str::to_string).or_else(|| self.d.opt_str("name")).unwrap_or_default()
     }
 
-    fn deleting(&self, what: &str) -> String {
-        format!("Azure is deleting the {what}")
+    /// The delete most types make: `send`, then a wait until the resource is gone; `what` names
+    /// it as progress says it.
+    async fn delete<S, SF>(&self, what: &str, send: S) -> Result<(), ProviderError>
+    where
+        S: Fn() -> SF,
+        SF: Future<Output = azure_core::Result<azure_core::Response>>,
+    {
+        let deleting = format!("Azure is deleting the {what}");
+        self.p.delete_with(self.req.address, self.progress, &deleting, send).await
     }
 }
 
@@ -404,8 +451,7 @@ impl AzureProvider {
     ) -> Result<Observed, ProviderError> {
         let d = Reader::new(req.address, req.attributes);
         let rg = self.resource_group(&d);
-        let w = Put { p: self, req, progress, operation, d, sub: &self.config.subscription_id, rg: &rg };
-        kind(req.address)?.put(&w).await
+        put(&Put { p: self, req, progress, operation, d, sub: &self.config.subscription_id, rg: &rg }).await
     }
 
     /// Deletes the resource through its type's handler and waits until it is gone.
@@ -413,29 +459,15 @@ impl AzureProvider {
         let d = Reader::new(req.address, req.attributes);
         let id = req.id.unwrap_or_default();
         let rg = arm::resource_group_of(id).map(str::to_string).unwrap_or_else(|| self.resource_group(&d));
-        let r = Remove { p: self, req, progress, d, id, sub: &self.config.subscription_id, rg: &rg };
-        match KINDS.iter().find(|(t, _)| *t == req.address.rtype) {
-            Some((_, k)) => k.remove(&r).await,
-            None => Ok(()),
-        }
+        remove(&Remove { p: self, req, progress, d, id, sub: &self.config.subscription_id, rg: &rg }).await
     }
 
     /// Every live resource of `rtype` that state records (`known`, matched by id whatever its
     /// tags say now) or that is tagged with `stack`, in one list call per type where Azure allows
     /// (see [`identify`] for the untaggable ones).
     pub(crate) async fn list(&self, stack: &str, rtype: T, known: &[Observed]) -> Result<Vec<Observed>, ProviderError> {
-        let l = Listing {
-            p: self,
-            stack,
-            rtype,
-            known,
-            sub: &self.config.subscription_id,
-            rg: &self.config.resource_group,
-        };
-        match KINDS.iter().find(|(t, _)| *t == rtype) {
-            Some((_, k)) => k.list(&l).await,
-            None => Ok(Vec::new()),
-        }
+        let (sub, rg) = (&self.config.subscription_id, &self.config.resource_group);
+        list(&Listing { p: self, stack, rtype, known, sub, rg }).await
     }
 }
 
@@ -446,8 +478,8 @@ mod tests {
     #[test]
     fn every_azure_type_has_one_handler() {
         for t in T::ALL.iter().filter(|t| t.provider() == ProviderKind::Azure) {
-            assert_eq!(KINDS.iter().filter(|(k, _)| k == t).count(), 1, "{}", t.as_str());
+            assert_eq!(KINDS.iter().filter(|k| *k == t).count(), 1, "{}", t.as_str());
         }
-        assert!(KINDS.iter().all(|(t, _)| t.provider() == ProviderKind::Azure));
+        assert!(KINDS.iter().all(|t| t.provider() == ProviderKind::Azure));
     }
 }

@@ -16,7 +16,7 @@ use xcsp_plans::spec::{KubernetesObjects, Output};
 use xcsp_state::State;
 use xcsp_state::backend::{Backend, LockInfo};
 
-use crate::backend::{Saver, backend, codec, open};
+use crate::backend::{Held, Saver, backend, codec, open};
 use crate::cluster::{self, Kubeconfig};
 use crate::{Approver, Stack, StackError, clouds};
 
@@ -263,6 +263,9 @@ struct Against<'a> {
     refresh: bool,
     /// Where the refreshed state is written at once (apply keeps what refresh found).
     save: Option<&'a Arc<dyn Backend>>,
+    /// The lock to let go of once state is refreshed (plan: the diff and the capacity check
+    /// change nothing); apply keeps its lock to the end.
+    release: Option<Held>,
     events: &'a Events,
 }
 
@@ -284,16 +287,15 @@ async fn diffed(
         k.wait_for_nodes = how.wait_for_nodes;
     }
     let refreshing = how.refresh && !state.resources.is_empty();
-    let providers = match how.applying || refreshing {
-        true => Some(clouds::providers(&l.model, &kinds, kube.as_ref()).await?),
-        false => None,
-    };
+    let providers =
+        if how.applying || refreshing { Some(clouds::providers(&l.model, &kinds, kube.as_ref()).await?) } else { None };
     if let (true, Some(providers)) = (refreshing, &providers) {
         refresh(s, providers, state, Adopt::All, how.events).await?;
         if let Some(backend) = how.save {
             backend.write(state).await?;
         }
     }
+    drop(how.release);
     let replace = replacing(s, state, replace)?;
     let p = plan::diff_replacing(&l.model.stack, &l.model.digest, &graph, &state.attributes(), &replace);
     crate::capacity::before_changes(&l.model, &p, s.options.offline, &s.say).await?;
@@ -303,10 +305,16 @@ async fn diffed(
 /// `xcsp plan`: what apply would do, nothing changed.
 pub async fn plan(s: &Stack, refresh_first: bool, replace: &[String]) -> crate::Result<Planned> {
     checks_before_changes(s, false).await?;
-    let (_, _held, mut state) = open(s, "plan").await?;
+    let (_, held, mut state) = open(s, "plan").await?;
     crate::keys::note_under_way(s, &state);
-    let how =
-        Against { applying: false, wait_for_nodes: false, refresh: refresh_first, save: None, events: &Events::none() };
+    let how = Against {
+        applying: false,
+        wait_for_nodes: false,
+        refresh: refresh_first,
+        save: None,
+        release: Some(held),
+        events: &Events::none(),
+    };
     let (graph, _, p) = diffed(s, &mut state, how, replace).await?;
     let cost = crate::cost::of_run(&s.loaded, &p, &graph);
     let lineage = (state.serial > 0).then(|| state.lineage.clone());
@@ -401,6 +409,7 @@ pub async fn apply(s: &Stack, approver: &dyn Approver, opts: ApplyOptions) -> cr
         wait_for_nodes: s.options.wait_for_nodes,
         refresh: true,
         save: Some(&backend),
+        release: None,
         events: &opts.walk.events,
     };
     let (graph, providers, p) = diffed(s, &mut state, how, &opts.replace).await?;

@@ -6,10 +6,6 @@ use xcsp_core::attrs::Reader;
 use xcsp_core::provider::{Attributes, Observed, Progress, ProviderError, Request};
 use xcsp_core::{Address, Value};
 
-use aws_sdk_ec2::types::Filter;
-use xcsp_core::provider::BoxFuture;
-
-use crate::Kind;
 use crate::ec2::{self, desired_tags, live, required, tag_spec};
 use crate::{AwsProvider, Listing, Result, send, tunnel};
 
@@ -152,7 +148,7 @@ impl AwsProvider {
         Ok(Observed { address: a.clone(), id, attributes: out })
     }
 
-    pub(crate) async fn connection_route(&self, req: &Request<'_>) -> Result<Observed> {
+    pub(crate) async fn connection_route(&self, req: &Request<'_>, _progress: &dyn Progress) -> Result<Observed> {
         let a = req.address;
         let r = Reader::new(a, req.attributes);
         let conn = required(&r, "vpn_connection_id")?;
@@ -161,7 +157,13 @@ impl AwsProvider {
         Ok(Observed { address: a.clone(), id: format!("{conn}/{cidr}"), attributes: Attributes::new() })
     }
 
-    pub(crate) async fn delete_vpn_connection(&self, a: &Address, id: &str, progress: &dyn Progress) -> Result<()> {
+    pub(crate) async fn delete_vpn_connection(
+        &self,
+        req: &Request<'_>,
+        id: &str,
+        progress: &dyn Progress,
+    ) -> Result<()> {
+        let a = req.address;
         send!(a, self.ec2.delete_vpn_connection().vpn_connection_id(id))?;
         self.wait(a, "waiting for the VPN connection to be deleted", progress, || async {
             Ok(matches!(self.read_connection(a, id, [None, None]).await, Ok((Some(s), _)) if s == "deleted"))
@@ -169,10 +171,22 @@ impl AwsProvider {
         .await
     }
 
-    pub(crate) async fn delete_connection_route(&self, a: &Address, id: &str) -> Result<()> {
+    pub(crate) async fn delete_connection_route(
+        &self,
+        req: &Request<'_>,
+        id: &str,
+        _progress: &dyn Progress,
+    ) -> Result<()> {
+        let a = req.address;
         let (conn, cidr) = id.split_once('/').unwrap_or((id, ""));
         send!(a, self.ec2.delete_vpn_connection_route().vpn_connection_id(conn).destination_cidr_block(cidr))?;
         Ok(())
+    }
+
+    /// `aws_vpn_connection_route` is not listed: state keeps what it records (listing the
+    /// connections for it would report each connection as a route to adopt).
+    pub(crate) async fn listed_with_state(&self, _l: &Listing<'_>) -> Result<Vec<Observed>> {
+        Ok(Vec::new())
     }
 
     pub(crate) async fn list_vpn_connections(&self, l: &Listing<'_>) -> Result<Vec<Observed>> {
@@ -197,89 +211,5 @@ impl AwsProvider {
             out.push(Observed { address: addr, id, attributes: attrs });
         }
         Ok(out)
-    }
-}
-
-/// `aws_vpn_connection`.
-pub(crate) struct VpnConnectionKind;
-
-impl Kind for VpnConnectionKind {
-    fn write<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed>> {
-        Box::pin(p.vpn_connection(req, progress))
-    }
-
-    fn delete<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        id: &'a str,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(p.delete_vpn_connection(req.address, id, progress))
-    }
-
-    fn list<'a>(&self, p: &'a AwsProvider, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>> {
-        Box::pin(p.list_vpn_connections(l))
-    }
-
-    fn live<'a>(&self, p: &'a AwsProvider, a: &'a Address, filters: Vec<Filter>) -> BoxFuture<'a, Result<Vec<String>>> {
-        Box::pin(async move {
-            Ok(send!(a, p.ec2.describe_vpn_connections().set_filters(Some(filters)))?
-                .vpn_connections()
-                .iter()
-                .filter(|c| live(c.state().map(|s| s.as_str())))
-                .filter_map(|c| c.vpn_connection_id().map(String::from))
-                .collect())
-        })
-    }
-
-    fn delete_twin<'a>(
-        &self,
-        p: &'a AwsProvider,
-        id: &'a str,
-    ) -> BoxFuture<'a, std::result::Result<(), aws_sdk_ec2::Error>> {
-        Box::pin(async move {
-            p.ec2
-                .delete_vpn_connection()
-                .vpn_connection_id(id)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|x| x.into_service_error().into())
-        })
-    }
-}
-
-/// `aws_vpn_connection_route`: not listed, so state keeps what it records (listing the
-/// connections for it would report each connection as a route to adopt).
-pub(crate) struct ConnectionRouteKind;
-
-impl Kind for ConnectionRouteKind {
-    fn write<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        _progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed>> {
-        Box::pin(p.connection_route(req))
-    }
-
-    fn delete<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        id: &'a str,
-        _progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(p.delete_connection_route(req.address, id))
-    }
-
-    fn list<'a>(&self, _p: &'a AwsProvider, _l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>> {
-        Box::pin(async { Ok(Vec::new()) })
     }
 }

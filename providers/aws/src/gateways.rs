@@ -8,10 +8,6 @@ use xcsp_core::attrs::Reader;
 use xcsp_core::provider::{Attributes, Observed, Progress, Request};
 use xcsp_core::{Address, ResourceType as T, Value};
 
-use aws_sdk_ec2::types::Filter;
-use xcsp_core::provider::BoxFuture;
-
-use crate::Kind;
 use crate::ec2::{self, desired_tags, failed, filter, live, required, sdk_error, tag_map, tag_spec};
 use crate::{AwsProvider, Listing, Result, send};
 
@@ -147,7 +143,7 @@ impl AwsProvider {
         Ok(Observed { address: a.clone(), id: vgw, attributes: out })
     }
 
-    pub(crate) async fn customer_gateway(&self, req: &Request<'_>) -> Result<Observed> {
+    pub(crate) async fn customer_gateway(&self, req: &Request<'_>, _progress: &dyn Progress) -> Result<Observed> {
         let a = req.address;
         let r = Reader::new(a, req.attributes);
         let id = match req.id.map(String::from).or(self.existing_id(req.stack, a).await?) {
@@ -184,7 +180,8 @@ impl AwsProvider {
         Ok(Observed { address: a.clone(), id, attributes: out })
     }
 
-    pub(crate) async fn delete_vpn_gateway(&self, a: &Address, id: &str, progress: &dyn Progress) -> Result<()> {
+    pub(crate) async fn delete_vpn_gateway(&self, req: &Request<'_>, id: &str, progress: &dyn Progress) -> Result<()> {
+        let a = req.address;
         send!(a, self.ec2.delete_vpn_gateway().vpn_gateway_id(id))?;
         self.wait(a, "waiting for the gateway to be deleted", progress, || async {
             Ok(self.vgw(a, id).await?.is_none_or(|g| g.state().map(|s| s.as_str()) == Some("deleted")))
@@ -192,7 +189,8 @@ impl AwsProvider {
         .await
     }
 
-    pub(crate) async fn detach(&self, a: &Address, id: &str, progress: &dyn Progress) -> Result<()> {
+    pub(crate) async fn detach(&self, req: &Request<'_>, id: &str, progress: &dyn Progress) -> Result<()> {
+        let a = req.address;
         let (vgw, vpc) = id.split_once('/').unwrap_or((id, ""));
         match self.ec2.detach_vpn_gateway().vpn_gateway_id(vgw).vpc_id(vpc).send().await {
             Ok(_) => {}
@@ -218,14 +216,20 @@ impl AwsProvider {
         .await
     }
 
-    pub(crate) async fn stop_propagation(&self, req: &Request<'_>, id: &str) -> Result<()> {
+    pub(crate) async fn stop_propagation(&self, req: &Request<'_>, id: &str, _progress: &dyn Progress) -> Result<()> {
         for rt in Reader::new(req.address, req.attributes).strings("route_table_ids") {
             let _ = self.ec2.disable_vgw_route_propagation().gateway_id(id).route_table_id(rt).send().await;
         }
         Ok(())
     }
 
-    pub(crate) async fn delete_customer_gateway(&self, a: &Address, id: &str) -> Result<()> {
+    pub(crate) async fn delete_customer_gateway(
+        &self,
+        req: &Request<'_>,
+        id: &str,
+        _progress: &dyn Progress,
+    ) -> Result<()> {
+        let a = req.address;
         send!(a, self.ec2.delete_customer_gateway().customer_gateway_id(id))?;
         Ok(())
     }
@@ -320,155 +324,5 @@ impl AwsProvider {
             out.push(Observed { address: addr, id, attributes: attrs });
         }
         Ok(out)
-    }
-}
-
-/// `aws_vpn_gateway`.
-pub(crate) struct VpnGatewayKind;
-
-impl Kind for VpnGatewayKind {
-    fn write<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed>> {
-        Box::pin(p.vpn_gateway(req, progress))
-    }
-
-    fn delete<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        id: &'a str,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(p.delete_vpn_gateway(req.address, id, progress))
-    }
-
-    fn list<'a>(&self, p: &'a AwsProvider, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>> {
-        Box::pin(p.list_vpn_gateways(l))
-    }
-
-    fn live<'a>(&self, p: &'a AwsProvider, a: &'a Address, filters: Vec<Filter>) -> BoxFuture<'a, Result<Vec<String>>> {
-        Box::pin(async move {
-            Ok(send!(a, p.ec2.describe_vpn_gateways().set_filters(Some(filters)))?
-                .vpn_gateways()
-                .iter()
-                .filter(|g| live(g.state().map(|s| s.as_str())))
-                .filter_map(|g| g.vpn_gateway_id().map(String::from))
-                .collect())
-        })
-    }
-
-    fn delete_twin<'a>(
-        &self,
-        p: &'a AwsProvider,
-        id: &'a str,
-    ) -> BoxFuture<'a, std::result::Result<(), aws_sdk_ec2::Error>> {
-        Box::pin(async move {
-            p.ec2
-                .delete_vpn_gateway()
-                .vpn_gateway_id(id)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|x| x.into_service_error().into())
-        })
-    }
-}
-
-/// `aws_vpn_gateway_attachment`, read from its gateway.
-pub(crate) struct AttachmentKind;
-
-impl Kind for AttachmentKind {
-    fn write<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed>> {
-        Box::pin(p.attachment(req, progress))
-    }
-
-    fn delete<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        id: &'a str,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(p.detach(req.address, id, progress))
-    }
-
-    fn list<'a>(&self, p: &'a AwsProvider, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>> {
-        Box::pin(p.list_vpn_gateways(l))
-    }
-}
-
-/// `aws_vpn_gateway_route_propagation`, read from its gateway.
-pub(crate) struct RoutePropagationKind;
-
-impl Kind for RoutePropagationKind {
-    fn write<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed>> {
-        Box::pin(p.route_propagation(req, progress))
-    }
-
-    fn delete<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        id: &'a str,
-        _progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(p.stop_propagation(req, id))
-    }
-
-    fn list<'a>(&self, p: &'a AwsProvider, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>> {
-        Box::pin(p.list_vpn_gateways(l))
-    }
-}
-
-/// `aws_customer_gateway`.
-pub(crate) struct CustomerGatewayKind;
-
-impl Kind for CustomerGatewayKind {
-    fn write<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        _progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed>> {
-        Box::pin(p.customer_gateway(req))
-    }
-
-    fn delete<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        id: &'a str,
-        _progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(p.delete_customer_gateway(req.address, id))
-    }
-
-    fn list<'a>(&self, p: &'a AwsProvider, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>> {
-        Box::pin(p.list_customer_gateways(l))
-    }
-
-    fn live<'a>(&self, p: &'a AwsProvider, a: &'a Address, filters: Vec<Filter>) -> BoxFuture<'a, Result<Vec<String>>> {
-        Box::pin(async move {
-            Ok(send!(a, p.ec2.describe_customer_gateways().set_filters(Some(filters)))?
-                .customer_gateways()
-                .iter()
-                .filter(|g| live(g.state()))
-                .filter_map(|g| g.customer_gateway_id().map(String::from))
-                .collect())
-        })
     }
 }

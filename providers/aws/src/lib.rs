@@ -19,8 +19,8 @@
 //! connections and their static routes), `security_groups` (`aws_security_group_ingress` and
 //! `aws_security_group`) and `resolver` (`aws_route53_resolver_endpoint`, through
 //! aws-sdk-route53resolver).
-//! Each family module holds a handler ([`Kind`]) per type; this file keeps the configuration,
-//! the shared waits and [`KINDS`], the one table from a type to its handler.
+//! This file keeps the configuration, the shared waits and `kinds!`, the one table from a type to
+//! its family's calls.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ use aws_sdk_ec2::types::{Filter, Tag};
 use xcsp_core::provider::{BoxFuture, Observed, Progress, Provider, ProviderError, Request};
 use xcsp_core::{ADDRESS_TAG, Address, ProviderKind, ResourceType as T, STACK_TAG};
 
-use ec2::{failed, filter, owner, sdk_error};
+use ec2::{failed, filter, live, owner, sdk_error};
 
 mod connection;
 mod ec2;
@@ -77,74 +77,6 @@ pub struct AwsProvider {
     ec2: Client,
     resolver: aws_sdk_route53resolver::Client,
     config: AwsConfig,
-}
-
-/// One AWS resource type as the provider handles it. Each type's handler lives in its family's
-/// module, beside the requests it makes; [`KINDS`] names it once. Adding a type is its handler
-/// and a row of that table.
-trait Kind: Sync {
-    /// Creates or updates the resource.
-    fn write<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed>>;
-
-    /// Deletes the resource with this id (gone already is success, said by the caller).
-    fn delete<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        id: &'a str,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<()>>;
-
-    /// Every live resource of the type the listing asks for ([`Listing`]).
-    fn list<'a>(&self, p: &'a AwsProvider, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>>;
-
-    /// The ids of the live resources `filters` (the stack and address tags) find, for a create
-    /// to find what an earlier run made; none for a type read from another's object.
-    fn live<'a>(
-        &self,
-        _p: &'a AwsProvider,
-        _a: &'a Address,
-        _filters: Vec<Filter>,
-    ) -> BoxFuture<'a, Result<Vec<String>>> {
-        Box::pin(async { Ok(Vec::new()) })
-    }
-
-    /// Deletes a twin a retried create left, without waiting for it to go (only the types whose
-    /// creates take no idempotency token have twins).
-    fn delete_twin<'a>(
-        &self,
-        _p: &'a AwsProvider,
-        _id: &'a str,
-    ) -> BoxFuture<'a, std::result::Result<(), aws_sdk_ec2::Error>> {
-        Box::pin(async { Ok(()) })
-    }
-}
-
-/// Every AWS resource type and its handler.
-const KINDS: [(T, &dyn Kind); 9] = [
-    (T::AwsVpnGateway, &gateways::VpnGatewayKind),
-    (T::AwsVpnGatewayAttachment, &gateways::AttachmentKind),
-    (T::AwsRoutePropagation, &gateways::RoutePropagationKind),
-    (T::AwsCustomerGateway, &gateways::CustomerGatewayKind),
-    (T::AwsVpnConnection, &connection::VpnConnectionKind),
-    (T::AwsVpnConnectionRoute, &connection::ConnectionRouteKind),
-    (T::AwsSecurityGroupIngress, &security_groups::IngressKind),
-    (T::AwsSecurityGroup, &security_groups::SecurityGroupKind),
-    (T::AwsResolverEndpoint, &resolver::ResolverEndpointKind),
-];
-
-/// The handler of `a`'s type.
-fn kind(a: &Address) -> Result<&'static dyn Kind> {
-    KINDS
-        .iter()
-        .find(|(t, _)| *t == a.rtype)
-        .map(|(_, k)| *k)
-        .ok_or_else(|| failed(a, "NotAws", format!("{} is not an AWS resource type", a.rtype.as_str())))
 }
 
 /// What one refresh of a type works from: the stack, what state records of the type (`known`:
@@ -308,13 +240,38 @@ impl AwsProvider {
         Ok(self.live_ids(stack, address).await?.into_iter().next())
     }
 
-    /// Every live resource of this stack with this address tag (its type's [`Kind::live`]).
+    /// Every live resource of this stack with this address tag.
     async fn live_ids(&self, stack: &str, address: &Address) -> Result<Vec<String>> {
         let filters = vec![
             filter(&format!("tag:{STACK_TAG}"), &[stack]),
             filter(&format!("tag:{ADDRESS_TAG}"), &[&address.to_string()]),
         ];
-        kind(address)?.live(self, address, filters).await
+        Ok(match address.rtype {
+            T::AwsVpnGateway => send!(address, self.ec2.describe_vpn_gateways().set_filters(Some(filters)))?
+                .vpn_gateways()
+                .iter()
+                .filter(|g| live(g.state().map(|s| s.as_str())))
+                .filter_map(|g| g.vpn_gateway_id().map(String::from))
+                .collect(),
+            T::AwsCustomerGateway => send!(address, self.ec2.describe_customer_gateways().set_filters(Some(filters)))?
+                .customer_gateways()
+                .iter()
+                .filter(|g| live(g.state()))
+                .filter_map(|g| g.customer_gateway_id().map(String::from))
+                .collect(),
+            T::AwsVpnConnection => send!(address, self.ec2.describe_vpn_connections().set_filters(Some(filters)))?
+                .vpn_connections()
+                .iter()
+                .filter(|c| live(c.state().map(|s| s.as_str())))
+                .filter_map(|c| c.vpn_connection_id().map(String::from))
+                .collect(),
+            T::AwsSecurityGroup => send!(address, self.ec2.describe_security_groups().set_filters(Some(filters)))?
+                .security_groups()
+                .iter()
+                .filter_map(|g| g.group_id().map(String::from))
+                .collect(),
+            _ => Vec::new(),
+        })
     }
 
     /// Deletes the twins of `keep`: live resources with its address tag that a create made
@@ -324,9 +281,29 @@ impl AwsProvider {
     async fn reap_twins(&self, stack: &str, a: &Address, keep: &str, progress: &dyn Progress) -> Result<()> {
         for twin in self.live_ids(stack, a).await?.into_iter().filter(|id| id != keep) {
             progress.waiting(a, &format!("deleting {twin}, a twin a retried create left"));
-            let handler = kind(a)?;
-            self.patient(a, progress, || async { handler.delete_twin(self, &twin).await.map_err(|e| sdk_error(a, e)) })
-                .await?;
+            self.patient(a, progress, || async {
+                let sent = match a.rtype {
+                    T::AwsVpnGateway => self
+                        .ec2
+                        .delete_vpn_gateway()
+                        .vpn_gateway_id(&twin)
+                        .send()
+                        .await
+                        .map(|_| ())
+                        .map_err(|x| x.into_service_error().into()),
+                    T::AwsVpnConnection => self
+                        .ec2
+                        .delete_vpn_connection()
+                        .vpn_connection_id(&twin)
+                        .send()
+                        .await
+                        .map(|_| ())
+                        .map_err(|x| x.into_service_error().into()),
+                    _ => Ok(()),
+                };
+                sent.map_err(|e: aws_sdk_ec2::Error| sdk_error(a, e))
+            })
+            .await?;
         }
         Ok(())
     }
@@ -357,6 +334,60 @@ impl AwsProvider {
     }
 }
 
+/// The one table from a resource type to its handler: the calls in its family's module that
+/// create or update it, delete it, and list it (a type read with another lists nothing of its
+/// own). Adding a type is its calls and a row here.
+macro_rules! kinds {
+    ($($t:ident => $write:ident, $delete:ident, $list:ident;)*) => {
+        /// Every AWS resource type the table names.
+        #[cfg(test)]
+        const KINDS: &[T] = &[$(T::$t),*];
+
+        impl AwsProvider {
+            /// Creates or updates one resource, through its type's handler.
+            async fn create_or_update(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<Observed> {
+                let a = req.address;
+                match a.rtype {
+                    $(T::$t => self.$write(req, progress).await,)*
+                    _ => Err(failed(a, "NotAws", format!("{} is not an AWS resource type", a.rtype.as_str()))),
+                }
+            }
+
+            /// Deletes one resource, likewise.
+            async fn remove(&self, req: &Request<'_>, progress: &dyn Progress) -> Result<()> {
+                let id = req.id.unwrap_or_default();
+                match req.address.rtype {
+                    $(T::$t => self.$delete(req, id, progress).await,)*
+                    _ => Ok(()),
+                }
+            }
+
+            /// Every live resource of `rtype` tagged with `stack`, and those state records
+            /// (`known`: address and id) whatever their tags say now: a second describe with the
+            /// ids as a filter (filters, unlike id lists, do not fail on an id that is gone).
+            async fn list(&self, stack: &str, rtype: T, known: &[Observed]) -> Result<Vec<Observed>> {
+                let l = Listing::new(stack, rtype, known);
+                match rtype {
+                    $(T::$t => self.$list(&l).await,)*
+                    _ => Ok(Vec::new()),
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    AwsVpnGateway => vpn_gateway, delete_vpn_gateway, list_vpn_gateways;
+    AwsVpnGatewayAttachment => attachment, detach, list_vpn_gateways;
+    AwsRoutePropagation => route_propagation, stop_propagation, list_vpn_gateways;
+    AwsCustomerGateway => customer_gateway, delete_customer_gateway, list_customer_gateways;
+    AwsVpnConnection => vpn_connection, delete_vpn_connection, list_vpn_connections;
+    AwsVpnConnectionRoute => connection_route, delete_connection_route, listed_with_state;
+    AwsSecurityGroupIngress => ingress, revoke_ingress, list_ingress;
+    AwsSecurityGroup => security_group, delete_security_group, list_security_groups;
+    AwsResolverEndpoint => resolver_endpoint, delete_resolver_endpoint, list_resolver_endpoints;
+}
+
 impl Provider for AwsProvider {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Aws
@@ -368,22 +399,16 @@ impl Provider for AwsProvider {
         rtype: T,
         known: &'a [Observed],
     ) -> BoxFuture<'a, Result<Vec<Observed>>> {
-        Box::pin(async move {
-            match KINDS.iter().find(|(t, _)| *t == rtype) {
-                Some((_, k)) => k.list(self, &Listing::new(stack, rtype, known)).await,
-                None => Ok(Vec::new()),
-            }
-        })
+        Box::pin(self.list(stack, rtype, known))
     }
 
     fn write<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<Observed>> {
-        Box::pin(async move { kind(req.address)?.write(self, &req, progress).await })
+        Box::pin(async move { self.create_or_update(&req, progress).await })
     }
 
     fn delete<'a>(&'a self, req: Request<'a>, progress: &'a dyn Progress) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let id = req.id.unwrap_or_default();
-            match kind(req.address)?.delete(self, &req, id, progress).await {
+            match self.remove(&req, progress).await {
                 Err(ProviderError::NotFound { .. }) => Ok(()),
                 other => other,
             }
@@ -398,8 +423,8 @@ mod tests {
     #[test]
     fn every_aws_type_has_one_handler() {
         for t in T::ALL.iter().filter(|t| t.provider() == ProviderKind::Aws) {
-            assert_eq!(KINDS.iter().filter(|(k, _)| k == t).count(), 1, "{}", t.as_str());
+            assert_eq!(KINDS.iter().filter(|k| *k == t).count(), 1, "{}", t.as_str());
         }
-        assert!(KINDS.iter().all(|(t, _)| t.provider() == ProviderKind::Aws));
+        assert!(KINDS.iter().all(|t| t.provider() == ProviderKind::Aws));
     }
 }

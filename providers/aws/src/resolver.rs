@@ -24,9 +24,6 @@ use xcsp_core::attrs::Reader;
 use xcsp_core::provider::{Attributes, Observed, Progress, ProviderError, Request};
 use xcsp_core::{Address, Value};
 
-use xcsp_core::provider::BoxFuture;
-
-use crate::Kind;
 use crate::ec2::{desired_tags, failed, filter, required, sdk_error, tags_value};
 use crate::{AwsProvider, Listing, Result};
 
@@ -226,7 +223,13 @@ impl AwsProvider {
 
     /// Deletes the endpoint and waits until Route 53 Resolver no longer has it (its network
     /// interfaces are gone then, and the security group can go).
-    pub(crate) async fn delete_resolver_endpoint(&self, a: &Address, id: &str, progress: &dyn Progress) -> Result<()> {
+    pub(crate) async fn delete_resolver_endpoint(
+        &self,
+        req: &Request<'_>,
+        id: &str,
+        progress: &dyn Progress,
+    ) -> Result<()> {
+        let a = req.address;
         if let Err(x) = self.resolver.delete_resolver_endpoint().resolver_endpoint_id(id).send().await {
             return Err(sdk_error(a, x.into_service_error()));
         }
@@ -259,34 +262,6 @@ impl AwsProvider {
             }
         }
         Ok(out)
-    }
-}
-
-/// `aws_route53_resolver_endpoint`.
-pub(crate) struct ResolverEndpointKind;
-
-impl Kind for ResolverEndpointKind {
-    fn write<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed>> {
-        Box::pin(p.resolver_endpoint(req, progress))
-    }
-
-    fn delete<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        id: &'a str,
-        progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(p.delete_resolver_endpoint(req.address, id, progress))
-    }
-
-    fn list<'a>(&self, p: &'a AwsProvider, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>> {
-        Box::pin(p.list_resolver_endpoints(l))
     }
 }
 

@@ -6,13 +6,9 @@
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{IpPermission, ResourceType as AwsType, SecurityGroup};
 use xcsp_core::attrs::Reader;
-use xcsp_core::provider::{Attributes, Observed, ProviderError, Request};
+use xcsp_core::provider::{Attributes, Observed, Progress, ProviderError, Request};
 use xcsp_core::{Address, Value};
 
-use aws_sdk_ec2::types::Filter;
-use xcsp_core::provider::{BoxFuture, Progress};
-
-use crate::Kind;
 use crate::ec2::{desired_tags, failed, filter, required, sdk_error, tag_map, tag_spec, tags_value};
 use crate::{AwsProvider, Listing, Result, ingress, send, tagged_or_recorded};
 
@@ -57,7 +53,7 @@ impl AwsProvider {
         Ok(ids)
     }
 
-    pub(crate) async fn ingress(&self, req: &Request<'_>) -> Result<Observed> {
+    pub(crate) async fn ingress(&self, req: &Request<'_>, _progress: &dyn Progress) -> Result<Observed> {
         let a = req.address;
         let groups = self.cluster_groups(&Reader::new(a, req.attributes)).await?;
         let now = self.converge_rules(req, &groups).await?;
@@ -111,7 +107,7 @@ impl AwsProvider {
     /// (`TagSpecifications`), so a create whose answer was lost leaves a group this finds by its
     /// address tag; EC2 refuses a second group of the same name in a VPC (`InvalidGroup.Duplicate`,
     /// CreateSecurityGroup, EC2 API reference).
-    pub(crate) async fn security_group(&self, req: &Request<'_>) -> Result<Observed> {
+    pub(crate) async fn security_group(&self, req: &Request<'_>, _progress: &dyn Progress) -> Result<Observed> {
         let a = req.address;
         let r = Reader::new(a, req.attributes);
         let id = match req.id.map(String::from).or(self.existing_id(req.stack, a).await?) {
@@ -156,7 +152,13 @@ impl AwsProvider {
 
     /// Deletes a group of xcsp's own; EC2 refuses while a network interface uses it
     /// (`DependencyViolation`: the engine waits and tries again).
-    pub(crate) async fn delete_security_group(&self, a: &Address, id: &str) -> Result<()> {
+    pub(crate) async fn delete_security_group(
+        &self,
+        req: &Request<'_>,
+        id: &str,
+        _progress: &dyn Progress,
+    ) -> Result<()> {
+        let a = req.address;
         match self.ec2.delete_security_group().group_id(id).send().await {
             Ok(_) => Ok(()),
             Err(x) => Err(sdk_error(a, x.into_service_error())),
@@ -217,7 +219,7 @@ impl AwsProvider {
     }
 
     /// Revokes every rule marked as this resource's, whatever state recorded of them.
-    pub(crate) async fn revoke_ingress(&self, req: &Request<'_>, id: &str) -> Result<()> {
+    pub(crate) async fn revoke_ingress(&self, req: &Request<'_>, id: &str, _progress: &dyn Progress) -> Result<()> {
         let groups: Vec<String> = id.split(',').filter(|g| !g.is_empty()).map(String::from).collect();
         if groups.is_empty() {
             return Ok(());
@@ -242,71 +244,5 @@ impl AwsProvider {
             out.push(Observed { address: addr, id, attributes: observed_attrs });
         }
         Ok(out)
-    }
-}
-
-/// `aws_security_group_ingress`.
-pub(crate) struct IngressKind;
-
-impl Kind for IngressKind {
-    fn write<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        _progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed>> {
-        Box::pin(p.ingress(req))
-    }
-
-    fn delete<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        id: &'a str,
-        _progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(p.revoke_ingress(req, id))
-    }
-
-    fn list<'a>(&self, p: &'a AwsProvider, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>> {
-        Box::pin(p.list_ingress(l))
-    }
-}
-
-/// `aws_security_group`.
-pub(crate) struct SecurityGroupKind;
-
-impl Kind for SecurityGroupKind {
-    fn write<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        _progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<Observed>> {
-        Box::pin(p.security_group(req))
-    }
-
-    fn delete<'a>(
-        &self,
-        p: &'a AwsProvider,
-        req: &'a Request<'a>,
-        id: &'a str,
-        _progress: &'a dyn Progress,
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(p.delete_security_group(req.address, id))
-    }
-
-    fn list<'a>(&self, p: &'a AwsProvider, l: &'a Listing<'a>) -> BoxFuture<'a, Result<Vec<Observed>>> {
-        Box::pin(p.list_security_groups(l))
-    }
-
-    fn live<'a>(&self, p: &'a AwsProvider, a: &'a Address, filters: Vec<Filter>) -> BoxFuture<'a, Result<Vec<String>>> {
-        Box::pin(async move {
-            Ok(send!(a, p.ec2.describe_security_groups().set_filters(Some(filters)))?
-                .security_groups()
-                .iter()
-                .filter_map(|g| g.group_id().map(String::from))
-                .collect())
-        })
     }
 }

@@ -125,15 +125,8 @@ pub(super) mod role_definition {
     }
 
     pub async fn remove(r: &Remove<'_>) -> Result<(), ProviderError> {
-        let Remove { p, req, d, id, sub, .. } = *r;
-        let address = req.address;
-        const MARK: &str = "/providers/Microsoft.Authorization/roleDefinitions/";
-        let scope = match id.find(MARK) {
-            Some(at) => id[..at].to_string(),
-            None => d.opt_str("scope").unwrap_or_else(|| format!("/subscriptions/{sub}")),
-        };
-        let guid =
-            r.segment(0).map(str::to_string).unwrap_or_else(|| identify::role_assignment_name(req.stack, address));
+        let Remove { p, sub, .. } = *r;
+        let (scope, guid) = r.authorization("roleDefinitions", || format!("/subscriptions/{sub}"));
         let c = p.authz.role_definitions_client();
         r.delete("role definition", || raw!(c.delete(&scope, &guid).send())).await
     }
@@ -192,19 +185,12 @@ pub(super) mod role_assignment {
     }
 
     pub async fn remove(r: &Remove<'_>) -> Result<(), ProviderError> {
-        let Remove { p, req, progress, d, id, sub, .. } = *r;
-        let address = req.address;
-        const MARK: &str = "/providers/Microsoft.Authorization/roleAssignments/";
-        let scope = match id.find(MARK) {
-            Some(at) => id[..at].to_string(),
-            None => d
-                .opt_str("scope")
-                .unwrap_or_else(|| format!("/subscriptions/{sub}/resourceGroups/{}", p.config.resource_group)),
-        };
-        let name =
-            r.segment(0).map(str::to_string).unwrap_or_else(|| identify::role_assignment_name(req.stack, address));
+        let Remove { p, req, progress, sub, .. } = *r;
+        let (scope, name) = r.authorization("roleAssignments", || {
+            format!("/subscriptions/{sub}/resourceGroups/{}", p.config.resource_group)
+        });
         let c = p.authz.role_assignments_client();
-        p.delete_with(address, progress, "Azure is removing the role assignment", || {
+        p.delete_with(req.address, progress, "Azure is removing the role assignment", || {
             raw!(c.delete(&scope, &name).send())
         })
         .await

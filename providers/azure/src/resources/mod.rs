@@ -13,7 +13,7 @@ use xcsp_core::{Address, ProviderKind, ResourceType as T, tags};
 
 use crate::arm;
 use crate::lro::Wait;
-use crate::{AzureProvider, Quiet};
+use crate::{AzureProvider, Quiet, identify};
 
 /// An SDK request model from ARM JSON we built (a misfit is our bug, reported as such).
 fn model<M: serde::de::DeserializeOwned>(address: &Address, body: Json) -> Result<M, ProviderError> {
@@ -373,6 +373,22 @@ impl Remove<'_> {
     /// The resource's name: the id's last segment, else the `name` attribute.
     fn name(&self) -> String {
         self.segment(0).map(str::to_string).or_else(|| self.d.opt_str("name")).unwrap_or_default()
+    }
+
+    /// The scope and name of an authorization object (`kind`: `roleDefinitions`,
+    /// `roleAssignments`): from its id, else from the `scope` attribute (or `default`) and the
+    /// name xcsp gives it.
+    fn authorization(&self, kind: &str, default: impl FnOnce() -> String) -> (String, String) {
+        let mark = format!("/providers/Microsoft.Authorization/{kind}/");
+        let scope = match self.id.find(&mark) {
+            Some(at) => self.id[..at].to_string(),
+            None => self.d.opt_str("scope").unwrap_or_else(default),
+        };
+        let name = self
+            .segment(0)
+            .map(str::to_string)
+            .unwrap_or_else(|| identify::role_assignment_name(self.req.stack, self.req.address));
+        (scope, name)
     }
 
     /// The delete most types make: `send`, then a wait until the resource is gone; `what` names

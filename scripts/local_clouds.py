@@ -16,6 +16,17 @@ def issuer_of(example):
     return None
 
 
+def fixture_of(example):
+    """The cluster an example names, as the sim's `--fixture` takes it: INFRA:REGION, its
+    `cluster.infrastructure_name` and `aws.region`."""
+    infra = region = None
+    for path in sorted(glob.glob(os.path.join(example, "*.hcl"))):
+        text = open(path).read()
+        infra = infra or (re.search(r'infrastructure_name\s*=\s*"([^"]+)"', text) or [None, None])[1]
+        region = region or (re.search(r'(?ms)^aws\s*\{[^}]*?^\s*region\s*=\s*"([^"]+)"', text) or [None, None])[1]
+    return f"{infra}:{region}" if infra and region else None
+
+
 def api_int_of(example):
     """The cluster's internal API name an example's spec implies: `api-int.<domain>` of its `api_url`
     (what the kubeconfig Secret xcsp writes names; the upstream world serves it)."""

@@ -73,6 +73,8 @@ pub fn cluster_rules() -> Vec<Value> {
         // The pool's machines and Nodes: read, Nodes initialized (their taint) and deleted with
         // their machines.
         rule(&["cluster.x-k8s.io"], &["machines"], &["list"]),
+        // Their AzureMachines: what Azure refused (xcsp_kube::failure).
+        rule(&["infrastructure.cluster.x-k8s.io"], &["azuremachines"], &["list"]),
         rule(&[""], &["nodes"], &["get", "list", "watch", "patch", "delete"]),
         rule(&["certificates.k8s.io"], &["certificatesigningrequests"], &["list"]),
         // What preflight and status read of the cluster.

@@ -58,6 +58,10 @@ pub const CODES: &[Code] = &[
         "A pool's Marketplace image, or its pinned version, is not available in the Azure location: pick one the location lists, or import the RHCOS VHD with `vhd`",
     ),
     e(
+        "xcsp::azure::image_id",
+        "A pool's `image_id` names an image the subscription does not have (no such gallery image version, definition or managed image): name one that exists, or import the release's RHCOS VHD with `image { vhd = ... }`",
+    ),
+    e(
         "xcsp::azure::quota",
         "The machines the plan adds would exceed a vCPU quota of the subscription in the location: get the quota raised, or lower the pools' `replicas`",
     ),

@@ -36,5 +36,9 @@ worker_pool "t4" {
   vm_size     = "Standard_NC4as_T4_v3"
   replicas    = 1
   subnet_cidr = "10.210.1.0/24"
-  image_id    = "/subscriptions/aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee/resourceGroups/images/providers/Microsoft.Compute/galleries/rhcos/images/rhcos/versions/4.19.0"
+  # The release's RHCOS VHD (the `azure-disk` URL `xcsp preflight` prints from the cluster's
+  # coreos-bootimages), imported into a storage account and a Compute Gallery of the stack, as the
+  # OpenShift installer does. A gallery image version of your own: `image_id = "/subscriptions/..."`
+  # (plan refuses one the subscription does not have).
+  image { vhd = "https://rhcos.blob.core.windows.net/imagebucket/rhcos-422.94.202511041021-0-azure.x86_64.vhd" }
 }

@@ -76,6 +76,22 @@ pub fn image_problem(model: &Model, pool: &xcsp_plans::spec::Pool, versions: Opt
     )
 }
 
+/// A pool's `image_id` that the subscription does not have: CAPZ's VM PUT would be refused
+/// (`GalleryImageNotFound`, `ImageNotFound`) for every machine.
+pub fn image_id_problem(pool: &xcsp_plans::spec::Pool, id: &str) -> Problem {
+    Problem::error(
+        "xcsp::azure::image_id",
+        format!(
+            "pool `{}`: image `{id}` does not exist (Azure answers 404), so Azure would refuse its VMs (GalleryImageNotFound)",
+            pool.name.value
+        ),
+    )
+    .label(&pool.image.span, "the pool's image")
+    .with_help(
+        "name an image version the subscription has (`az sig image-version list --resource-group <rg> --gallery-name <gallery> --gallery-image-definition <image>`), or import the release's own RHCOS VHD into a gallery of the stack: `image { vhd = \"<url>\" }` with the URL `xcsp preflight` shows",
+    )
+}
+
 /// The problems of `added` against the location's offer and quotas.
 pub fn check(model: &Model, added: &[Added], sizes: &[SizeOffer], quotas: &[Quota]) -> Vec<Problem> {
     let location = &model.azure.location.value;
@@ -192,9 +208,19 @@ pub async fn before_changes(model: &Model, p: &Plan, offline: bool, say: &Say) -
     let mut pools: Vec<&str> = added.iter().map(|a| a.pool.as_str()).collect();
     pools.dedup();
     for pool in model.pools.iter().filter(|p| pools.contains(&p.name.value.as_str())) {
-        let xcsp_plans::spec::Image::Marketplace { publisher, offer, sku, .. } = &pool.image.value else { continue };
-        match azure.image_versions(location, publisher, offer, sku).await {
-            Ok(versions) => problems.extend(image_problem(model, pool, versions.as_deref())),
+        let read = match &pool.image.value {
+            xcsp_plans::spec::Image::Marketplace { publisher, offer, sku, .. } => azure
+                .image_versions(location, publisher, offer, sku)
+                .await
+                .map(|versions| image_problem(model, pool, versions.as_deref())),
+            xcsp_plans::spec::Image::Id(id) => {
+                azure.image_exists(id).await.map(|exists| (exists == Some(false)).then(|| image_id_problem(pool, id)))
+            }
+            // Imported by the stack itself, before its machines.
+            xcsp_plans::spec::Image::Vhd(_) => continue,
+        };
+        match read {
+            Ok(problem) => problems.extend(problem),
             Err(e) => {
                 say.warn(format_args!("cannot read the image of pool `{}` ({e}); it is not checked", pool.name.value))
             }

@@ -676,6 +676,10 @@ pub fn cause(h: &Health, m: &xcsp_kube::pool::Machine) -> Option<String> {
         };
         return Some(format!("its Node {} is not Ready ({}){why}{link}", n.name, n.ready));
     }
+    if let Some(f) = &m.failure {
+        // Azure refused its VM for what it asks: nothing else matters until the spec changes.
+        return Some(format!("no Node: {} (AzureMachine {})", f.describe(), f.azure_machine));
+    }
     let condition = m.not_true.first().map(|(t, r, msg)| format!("; CAPI/CAPZ say {t}: {r} {msg}")).unwrap_or_default();
     let rules = h.failing("SecurityGroupRulesInPlace");
     let token = h.failing("TokenExchangeAccepted");
@@ -807,6 +811,7 @@ mod tests {
             not_true: vec![],
             node: Some(node(true)),
             csr: None,
+            failure: None,
         });
         assert!(!h.pool_ready());
         let why = cause(&h, &h.machines[0]).expect("a cause");

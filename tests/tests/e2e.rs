@@ -3930,3 +3930,59 @@ fn an_apply_killed_while_the_vhd_copies_and_the_version_replicates_resumes_to_on
     assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
     ok(&clouds.xcsp(state).args(["destroy", "--auto-approve"]).arg(&spec).output().unwrap());
 }
+
+/// The IL5 example's pool text with its `image { ... }` block replaced by `image_id = id`.
+fn booting_image_id(pool: &str, id: &str) -> String {
+    let start = pool.find("\n  image {").expect("the example's image block") + 1;
+    let end = start + pool[start..].find("}\n").expect("its end") + 2;
+    format!("{}  image_id = \"{id}\"\n{}", &pool[..start], &pool[end..])
+}
+
+/// A pool whose `image_id` names a gallery image version nothing made (issue 63: the public
+/// example's did, and its apply waited 30 minutes to say `NodesNotReady`). Plan, reading the
+/// subscription, refuses it at the line. Applied anyway (offline, nothing read), CAPZ's VM PUTs
+/// are refused `GalleryImageNotFound`, which CAPZ retries for ever: apply stops waiting on the
+/// first read of the AzureMachines that says so, naming each machine, the code and the fix
+/// (the code is the cloud's, not the timeout's `NodesNotReady`); `xcsp status` names the same
+/// cause; and destroy removes the pool, nothing left behind.
+#[test]
+fn a_missing_gallery_image_is_refused_at_plan_and_stops_apply_at_once() {
+    let clouds = Clouds::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let id = "/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/images/providers/Microsoft.Compute/galleries/rhcos/images/rhcos/versions/4.19.0";
+    let spec = il5_copy(dir.path(), |t| booting_image_id(&t, id));
+    let text = std::fs::read_to_string(spec.join("pool.xcsp.hcl")).unwrap();
+    let line = text.lines().position(|l| l.contains("image_id =")).expect("the image_id line") + 1;
+
+    let planned = clouds.xcsp(state).env_remove("XCSP_OFFLINE").arg("plan").arg(&spec).output().unwrap();
+    let said = text_of(&planned);
+    assert!(!planned.status.success(), "a missing image was planned: {said}");
+    assert!(said.contains("xcsp::azure::image_id") && said.contains("GalleryImageNotFound"), "{said}");
+    assert!(said.contains(&format!("pool.xcsp.hcl:{line}:")), "not at line {line}: {said}");
+    assert!(said.contains("vhd"), "the way forward: {said}");
+
+    let applied = clouds.xcsp(state).args(["apply", "--auto-approve"]).arg(&spec).output().unwrap();
+    let said = text_of(&applied);
+    assert!(!applied.status.success(), "{said}");
+    assert!(said.contains("GalleryImageNotFound") && !said.contains("NodesNotReady"), "{said}");
+    assert!(said.contains("2 of its machines will never be"), "each machine named: {said}");
+    let machines = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines");
+    for m in machines["items"].as_array().expect("machines") {
+        let name = m["metadata"]["name"].as_str().unwrap();
+        assert!(said.contains(&format!("Machine xcsp-il5-gpu/{name} ")), "{name} not named: {said}");
+    }
+    assert!(said.contains("image_id") && said.contains("image { vhd"), "the fix: {said}");
+    // Every completed step is kept: the MachineSet is in state, only the wait failed.
+    let recorded = recorded(state);
+    assert!(recorded.to_string().contains("k8s_machine_set"), "the MachineSet is recorded");
+
+    let status = clouds.xcsp(state).arg("status").arg(&spec).output().unwrap();
+    let said = text_of(&status);
+    assert_ne!(status.status.code(), Some(0), "{said}");
+    assert!(said.contains("Azure will not make its VM: GalleryImageNotFound"), "{said}");
+
+    ok(&clouds.xcsp(state).args(["destroy", "--sweep", "--auto-approve"]).arg(&spec).output().unwrap());
+    let left = clouds.kube_get("/apis/cluster.x-k8s.io/v1beta1/namespaces/xcsp-il5-gpu/machines");
+    assert!(left["items"].as_array().is_none_or(|i| i.is_empty()), "{left}");
+}

@@ -103,6 +103,34 @@ impl AzureProvider {
         }
     }
 
+    /// Whether the image a pool's `image_id` names exists: a gallery image version
+    /// (`.../galleries/{g}/images/{i}/versions/{v}`, `GalleryImageVersions_Get`), a gallery image
+    /// definition (`.../galleries/{g}/images/{i}`, its latest version booted;
+    /// `GalleryImages_Get`) or a managed image (`.../providers/Microsoft.Compute/images/{n}`,
+    /// `Images_Get`), each read in the subscription and resource group the id names. `None` for
+    /// an id of another shape, which is not read.
+    pub async fn image_exists(&self, id: &str) -> Result<Option<bool>, ProviderError> {
+        let Some(image) = ImageId::parse(id) else { return Ok(None) };
+        let what = format!("image {id}");
+        let c = &self.compute;
+        let read = match &image {
+            ImageId::Version { sub, rg, gallery, image, version } => {
+                c.gallery_image_versions_client().get(sub, rg, gallery, image, version).await.map(|_| ())
+            }
+            ImageId::Definition { sub, rg, gallery, image } => {
+                c.gallery_images_client().get(sub, rg, gallery, image).await.map(|_| ())
+            }
+            ImageId::Managed { sub, rg, name } => c.images_client().get(rg, name, sub).await.map(|_| ()),
+        };
+        match read {
+            Ok(()) => Ok(Some(true)),
+            Err(e) if matches!(e.kind(), azure_core::error::ErrorKind::HttpResponse { status, .. } if u16::from(*status) == 404) => {
+                Ok(Some(false))
+            }
+            Err(e) => Err(failed(&what, e)),
+        }
+    }
+
     /// The subscription's compute quotas in `location` and their use.
     pub async fn quotas(&self, location: &str) -> Result<Vec<Quota>, ProviderError> {
         let what = format!("the compute quotas of {location} (Microsoft.Compute/locations/usages)");
@@ -120,6 +148,38 @@ impl AzureProvider {
                 limit: u.limit,
             })
             .collect())
+    }
+}
+
+/// The images an `image_id` may name, by the segments of its ARM id (names compared without case,
+/// as ARM does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ImageId {
+    Version { sub: String, rg: String, gallery: String, image: String, version: String },
+    Definition { sub: String, rg: String, gallery: String, image: String },
+    Managed { sub: String, rg: String, name: String },
+}
+
+impl ImageId {
+    fn parse(id: &str) -> Option<ImageId> {
+        let parts: Vec<&str> = id.split('/').filter(|s| !s.is_empty()).collect();
+        let key = |i: usize, k: &str| parts.get(i).is_some_and(|p| p.eq_ignore_ascii_case(k));
+        let at = |i: usize| parts.get(i).map(|s| s.to_string());
+        if !(key(0, "subscriptions") && key(2, "resourceGroups") && key(4, "providers") && key(5, "Microsoft.Compute"))
+        {
+            return None;
+        }
+        let (sub, rg) = (at(1)?, at(3)?);
+        match parts.len() {
+            12 if key(6, "galleries") && key(8, "images") && key(10, "versions") => {
+                Some(ImageId::Version { sub, rg, gallery: at(7)?, image: at(9)?, version: at(11)? })
+            }
+            10 if key(6, "galleries") && key(8, "images") => {
+                Some(ImageId::Definition { sub, rg, gallery: at(7)?, image: at(9)? })
+            }
+            8 if key(6, "images") => Some(ImageId::Managed { sub, rg, name: at(7)? }),
+            _ => None,
+        }
     }
 }
 
@@ -168,6 +228,35 @@ fn offer(s: &azure_mgmt_compute::package_2024_03_01::models::ResourceSku, locati
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_ids_are_read_by_their_segments_whatever_their_case() {
+        let base = "/subscriptions/s/resourceGroups/images/providers/Microsoft.Compute";
+        let s = |x: &str| x.to_string();
+        assert_eq!(
+            ImageId::parse(&format!("{base}/galleries/rhcos/images/rhcos/versions/4.19.0")),
+            Some(ImageId::Version {
+                sub: s("s"),
+                rg: s("images"),
+                gallery: s("rhcos"),
+                image: s("rhcos"),
+                version: s("4.19.0")
+            })
+        );
+        assert_eq!(
+            ImageId::parse(&format!("{}/galleries/g/images/i", base.to_ascii_lowercase())),
+            Some(ImageId::Definition { sub: s("s"), rg: s("images"), gallery: s("g"), image: s("i") })
+        );
+        assert_eq!(
+            ImageId::parse(&format!("{base}/images/rhcos-4.19")),
+            Some(ImageId::Managed { sub: s("s"), rg: s("images"), name: s("rhcos-4.19") })
+        );
+        assert_eq!(
+            ImageId::parse("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v"),
+            None
+        );
+        assert_eq!(ImageId::parse("rhcos"), None);
+    }
 
     #[test]
     fn restrictions_take_zones_and_locations_away() {

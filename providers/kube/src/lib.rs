@@ -11,6 +11,7 @@
 pub mod components;
 mod connect;
 pub mod control_plane;
+pub mod failure;
 pub mod health_check;
 mod kubeconfig;
 pub mod machine_config;

@@ -27,6 +27,9 @@ pub struct Machine {
     /// Pending bootstrap request made after its Node registered, once it has one (its kubelet
     /// bootstrapping again: [`Csr::rebootstrap`]).
     pub csr: Option<Csr>,
+    /// Why Azure will never make its VM, when it will not (read from its AzureMachine:
+    /// [`crate::failure`]).
+    pub failure: Option<crate::failure::Terminal>,
 }
 
 /// A kubelet's certificate signing request, found by the node name in its subject.
@@ -130,7 +133,9 @@ pub async fn machines(
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &crate::connect::machines(version));
         let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={set}"));
         let list = api.list(&selector).await.map_err(|e| format!("cannot list the Machines of {ns}/{set}: {e}"))?;
+        let infra = crate::failure::azure_machines_in(&client, ns).await;
         for m in list.items {
+            let failure = serde_json::to_value(&m).ok().and_then(|j| crate::failure::of_machine(&j, &infra));
             let provider_id = text(&m.data["spec"]["providerID"]);
             let node = provider_id.as_ref().and_then(|id| {
                 let n = nodes.iter().find(|n| n.data["spec"]["providerID"].as_str() == Some(id.as_str()))?;
@@ -212,6 +217,7 @@ pub async fn machines(
                 not_true,
                 node,
                 csr,
+                failure,
             });
         }
     }

@@ -404,6 +404,26 @@ impl KubeProvider {
             if ready >= want && init.left.is_empty() {
                 return Ok(());
             }
+            // A machine Azure will never make stops the wait now ([`crate::failure`]): waiting
+            // `machine_timeout` would end the same way, half an hour later.
+            if ready < want {
+                let failed_machines = self.terminal_machines(a, &sets[0].0, name).await?;
+                if let Some((_, first)) = failed_machines.first() {
+                    let each: Vec<String> = failed_machines
+                        .iter()
+                        .map(|(m, t)| format!("Machine {m} (AzureMachine {}): {}", t.azure_machine, t.describe()))
+                        .collect();
+                    return Err(failed(
+                        a,
+                        &first.code,
+                        format!(
+                            "{ready} of {want} Nodes of MachineSet {name} Ready, and {} of its machines will never be: {}",
+                            failed_machines.len(),
+                            each.join("; ")
+                        ),
+                    ));
+                }
+            }
             if Instant::now() > deadline {
                 return Err(failed(
                     a,
@@ -422,6 +442,27 @@ impl KubeProvider {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(self.config.poll_interval);
         }
+    }
+
+    /// The Machines of MachineSet `ns/set` that Azure will never make, by name, each with why.
+    async fn terminal_machines(
+        &self,
+        a: &Address,
+        ns: &str,
+        set: &str,
+    ) -> Result<Vec<(String, crate::failure::Terminal)>, ProviderError> {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &machines(self.capi().await));
+        let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={set}"));
+        let list = self.retry(a, || api.list(&selector)).await?;
+        let infra = crate::failure::azure_machines_in(&self.client, ns).await;
+        Ok(list
+            .items
+            .iter()
+            .filter_map(|m| {
+                let terminal = crate::failure::of_machine(&serde_json::to_value(m).ok()?, &infra)?;
+                Some((format!("{ns}/{}", m.metadata.name.clone().unwrap_or_default()), terminal))
+            })
+            .collect())
     }
 
     /// The pool's Cluster has no control plane of its own (the cluster's is OpenShift's), so CAPI

@@ -59,7 +59,7 @@ pub const CODES: &[Code] = &[
     ),
     e(
         "xcsp::azure::image_id",
-        "A pool's `image_id` names an image the subscription does not have (no such gallery image version, definition or managed image): name one that exists, or import the release's RHCOS VHD with `image { vhd = ... }`",
+        "A pool's `image_id` names an image the subscription does not have (Azure answers 404): name an image version that exists, or import the release's RHCOS VHD with `vhd`",
     ),
     e(
         "xcsp::azure::quota",

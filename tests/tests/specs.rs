@@ -13,7 +13,7 @@ fn root() -> PathBuf {
 
 #[test]
 fn both_examples_validate_and_plan_every_resource() {
-    for (ex, expected) in [("examples/il5-govcloud", 57), ("examples/public", 54)] {
+    for (ex, expected) in [("examples/il5-govcloud", 57), ("examples/public", 59)] {
         let loaded =
             xcsp_plans::load(&root().join(ex), &VarInputs::default()).unwrap_or_else(|e| panic!("{ex}: {e:?}"));
         assert_eq!(loaded.graph.len(), expected, "{ex}");

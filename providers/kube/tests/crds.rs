@@ -230,7 +230,8 @@ fn the_il5_objects_are_valid_against_the_capz_and_capi_crds() {
 }
 
 /// Regression: a pool with `image_id` rendered an empty marketplace image, which the API server
-/// refused (publisher, offer, sku and version required); it is an image by id.
+/// refused (publisher, offer, sku and version required); it is an image by id. The public
+/// example's image, imported from the release's VHD, is booted by its gallery version's id.
 #[test]
 fn the_public_example_with_an_image_id_is_valid_too() {
     let objects: Vec<Json> = example_objects("public").into_iter().filter(has_crd).collect();

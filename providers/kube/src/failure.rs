@@ -80,7 +80,7 @@ pub struct Terminal {
 impl Terminal {
     /// One line: the code, Azure's message and the fix.
     pub fn describe(&self) -> String {
-        format!("Azure will not make its VM: {}: {}; {}", self.code, self.message, self.fix)
+        format!("Azure will not make its VM: {}: {}; {}", self.code, self.message.trim_end_matches('.'), self.fix)
     }
 }
 

@@ -213,9 +213,16 @@ pub async fn before_changes(model: &Model, p: &Plan, offline: bool, say: &Say) -
                 .image_versions(location, publisher, offer, sku)
                 .await
                 .map(|versions| image_problem(model, pool, versions.as_deref())),
-            xcsp_plans::spec::Image::Id(id) => {
-                azure.image_exists(id).await.map(|exists| (exists == Some(false)).then(|| image_id_problem(pool, id)))
-            }
+            xcsp_plans::spec::Image::Id(id) => match azure.image_exists(id).await {
+                Ok(None) => {
+                    say.warn(format_args!(
+                        "pool `{}`: image `{id}` is not a gallery image version, gallery image or managed image id; it is not checked",
+                        pool.name.value
+                    ));
+                    continue;
+                }
+                read => read.map(|exists| (exists == Some(false)).then(|| image_id_problem(pool, id))),
+            },
             // Imported by the stack itself, before its machines.
             xcsp_plans::spec::Image::Vhd(_) => continue,
         };

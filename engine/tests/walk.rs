@@ -46,7 +46,8 @@ impl Fake {
     fn outputs(address: &Address, id: &str, attrs: &Attributes) -> Attributes {
         let mut out = attrs.clone();
         out.entry("name".into()).or_insert_with(|| Value::string(address.to_string()));
-        for o in ["ip_address", "principal_id", "client_id", "tunnel1_address", "tunnel2_address"] {
+        // What the real providers read back (a blob's `url` feeds its image version).
+        for o in ["ip_address", "principal_id", "client_id", "tunnel1_address", "tunnel2_address", "url"] {
             out.entry(o.into()).or_insert_with(|| Value::string(format!("{o}-of-{id}")));
         }
         if address.rtype == ResourceType::AwsResolverEndpoint {

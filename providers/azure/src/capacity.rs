@@ -46,6 +46,11 @@ pub struct Quota {
 /// The regional total every VM counts against beside its family's quota.
 pub const REGIONAL_CORES: &str = "cores";
 
+/// Azure answered 404: what was read is not there.
+fn not_found(e: &azure_core::Error) -> bool {
+    matches!(e.kind(), azure_core::error::ErrorKind::HttpResponse { status, .. } if u16::from(*status) == 404)
+}
+
 /// A read's failure, naming what was read.
 fn failed(what: &str, e: azure_core::Error) -> ProviderError {
     let message = e.to_string();
@@ -96,9 +101,7 @@ impl AzureProvider {
             .await;
         match listed {
             Ok(images) => Ok(Some(images.into_iter().map(|i| i.name).collect())),
-            Err(e) if matches!(e.kind(), azure_core::error::ErrorKind::HttpResponse { status, .. } if u16::from(*status) == 404) => {
-                Ok(None)
-            }
+            Err(e) if not_found(&e) => Ok(None),
             Err(e) => Err(failed(&what, e)),
         }
     }
@@ -124,9 +127,7 @@ impl AzureProvider {
         };
         match read {
             Ok(()) => Ok(Some(true)),
-            Err(e) if matches!(e.kind(), azure_core::error::ErrorKind::HttpResponse { status, .. } if u16::from(*status) == 404) => {
-                Ok(Some(false))
-            }
+            Err(e) if not_found(&e) => Ok(Some(false)),
             Err(e) => Err(failed(&what, e)),
         }
     }

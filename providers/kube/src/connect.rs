@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kube::api::{ApiResource, GroupVersionKind};
+use kube::api::{ApiResource, GroupVersionKind, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use xcsp_core::ResourceType as T;
 
@@ -50,6 +50,11 @@ pub fn resource(rtype: T, capi_version: &str) -> Option<ApiResource> {
 /// CAPI's Machines, in `capi_version`.
 pub(crate) fn machines(capi_version: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cluster.x-k8s.io", capi_version, "Machine"), "machines")
+}
+
+/// The Machines of MachineSet `set`: CAPI labels each with its set's name.
+pub(crate) fn of_set(set: &str) -> ListParams {
+    ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={set}"))
 }
 
 /// The version of `cluster.x-k8s.io` xcsp writes and reads the pool's objects in: the first of

@@ -110,10 +110,9 @@ fn fix_of(code: &str) -> Option<&'static str> {
     TERMINAL.iter().find(|(c, _)| c.eq_ignore_ascii_case(code)).map(|(_, f)| *f)
 }
 
-/// What makes an AzureMachine terminal, if anything ([module docs](self)).
-pub fn of(azure_machine: &Json) -> Option<Terminal> {
-    let name = azure_machine["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let status = &azure_machine["status"];
+/// What makes AzureMachine `name` of `status` terminal, if anything ([module docs](self)).
+pub fn of(name: &str, status: &Json) -> Option<Terminal> {
+    let name = name.to_string();
     if let Some(reason) = status["failureReason"].as_str().filter(|r| GAVE_UP.contains(r)) {
         let text = status["failureMessage"].as_str().unwrap_or_default();
         let (code, message) = arm_error(text)
@@ -141,13 +140,13 @@ pub(crate) fn azure_machines() -> kube::api::ApiResource {
 
 /// The terminal failure of a Machine without a Node (`status.nodeRef` unset), read from the
 /// AzureMachine its `spec.infrastructureRef` names among `azure_machines`.
-pub fn of_machine(machine: &Json, azure_machines: &[kube::api::DynamicObject]) -> Option<Terminal> {
-    if machine["status"]["nodeRef"].is_object() {
+pub fn of_machine(machine: &kube::api::DynamicObject, azure_machines: &[kube::api::DynamicObject]) -> Option<Terminal> {
+    if machine.data["status"]["nodeRef"].is_object() {
         return None;
     }
-    let name = machine["spec"]["infrastructureRef"]["name"].as_str()?;
+    let name = machine.data["spec"]["infrastructureRef"]["name"].as_str()?;
     let infra = azure_machines.iter().find(|a| a.metadata.name.as_deref() == Some(name))?;
-    of(&serde_json::to_value(infra).ok()?)
+    of(name, &infra.data["status"])
 }
 
 /// The AzureMachines of namespace `ns`; none where they cannot be read (no CAPZ served, or a
@@ -187,7 +186,7 @@ mod tests {
             json!([{ "type": "VMRunning", "status": "False", "reason": "Failed", "severity": "Error", "message": refused("GalleryImageNotFound", 404) }]),
             json!({}),
         );
-        let t = of(&m).expect("terminal");
+        let t = of("t4-abc", &m["status"]).expect("terminal");
         assert_eq!(t.code, "GalleryImageNotFound");
         assert_eq!(t.azure_machine, "t4-abc");
         assert!(t.message.starts_with("The gallery image /x is not available"), "{}", t.message);
@@ -201,13 +200,13 @@ mod tests {
                 json!([{ "type": "VMRunning", "status": "False", "reason": "Failed", "message": refused(code, 409) }]),
                 json!({}),
             );
-            assert_eq!(of(&m), None, "{code}");
+            assert_eq!(of("t4-abc", &m["status"]), None, "{code}");
         }
         let creating = machine(
             json!([{ "type": "VMRunning", "status": "False", "reason": "Creating", "message": "" }]),
             json!({}),
         );
-        assert_eq!(of(&creating), None);
+        assert_eq!(of("t4-abc", &creating["status"]), None);
     }
 
     #[test]
@@ -216,10 +215,10 @@ mod tests {
             json!([]),
             json!({ "failureReason": "InvalidConfiguration", "failureMessage": "reconcile error that cannot be recovered occurred: resource sku with name 'Standard_X' and category 'virtualMachines' not found in location 'eastus'" }),
         );
-        let t = of(&sku).expect("terminal");
+        let t = of("t4-abc", &sku["status"]).expect("terminal");
         assert_eq!(t.code, "InvalidConfiguration");
         assert!(t.message.contains("resource sku with name 'Standard_X'"), "{}", t.message);
         let deleted = machine(json!([]), json!({ "failureReason": "UpdateError", "failureMessage": "VM deleted" }));
-        assert_eq!(of(&deleted), None);
+        assert_eq!(of("t4-abc", &deleted["status"]), None);
     }
 }

@@ -44,38 +44,44 @@ pub fn uninitialized(node: &Value) -> bool {
     node["spec"]["taints"].as_array().is_some_and(|t| t.iter().any(|t| t["key"] == UNINITIALIZED))
 }
 
-/// The Machines of `machine_sets` (namespace, name) that CAPZ gave an `azure://` provider ID:
-/// that ID and the taints the Machine's spec asks for (CAPI v1beta2 `MachineSpec.taints`).
-async fn pool_machines(
-    client: &kube::Client,
-    machine_sets: &[(String, String)],
-) -> Result<Vec<(String, Vec<Value>)>, String> {
+/// The Machines of `machine_sets` (namespace, name).
+async fn set_machines(client: &kube::Client, machine_sets: &[(String, String)]) -> Result<Vec<DynamicObject>, String> {
     let version = crate::connect::capi_version(client).await;
     let mut out = Vec::new();
     for (ns, set) in machine_sets {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &crate::connect::machines(version));
-        let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={set}"));
-        let list = api.list(&selector).await.map_err(|e| format!("cannot list the Machines of {ns}/{set}: {e}"))?;
-        for m in &list.items {
-            let Some(id) = m.data["spec"]["providerID"].as_str().filter(|id| id.starts_with("azure://")) else {
-                continue;
-            };
-            let taints = m.data["spec"]["taints"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|t| {
-                    let mut core = json!({"key": t["key"], "effect": t["effect"]});
-                    if let Some(v) = t["value"].as_str().filter(|v| !v.is_empty()) {
-                        core["value"] = json!(v);
-                    }
-                    core
-                })
-                .collect();
-            out.push((id.to_string(), taints));
-        }
+        let list = api
+            .list(&crate::connect::of_set(set))
+            .await
+            .map_err(|e| format!("cannot list the Machines of {ns}/{set}: {e}"))?;
+        out.extend(list.items);
     }
     Ok(out)
+}
+
+/// Of `machines`, those CAPZ gave an `azure://` provider ID: that ID and the taints the
+/// Machine's spec asks for (CAPI v1beta2 `MachineSpec.taints`).
+fn provider_taints(machines: &[DynamicObject]) -> Vec<(String, Vec<Value>)> {
+    let mut out = Vec::new();
+    for m in machines {
+        let Some(id) = m.data["spec"]["providerID"].as_str().filter(|id| id.starts_with("azure://")) else {
+            continue;
+        };
+        let taints = m.data["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| {
+                let mut core = json!({"key": t["key"], "effect": t["effect"]});
+                if let Some(v) = t["value"].as_str().filter(|v| !v.is_empty()) {
+                    core["value"] = json!(v);
+                }
+                core
+            })
+            .collect();
+        out.push((id.to_string(), taints));
+    }
+    out
 }
 
 /// A Node's taints once initialized: the uninitialized taint gone, the Machine's taints there
@@ -116,7 +122,12 @@ pub async fn initialize_in(
 /// Initializes the Nodes of the pool's Machines: in one write, removes [`UNINITIALIZED`] and
 /// puts on the Machine's taints.
 pub async fn initialize(client: &kube::Client, machine_sets: &[(String, String)]) -> Result<Initialized, String> {
-    let machines = pool_machines(client, machine_sets).await?;
+    initialize_machines(client, &set_machines(client, machine_sets).await?).await
+}
+
+/// [`initialize`] for Machines the caller has listed.
+pub async fn initialize_machines(client: &kube::Client, machines: &[DynamicObject]) -> Result<Initialized, String> {
+    let machines = provider_taints(machines);
     let mut out = Initialized::default();
     if machines.is_empty() {
         return Ok(out);

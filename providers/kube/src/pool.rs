@@ -129,13 +129,20 @@ pub async fn machines(
         .collect();
     csrs.sort_by_key(|c| c.metadata.creation_timestamp.as_ref().map(|t| t.0));
     let mut out = Vec::new();
+    let mut azure_machines: std::collections::BTreeMap<String, Vec<DynamicObject>> = Default::default();
     for (ns, set) in machine_sets {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &crate::connect::machines(version));
-        let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={set}"));
-        let list = api.list(&selector).await.map_err(|e| format!("cannot list the Machines of {ns}/{set}: {e}"))?;
-        let infra = crate::failure::azure_machines_in(&client, ns).await;
+        let list = api
+            .list(&crate::connect::of_set(set))
+            .await
+            .map_err(|e| format!("cannot list the Machines of {ns}/{set}: {e}"))?;
+        // A namespace's AzureMachines, listed once for all its MachineSets.
+        if !azure_machines.contains_key(ns) {
+            azure_machines.insert(ns.clone(), crate::failure::azure_machines_in(&client, ns).await);
+        }
+        let infra = &azure_machines[ns];
         for m in list.items {
-            let failure = serde_json::to_value(&m).ok().and_then(|j| crate::failure::of_machine(&j, &infra));
+            let failure = crate::failure::of_machine(&m, infra);
             let provider_id = text(&m.data["spec"]["providerID"]);
             let node = provider_id.as_ref().and_then(|id| {
                 let n = nodes.iter().find(|n| n.data["spec"]["providerID"].as_str() == Some(id.as_str()))?;

@@ -388,10 +388,16 @@ impl KubeProvider {
         loop {
             let set = self.retry(a, || api.get(name)).await?;
             let ready = set.data["status"]["readyReplicas"].as_i64().unwrap_or(0);
+            // The set's Machines, read once a poll for both uses below.
+            let ns = set.metadata.namespace.clone().unwrap_or_default();
+            let machines_api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &ns, &machines(self.capi().await));
+            let of_set = crate::connect::of_set(name);
+            let listed = self.retry(a, || machines_api.list(&of_set)).await?.items;
             // The Nodes registered so far are made schedulable (crate::nodes): no cloud
             // controller initializes an `azure://` Node.
-            let sets = [(set.metadata.namespace.clone().unwrap_or_default(), name.to_string())];
-            let init = crate::nodes::initialize(&self.client, &sets).await.map_err(|e| failed(a, "Unknown", e))?;
+            let init =
+                crate::nodes::initialize_machines(&self.client, &listed).await.map_err(|e| failed(a, "Unknown", e))?;
             for n in &init.lifted {
                 progress.waiting(
                     a,
@@ -407,7 +413,14 @@ impl KubeProvider {
             // A machine Azure will never make stops the wait now ([`crate::failure`]): waiting
             // `machine_timeout` would end the same way, half an hour later.
             if ready < want {
-                let failed_machines = self.terminal_machines(a, &sets[0].0, name).await?;
+                let infra = crate::failure::azure_machines_in(&self.client, &ns).await;
+                let failed_machines: Vec<(String, crate::failure::Terminal)> = listed
+                    .iter()
+                    .filter_map(|m| {
+                        let terminal = crate::failure::of_machine(m, &infra)?;
+                        Some((format!("{ns}/{}", m.metadata.name.clone().unwrap_or_default()), terminal))
+                    })
+                    .collect();
                 if let Some((_, first)) = failed_machines.first() {
                     let each: Vec<String> = failed_machines
                         .iter()
@@ -442,27 +455,6 @@ impl KubeProvider {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(self.config.poll_interval);
         }
-    }
-
-    /// The Machines of MachineSet `ns/set` that Azure will never make, by name, each with why.
-    async fn terminal_machines(
-        &self,
-        a: &Address,
-        ns: &str,
-        set: &str,
-    ) -> Result<Vec<(String, crate::failure::Terminal)>, ProviderError> {
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &machines(self.capi().await));
-        let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={set}"));
-        let list = self.retry(a, || api.list(&selector)).await?;
-        let infra = crate::failure::azure_machines_in(&self.client, ns).await;
-        Ok(list
-            .items
-            .iter()
-            .filter_map(|m| {
-                let terminal = crate::failure::of_machine(&serde_json::to_value(m).ok()?, &infra)?;
-                Some((format!("{ns}/{}", m.metadata.name.clone().unwrap_or_default()), terminal))
-            })
-            .collect())
     }
 
     /// The pool's Cluster has no control plane of its own (the cluster's is OpenShift's), so CAPI
@@ -556,7 +548,7 @@ impl KubeProvider {
             absent_is_fine(self.retry(a, || api.patch(name, &params, &patch)).await)?;
             let machines: Api<DynamicObject> =
                 Api::namespaced_with(self.client.clone(), ns, &machines(self.capi().await));
-            let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/set-name={name}"));
+            let selector = crate::connect::of_set(name);
             let deadline = Instant::now() + self.config.machine_timeout;
             // The provider IDs of the machines going, to delete their Nodes after them.
             let mut provider_ids = std::collections::BTreeSet::new();
